@@ -1,0 +1,46 @@
+# Every third-party dependency is found here, once. Versions: Debian 12 (gRPC 1.51, Protobuf 3.21,
+# LibTorch 1.13 CPU) for the default variant; the CUDA variant uses the GPU host's LibTorch 2.11 and
+# an extracted bundle of the same Debian packages (see scripts/gpu-bundle.sh and GPU.md).
+
+find_package(Threads REQUIRED)
+
+# Protobuf: Debian ships no CMake config package for protobuf; the FindProtobuf module works with
+# the variables below when set (GPU host bundle), and finds the system copy otherwise.
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(PNG REQUIRED)
+
+find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+
+# LibTorch. On the GPU host: -DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+find_package(Torch REQUIRED)
+# Torch's cmake adds its flags to TORCH_CXX_FLAGS (ABI); apply them globally.
+set(CMAKE_CXX_FLAGS "${CMAKE_CXX_FLAGS} ${TORCH_CXX_FLAGS}")
+
+# SentencePiece (T5 tokenizer): pkg-config on Debian.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+
+# cpp-httplib: header only.
+find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
+
+if(DITSERVE_CUDA)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT}/include $ENV{NCCL_ROOT}/include REQUIRED)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${NCCL_ROOT}/lib $ENV{NCCL_ROOT}/lib REQUIRED)
+  add_library(nccl_lib INTERFACE)
+  target_include_directories(nccl_lib SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
+  target_link_libraries(nccl_lib INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
+  add_compile_definitions(DITSERVE_WITH_CUDA=1)
+endif()
+
+# PyTorch wheels ship fmt 12 headers in Torch's include dir; Debian's spdlog 1.10 needs fmt 9. When
+# the Debian packages come from an extracted bundle (GPU host), put its include dir before Torch's.
+set(DITSERVE_DEPS_PREFIX "" CACHE PATH "Root of an extracted Debian package bundle (GPU host)")
+if(DITSERVE_DEPS_PREFIX)
+  include_directories(BEFORE SYSTEM ${DITSERVE_DEPS_PREFIX}/usr/include)
+endif()

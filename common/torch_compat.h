@@ -1,0 +1,92 @@
+// The single place where LibTorch 1.13 (Debian, CPU) and LibTorch 2.x (GPU host, CUDA) differ.
+// Everything else calls these wrappers instead of version-specific ATen functions.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+#if !defined(TORCH_VERSION_MAJOR)
+#include <torch/version.h>
+#endif
+
+#define DITSERVE_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||           \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace ditserve::compat {
+
+// Runs `fn` and converts any exception LibTorch (or our own layers) throws into a Status.
+// Model entry points wrap their bodies in this, so no exception crosses a module boundary.
+template <typename Fn>
+auto GuardTorch(const char* what, Fn&& fn) -> absl::StatusOr<decltype(fn())> {
+  try {
+    return fn();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  }
+}
+
+template <typename Fn>
+absl::Status GuardTorchStatus(const char* what, Fn&& fn) {
+  try {
+    fn();
+    return absl::OkStatus();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  }
+}
+
+// A CPU generator seeded like torch.Generator("cpu").manual_seed(seed): the same ATen kernel, so
+// torch::randn with it reproduces PyTorch's noise bit for bit (same PyTorch version and dtype).
+inline at::Generator SeededCpuGenerator(uint64_t seed) {
+  return at::detail::createCPUGenerator(seed);
+}
+
+// Scaled dot-product attention on (B, heads, S, hd) tensors with the default scale 1/sqrt(hd).
+// `mask` is empty or a boolean mask broadcastable to (B, heads, S, S) (true = attend).
+inline torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                               const torch::Tensor& v,
+                                               const torch::Tensor& mask = {}) {
+#if DITSERVE_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(
+      q, k, v, mask.defined() ? c10::optional<at::Tensor>(mask) : c10::nullopt);
+#else
+  // LibTorch 1.13 has no public SDPA: the math path, as PyTorch's own fallback computes it.
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  auto scores = torch::matmul(q * scale, k.transpose(-2, -1));
+  if (mask.defined()) {
+    scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
+  }
+  auto probs = torch::softmax(scores, -1);
+  return torch::matmul(probs, v);
+#endif
+}
+
+// torch.nn.functional.rms_norm(x, [x.size(-1)], weight, eps) (weight may be undefined).
+inline torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+#if DITSERVE_TORCH_AT_LEAST(2, 4)
+  return at::rms_norm(x, {x.size(-1)},
+                      weight.defined() ? c10::optional<at::Tensor>(weight) : c10::nullopt, eps);
+#else
+  // PyTorch's composite implementation: upcast half types to float32, normalise, cast back,
+  // then multiply by the weight.
+  auto xf = x.scalar_type() == torch::kFloat64 ? x : x.to(torch::kFloat32);
+  auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  y = y.to(x.scalar_type());
+  return weight.defined() ? y * weight : y;
+#endif
+}
+
+}  // namespace ditserve::compat

@@ -1,0 +1,241 @@
+#include "sharding/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace ditserve::sharding {
+namespace {
+
+struct DTypeEntry {
+  absl::string_view name;
+  DType dtype;
+  size_t size;
+};
+
+constexpr DTypeEntry kDTypes[] = {
+    {"F64", DType::kF64, 8},    {"F32", DType::kF32, 4},         {"F16", DType::kF16, 2},
+    {"BF16", DType::kBF16, 2},  {"I64", DType::kI64, 8},         {"I32", DType::kI32, 4},
+    {"I16", DType::kI16, 2},    {"I8", DType::kI8, 1},           {"U8", DType::kU8, 1},
+    {"BOOL", DType::kBool, 1},  {"F8_E4M3", DType::kF8E4M3, 1},  {"F8_E5M2", DType::kF8E5M2, 1},
+};
+
+// Largest header we accept (the format's own reference implementation caps it at 100 MB).
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+}  // namespace
+
+absl::StatusOr<DType> ParseDType(absl::string_view name) {
+  for (const auto& e : kDTypes) {
+    if (e.name == name) return e.dtype;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", name, "'"));
+}
+
+absl::string_view DTypeName(DType dtype) {
+  for (const auto& e : kDTypes) {
+    if (e.dtype == dtype) return e.name;
+  }
+  return "?";
+}
+
+size_t DTypeSize(DType dtype) {
+  for (const auto& e : kDTypes) {
+    if (e.dtype == dtype) return e.size;
+  }
+  return 0;
+}
+
+uint64_t TensorInfo::numel() const {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
+    absl::string_view header_json, uint64_t data_size, const std::string& file,
+    std::map<std::string, std::string>* metadata) {
+  auto bad = [&](absl::string_view tensor, absl::string_view what) {
+    if (tensor.empty()) {
+      return absl::DataLossError(absl::StrCat(file, ": corrupt safetensors header: ", what));
+    }
+    return absl::DataLossError(
+        absl::StrCat(file, ": tensor '", tensor, "': corrupt safetensors header: ", what));
+  };
+  nlohmann::json header = nlohmann::json::parse(header_json.begin(), header_json.end(), nullptr,
+                                                /*allow_exceptions=*/false);
+  if (header.is_discarded()) return bad("", "header is not valid JSON");
+  if (!header.is_object()) return bad("", "header is not a JSON object");
+
+  std::vector<TensorInfo> tensors;
+  tensors.reserve(header.size());
+  // nlohmann::json keeps the last of duplicate keys; detect duplicates with a SAX pass instead.
+  {
+    struct KeyCounter : nlohmann::json_sax<nlohmann::json> {
+      int depth = 0;
+      std::set<std::string> seen;
+      std::string duplicate;
+      bool null() override { return true; }
+      bool boolean(bool) override { return true; }
+      bool number_integer(number_integer_t) override { return true; }
+      bool number_unsigned(number_unsigned_t) override { return true; }
+      bool number_float(number_float_t, const string_t&) override { return true; }
+      bool string(string_t&) override { return true; }
+      bool binary(binary_t&) override { return true; }
+      bool start_object(std::size_t) override { ++depth; return true; }
+      bool end_object() override { --depth; return true; }
+      bool start_array(std::size_t) override { ++depth; return true; }
+      bool end_array() override { --depth; return true; }
+      bool key(string_t& k) override {
+        if (depth == 1 && !seen.insert(k).second && duplicate.empty()) duplicate = k;
+        return true;
+      }
+      bool parse_error(std::size_t, const std::string&,
+                       const nlohmann::detail::exception&) override {
+        return false;
+      }
+    } counter;
+    nlohmann::json::sax_parse(header_json.begin(), header_json.end(), &counter,
+                              nlohmann::detail::input_format_t::json, /*strict=*/true);
+    if (!counter.duplicate.empty()) return bad(counter.duplicate, "duplicate tensor name");
+  }
+
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const nlohmann::json& entry = it.value();
+    if (name == "__metadata__") {
+      if (!entry.is_object()) return bad("", "__metadata__ is not an object");
+      for (auto m = entry.begin(); m != entry.end(); ++m) {
+        if (!m.value().is_string()) return bad("", "__metadata__ values must be strings");
+        if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    if (!entry.is_object()) return bad(name, "entry is not an object");
+    auto dt = entry.find("dtype");
+    auto sh = entry.find("shape");
+    auto off = entry.find("data_offsets");
+    if (dt == entry.end() || !dt->is_string()) return bad(name, "missing string 'dtype'");
+    if (sh == entry.end() || !sh->is_array()) return bad(name, "missing array 'shape'");
+    if (off == entry.end() || !off->is_array() || off->size() != 2) {
+      return bad(name, "'data_offsets' must be [begin, end]");
+    }
+    TensorInfo info;
+    info.name = name;
+    auto dtype = ParseDType(dt->get<std::string>());
+    if (!dtype.ok()) return bad(name, dtype.status().message());
+    info.dtype = *dtype;
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (const auto& d : *sh) {
+      if (!d.is_number_unsigned()) return bad(name, "shape entries must be non-negative integers");
+      uint64_t v = d.get<uint64_t>();
+      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
+      info.shape.push_back(static_cast<int64_t>(v));
+      if (v != 0 && numel > std::numeric_limits<uint64_t>::max() / v) overflow = true;
+      numel *= v;
+    }
+    if (overflow) return bad(name, "shape is too large");
+    for (const auto& o : *off) {
+      if (!o.is_number_unsigned()) return bad(name, "data_offsets must be non-negative integers");
+    }
+    info.begin = (*off)[0].get<uint64_t>();
+    info.end = (*off)[1].get<uint64_t>();
+    if (info.end < info.begin) return bad(name, "data_offsets end before begin");
+    if (info.end > data_size) {
+      return bad(name, absl::StrCat("data_offsets [", info.begin, ", ", info.end,
+                                    ") run past the data buffer (", data_size, " bytes)"));
+    }
+    const uint64_t esize = DTypeSize(info.dtype);
+    if (numel > std::numeric_limits<uint64_t>::max() / esize ||
+        numel * esize != info.end - info.begin) {
+      return bad(name, absl::StrCat("byte length ", info.end - info.begin, " does not match dtype ",
+                                    DTypeName(info.dtype), " x ", numel, " elements"));
+    }
+    tensors.push_back(std::move(info));
+  }
+
+  // No two tensors may overlap.
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& t : tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    if (by_offset[i]->begin < by_offset[i - 1]->end) {
+      return bad(by_offset[i]->name,
+                 absl::StrCat("data overlaps tensor '", by_offset[i - 1]->name, "'"));
+    }
+  }
+  return tensors;
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return absl::InternalError(absl::StrCat(path, ": fstat: ", std::strerror(err)));
+  }
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < 8) {
+    ::close(fd);
+    return absl::DataLossError(
+        absl::StrCat(path, ": corrupt safetensors file: ", file_size, " bytes, shorter than the "
+                     "8-byte header length"));
+  }
+  void* map = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int err = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) {
+    return absl::InternalError(absl::StrCat(path, ": mmap: ", std::strerror(err)));
+  }
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = path;
+  file->map_ = map;
+  file->map_size_ = file_size;
+  const auto* bytes = static_cast<const uint8_t*>(map);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  if (n > kMaxHeaderBytes || n > file_size - 8) {
+    return absl::DataLossError(absl::StrCat(path, ": corrupt safetensors file: header length ", n,
+                                            " exceeds the file size ", file_size));
+  }
+  file->data_ = bytes + 8 + n;
+  file->data_size_ = file_size - 8 - n;
+  absl::string_view header(reinterpret_cast<const char*>(bytes + 8), n);
+  auto tensors = ParseSafetensorsHeader(header, file->data_size_, path, &file->metadata_);
+  if (!tensors.ok()) return tensors.status();
+  file->tensors_ = std::move(*tensors);
+  for (size_t i = 0; i < file->tensors_.size(); ++i) file->index_[file->tensors_[i].name] = i;
+  return file;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_ != nullptr) ::munmap(map_, map_size_);
+}
+
+absl::StatusOr<const TensorInfo*> SafetensorsFile::Find(absl::string_view name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    return absl::NotFoundError(absl::StrCat(path_, ": no tensor named '", name, "'"));
+  }
+  return &tensors_[it->second];
+}
+
+}  // namespace ditserve::sharding

@@ -1,0 +1,28 @@
+// Tensor-parallel styles, as diffusers' `_tp_plan` values (SPEC §1.3-1.4). Torch-free.
+#pragma once
+
+#include "absl/strings/string_view.h"
+
+namespace ditserve::sharding {
+
+enum class TpStyle {
+  kReplicated,        // not in the plan: every rank holds the full tensor
+  kColwise,           // weight rows and bias sliced; output is this rank's feature shard
+  kRowwise,           // weight columns sliced, bias replicated and added once after the all-reduce
+  kRowwiseSplitInput, // rowwise on a replicated input: the layer takes its own slice of the input
+  kPackedColwise,     // colwise per packed block, local blocks concatenated in block order
+  kPackedRowwise,     // rowwise per packed block
+};
+
+absl::string_view TpStyleName(TpStyle style);
+
+// True for the styles whose output is a partial sum that needs an all-reduce.
+constexpr bool IsRowwise(TpStyle s) {
+  return s == TpStyle::kRowwise || s == TpStyle::kRowwiseSplitInput ||
+         s == TpStyle::kPackedRowwise;
+}
+constexpr bool IsColwise(TpStyle s) {
+  return s == TpStyle::kColwise || s == TpStyle::kPackedColwise;
+}
+
+}  // namespace ditserve::sharding

@@ -1,0 +1,50 @@
+// Collective communication among the ranks of one tensor-parallel group.
+//
+// Contract (all implementations):
+// * Every rank of the group calls the same collectives in the same order with tensors of the same
+//   shape and dtype; a rank that skips one leaves the others waiting until the collective timeout,
+//   after which the communicator is aborted and every later call fails.
+// * Tensors are on this rank's device; operations are in place. On CUDA they are enqueued on the
+//   current CUDA stream of the calling thread (the worker's compute stream) and the call returns
+//   once enqueued; on CPU the call returns when the result is in place.
+// * One thread at a time per communicator (the worker's job thread). Stats() may be read from any
+//   thread.
+// * Errors come back as absl::Status (UNAVAILABLE for a broken group or timeout, INTERNAL
+//   otherwise). After an error the communicator is unusable; the group must be re-formed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+
+namespace ditserve::comm {
+
+struct CommStats {
+  uint64_t allreduce_count = 0;
+  uint64_t allreduce_bytes = 0;
+  double allreduce_seconds = 0;  // host-side time spent in AllReduceSum calls
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  virtual absl::Status AllReduceSum(torch::Tensor& tensor) = 0;
+  // Element-wise max; used for the collective cancel/error flag at each step boundary.
+  virtual absl::Status AllReduceMax(torch::Tensor& tensor) = 0;
+  virtual absl::Status Broadcast(torch::Tensor& tensor, int root) = 0;
+  // `output` has world_size x the elements of `input` and receives the ranks' inputs in rank
+  // order along dim 0.
+  virtual absl::Status AllGather(const torch::Tensor& input, torch::Tensor& output) = 0;
+  virtual absl::Status Barrier() = 0;
+
+  virtual CommStats Stats() const = 0;
+};
+
+}  // namespace ditserve::comm
