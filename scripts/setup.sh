@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build and the tests need (idempotent, non-interactive) and
+# builds ditserve in Release into ./build. Usage: scripts/setup.sh [--no-apt] [--jobs N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt=1
+jobs=$(nproc)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-apt) apt=0 ;;
+    --jobs) jobs="$2"; shift ;;
+    *) echo "setup.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+if [ "$apt" = 1 ]; then
+  mapfile -t pkgs < <(grep -v '^\s*#' scripts/deps.txt | grep -v '^\s*$')
+  missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${#missing[@]} Debian packages: ${missing[*]}"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  else
+    echo "setup: all ${#pkgs[@]} Debian packages present"
+  fi
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$jobs"
+echo "setup: build complete in ./build"
