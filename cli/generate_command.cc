@@ -1,0 +1,117 @@
+// ditserve-cli generate: one generation through GenerateStream (or Generate with --unary), progress
+// on stderr, the image in -o FILE and a one-line JSON summary on stdout.
+#include <cstdio>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "cli/channel.h"
+#include "cli/commands.h"
+#include "cli/generate_request.h"
+#include "cli/output.h"
+#include "cli/progress.h"
+#include "common/flags.h"
+#include "common/grpc_status.h"
+#include "ditserve/v1/ditserve.grpc.pb.h"
+
+namespace ditserve::cli {
+namespace {
+
+using ditserve::v1::GenerateEvent;
+using ditserve::v1::GenerateRequest;
+using ditserve::v1::GenerateResponse;
+
+void Bind(FlagParser* p, GenerateOptions* o) {
+  BindConnectionFlags(p, &o->connection);
+  p->AddString("prompt", &o->prompt, "text prompt");
+  p->AddString("prompt-2", &o->prompt_2, "second prompt (T5 for FLUX.1); defaults to --prompt");
+  p->AddString("negative-prompt", &o->negative_prompt, "negative prompt (with --true-cfg-scale > 1)");
+  p->AddString("negative-prompt-2", &o->negative_prompt_2, "second negative prompt");
+  p->AddUint("steps", &o->steps, "denoising steps; 0 = model default");
+  p->AddUint("seed", &o->seed, "random seed; random when not given (the seed used is printed)");
+  p->AddUint("height", &o->height, "image height in pixels; 0 = model default");
+  p->AddUint("width", &o->width, "image width in pixels; 0 = model default");
+  p->AddDouble("guidance", &o->guidance, "distilled guidance scale; model default when not given");
+  p->AddDouble("true-cfg-scale", &o->true_cfg_scale, "true classifier-free guidance; 0/1 = off");
+  p->AddUint("max-sequence-length", &o->max_sequence_length, "T5 tokens; 0 = model default");
+  p->AddString("format", &o->format, "png | raw (safetensors `image` F32 [H,W,3]) | latents");
+  p->AddString("embeddings", &o->embeddings,
+               "safetensors file with prompt_embeds [, pooled_prompt_embeds, text_mask]");
+  p->AddString("negative-embeddings", &o->negative_embeddings,
+               "same as --embeddings, for the negative prompt");
+  p->AddString("request-id", &o->request_id, "request id echoed by the server; generated if empty");
+  p->AddString("output", &o->output, "output file (-o); '-' writes to stdout");
+  p->AddBool("quiet", &o->quiet, "no progress output");
+  p->AddBool("unary", &o->unary, "use the unary Generate call (no progress)");
+}
+
+// Reads the stream to its end. The result is the last event; anything after it is a server bug but
+// harmless, so it is ignored.
+absl::StatusOr<GenerateResponse> CallStream(ditserve::v1::ImageGeneration::Stub* stub,
+                                            const GenerateOptions& o, const GenerateRequest& req) {
+  grpc::ClientContext context;
+  ConfigureContext(o.connection, &context);
+  ProgressReporter progress(ProgressReporter::DetectMode(o.quiet));
+  std::unique_ptr<grpc::ClientReader<GenerateEvent>> reader = stub->GenerateStream(&context, req);
+  std::optional<GenerateResponse> result;
+  GenerateEvent event;
+  while (reader->Read(&event)) {
+    switch (event.event_case()) {
+      case GenerateEvent::kQueued: progress.OnQueued(event.queued()); break;
+      case GenerateEvent::kProgress: progress.OnProgress(event.progress()); break;
+      case GenerateEvent::kResult:
+        if (!result) result = std::move(*event.mutable_result());
+        break;
+      default: break;  // an event kind newer than this client
+    }
+  }
+  progress.Finish();
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!result) return absl::InternalError("the stream ended without a result");
+  return std::move(*result);
+}
+
+absl::StatusOr<GenerateResponse> CallUnary(ditserve::v1::ImageGeneration::Stub* stub,
+                                           const GenerateOptions& o, const GenerateRequest& req) {
+  grpc::ClientContext context;
+  ConfigureContext(o.connection, &context);
+  GenerateResponse response;
+  grpc::Status status = stub->Generate(&context, req, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+}  // namespace
+
+int RunGenerate(int argc, const char* const* argv, int first) {
+  GenerateOptions o;
+  FlagParser parser("ditserve-cli generate", "Generates one image and writes it to -o FILE.");
+  Bind(&parser, &o);
+  bool done = false;
+  int code = ParseFlags(&parser, argc, argv, first, &done);
+  if (done) return code;
+  o.seed_set = parser.WasSet("seed");
+  o.guidance_set = parser.WasSet("guidance");
+  if (absl::Status s = ValidateConnectionFlags(o.connection); !s.ok()) {
+    return PrintError(s, kExitUsage);
+  }
+  absl::StatusOr<GenerateRequest> request = BuildGenerateRequest(o);
+  if (!request.ok()) return PrintError(request.status(), kExitUsage);
+
+  auto stub = ditserve::v1::ImageGeneration::NewStub(MakeChannel(o.connection));
+  absl::StatusOr<GenerateResponse> response =
+      o.unary ? CallUnary(stub.get(), o, *request) : CallStream(stub.get(), o, *request);
+  if (!response.ok()) return PrintError(response.status(), kExitFailure);
+
+  absl::StatusOr<std::string> bytes = EncodeOutput(*response, request->output_format());
+  if (!bytes.ok()) return PrintError(bytes.status(), kExitFailure);
+  if (absl::Status s = WriteOutputFile(o.output, *bytes); !s.ok()) {
+    return PrintError(s, kExitFailure);
+  }
+  // With -o - the image owns stdout, so the summary goes to stderr.
+  std::string summary = ResultSummaryJson(*response, o.output, bytes->size()) + "\n";
+  std::fputs(summary.c_str(), o.output == "-" ? stderr : stdout);
+  return kExitOk;
+}
+
+}  // namespace ditserve::cli

@@ -1,0 +1,82 @@
+#include "cli/generate_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "cli/embeddings.h"
+#include "common/status_macros.h"
+
+namespace ditserve::cli {
+namespace {
+
+absl::StatusOr<uint32_t> ToUint32(const char* flag, uint64_t value) {
+  if (value > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " is too large: ", value));
+  }
+  return static_cast<uint32_t>(value);
+}
+
+absl::StatusOr<float> ToFloat(const char* flag, double value) {
+  if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be a finite number"));
+  }
+  return static_cast<float>(value);
+}
+
+}  // namespace
+
+absl::StatusOr<ditserve::v1::OutputFormat> ParseOutputFormat(const std::string& name) {
+  if (name == "png") return ditserve::v1::OUTPUT_FORMAT_PNG;
+  if (name == "raw") return ditserve::v1::OUTPUT_FORMAT_RAW_F32;
+  if (name == "latents") return ditserve::v1::OUTPUT_FORMAT_LATENTS;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--format must be png, raw or latents, got '", name, "'"));
+}
+
+std::string OutputFormatName(ditserve::v1::OutputFormat format) {
+  switch (format) {
+    case ditserve::v1::OUTPUT_FORMAT_RAW_F32: return "raw";
+    case ditserve::v1::OUTPUT_FORMAT_LATENTS: return "latents";
+    default: return "png";
+  }
+}
+
+absl::StatusOr<ditserve::v1::GenerateRequest> BuildGenerateRequest(const GenerateOptions& o) {
+  if (o.output.empty()) {
+    return absl::InvalidArgumentError("-o/--output FILE is required ('-' for stdout)");
+  }
+  ditserve::v1::GenerateRequest r;
+  r.set_prompt(o.prompt);
+  r.set_prompt_2(o.prompt_2);
+  r.set_negative_prompt(o.negative_prompt);
+  r.set_negative_prompt_2(o.negative_prompt_2);
+  ASSIGN_OR_RETURN(uint32_t steps, ToUint32("steps", o.steps));
+  ASSIGN_OR_RETURN(uint32_t height, ToUint32("height", o.height));
+  ASSIGN_OR_RETURN(uint32_t width, ToUint32("width", o.width));
+  ASSIGN_OR_RETURN(uint32_t max_seq, ToUint32("max-sequence-length", o.max_sequence_length));
+  r.set_num_inference_steps(steps);
+  r.set_height(height);
+  r.set_width(width);
+  r.set_max_sequence_length(max_seq);
+  if (o.seed_set) r.set_seed(o.seed);
+  if (o.guidance_set) {
+    ASSIGN_OR_RETURN(float guidance, ToFloat("guidance", o.guidance));
+    r.set_guidance_scale(guidance);
+  }
+  ASSIGN_OR_RETURN(float true_cfg, ToFloat("true-cfg-scale", o.true_cfg_scale));
+  r.set_true_cfg_scale(true_cfg);
+  ASSIGN_OR_RETURN(ditserve::v1::OutputFormat format, ParseOutputFormat(o.format));
+  r.set_output_format(format);
+  r.set_request_id(o.request_id);
+  if (!o.embeddings.empty()) {
+    ASSIGN_OR_RETURN(*r.mutable_prompt_embeddings(), LoadPromptEmbeddings(o.embeddings));
+  }
+  if (!o.negative_embeddings.empty()) {
+    ASSIGN_OR_RETURN(*r.mutable_negative_prompt_embeddings(),
+                     LoadPromptEmbeddings(o.negative_embeddings));
+  }
+  return r;
+}
+
+}  // namespace ditserve::cli

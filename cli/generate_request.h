@@ -1,0 +1,48 @@
+// The options of `ditserve-cli generate` and their translation into a GenerateRequest. Scalars left
+// at 0 / empty mean "model default" (the API's convention); --seed and --guidance are sent only when
+// given on the command line, because those fields are `optional` in the API.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cli/channel.h"
+#include "ditserve/v1/ditserve.pb.h"
+
+namespace ditserve::cli {
+
+struct GenerateOptions {
+  ConnectionFlags connection;  // --timeout defaults to 600 s
+  std::string prompt;
+  std::string prompt_2;
+  std::string negative_prompt;
+  std::string negative_prompt_2;
+  uint64_t steps = 0;
+  uint64_t seed = 0;
+  bool seed_set = false;  // from FlagParser::WasSet("seed")
+  uint64_t height = 0;
+  uint64_t width = 0;
+  double guidance = 0;
+  bool guidance_set = false;  // from FlagParser::WasSet("guidance")
+  double true_cfg_scale = 0;
+  uint64_t max_sequence_length = 0;
+  std::string format = "png";  // png | raw | latents
+  std::string embeddings;           // safetensors file, see embeddings.h
+  std::string negative_embeddings;  // same layout, for true CFG
+  std::string request_id;
+  std::string output;  // file to write, "-" = stdout
+  bool quiet = false;
+  bool unary = false;  // use Generate instead of GenerateStream (no progress)
+};
+
+// "png" -> OUTPUT_FORMAT_PNG, "raw" -> OUTPUT_FORMAT_RAW_F32, "latents" -> OUTPUT_FORMAT_LATENTS.
+absl::StatusOr<ditserve::v1::OutputFormat> ParseOutputFormat(const std::string& name);
+// Inverse of ParseOutputFormat; UNSPECIFIED is "png" (the API's default).
+std::string OutputFormatName(ditserve::v1::OutputFormat format);
+
+// Validates the options that can be checked locally (ranges of the uint32 fields, format, output)
+// and reads the embeddings files. INVALID_ARGUMENT naming the flag otherwise.
+absl::StatusOr<ditserve::v1::GenerateRequest> BuildGenerateRequest(const GenerateOptions& options);
+
+}  // namespace ditserve::cli

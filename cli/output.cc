@@ -1,0 +1,122 @@
+#include "cli/output.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "cli/generate_request.h"
+#include "cli/safetensors_writer.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace ditserve::cli {
+namespace {
+
+using ditserve::v1::GenerateResponse;
+using ditserve::v1::OutputFormat;
+
+std::map<std::string, std::string> Metadata(const GenerateResponse& r) {
+  return {{"request_id", r.request_id()},
+          {"seed", std::to_string(r.seed())},
+          {"num_inference_steps", std::to_string(r.num_inference_steps())},
+          {"height", std::to_string(r.height())},
+          {"width", std::to_string(r.width())}};
+}
+
+absl::StatusOr<std::string> EncodeRaw(const GenerateResponse& r) {
+  uint64_t expected = uint64_t{r.height()} * r.width() * 3 * sizeof(float);
+  if (r.height() == 0 || r.width() == 0 || r.image().size() != expected) {
+    return absl::DataLossError(absl::StrCat("raw image has ", r.image().size(), " bytes, ",
+                                            r.height(), "x", r.width(), "x3 float32 needs ",
+                                            expected));
+  }
+  return SerializeSafetensors(
+      {{"image", "F32", {int64_t{r.height()}, int64_t{r.width()}, 3}, r.image()}}, Metadata(r));
+}
+
+absl::StatusOr<std::string> EncodeLatents(const GenerateResponse& r) {
+  const ditserve::v1::Tensor& t = r.latents();
+  std::string dtype;
+  switch (t.dtype()) {
+    case ditserve::v1::DTYPE_FLOAT32: dtype = "F32"; break;
+    case ditserve::v1::DTYPE_BFLOAT16: dtype = "BF16"; break;
+    case ditserve::v1::DTYPE_FLOAT16: dtype = "F16"; break;
+    default:
+      return absl::DataLossError("latents tensor has no dtype");
+  }
+  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  if (shape.empty()) return absl::DataLossError("latents tensor has no shape");
+  absl::StatusOr<std::string> out =
+      SerializeSafetensors({{"latents", dtype, shape, t.data()}}, Metadata(r));
+  if (!out.ok()) return absl::DataLossError(out.status().message());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EncodeOutput(const GenerateResponse& response,
+                                         OutputFormat requested) {
+  std::string got = OutputFormatName(response.format());
+  std::string want = OutputFormatName(requested);
+  if (got != want) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("asked for format ", want, ", the server answered ", got));
+  }
+  switch (requested) {
+    case ditserve::v1::OUTPUT_FORMAT_RAW_F32: return EncodeRaw(response);
+    case ditserve::v1::OUTPUT_FORMAT_LATENTS: return EncodeLatents(response);
+    default:
+      if (response.image().empty()) return absl::DataLossError("the server sent an empty image");
+      return response.image();
+  }
+}
+
+absl::Status WriteOutputFile(const std::string& path, absl::string_view bytes) {
+  if (path == "-") {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() ||
+        std::fflush(stdout) != 0) {
+      return absl::UnavailableError(absl::StrCat("writing to stdout: ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
+  }
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    return absl::DataLossError(absl::StrCat("cannot write ", path, ": ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+std::string ResultSummaryJson(const GenerateResponse& r, const std::string& output,
+                              size_t bytes) {
+  const ditserve::v1::Timings& t = r.timings();
+  nlohmann::ordered_json j = {
+      {"output", output},
+      {"format", OutputFormatName(r.format())},
+      {"bytes", bytes},
+      {"request_id", r.request_id()},
+      {"seed", std::to_string(r.seed())},
+      {"num_inference_steps", r.num_inference_steps()},
+      {"height", r.height()},
+      {"width", r.width()},
+      {"timings",
+       {{"queue_seconds", t.queue_seconds()},
+        {"encode_seconds", t.encode_seconds()},
+        {"denoise_seconds", t.denoise_seconds()},
+        {"decode_seconds", t.decode_seconds()},
+        {"total_seconds", t.total_seconds()}}}};
+  return j.dump();
+}
+
+}  // namespace ditserve::cli

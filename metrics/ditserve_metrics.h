@@ -1,0 +1,191 @@
+// The ditserve metric set: every family the frontend exports on its single /metrics endpoint,
+// created on one Registry. Names follow the Prometheus conventions (prefix "ditserve_", base units,
+// counters end in _total); METRICS.md is the same list as a table for the README.
+//
+// Frontend figures (measured in the frontend process):
+//   ditserve_requests_total{method,code}            counter   generation RPCs finished, by final
+//       gRPC status code name (OK, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...); every method x code
+//       pair starts at 0 so rate() and alerts work before the first event.
+//   ditserve_request_duration_seconds{method}        histogram end-to-end latency, RPC arrival ->
+//       final status, every outcome included.
+//   ditserve_queue_wait_seconds                      histogram admission -> dispatch to the workers.
+//   ditserve_time_to_first_step_seconds              histogram admission -> first denoising step done
+//       (queue wait + text encoding + first step: what a streaming client waits for first progress).
+//   ditserve_denoise_step_duration_seconds           histogram one denoising step, from rank 0's
+//       progress events.
+//   ditserve_requests_in_flight                      gauge     requests executing on the workers.
+//   ditserve_queue_depth                             gauge     admitted, not yet dispatched.
+//   ditserve_queue_capacity                          gauge     configured bound of the queue.
+//   ditserve_images_generated_total                  counter   images returned to clients.
+//   ditserve_queue_dropped_total{reason}             counter   requests removed from the queue
+//       without running: deadline_expired, cancelled, shutdown.
+//   ditserve_build_info{version,model,tp_degree,dtype} gauge   always 1 (the _info pattern).
+// Worker figures (one series per rank, label rank="0".."N-1"; workers send them over gRPC as
+// WorkerStatus, the frontend copies them in with ReportWorker):
+//   ditserve_worker_ready{rank}                      gauge     1 if the rank reported ready.
+//   ditserve_worker_last_report_timestamp_seconds{rank} gauge  when the frontend last got a report;
+//       time() - this = staleness (a hung worker stops advancing it).
+//   ditserve_worker_device_memory_allocated_bytes{rank} gauge  bytes held by live tensors.
+//   ditserve_worker_device_memory_reserved_bytes{rank}  gauge  bytes held by the caching allocator.
+//   ditserve_worker_device_memory_total_bytes{rank}     gauge  device capacity (0 on CPU builds).
+//   ditserve_worker_weight_bytes{rank}               gauge     bytes of this rank's weight shard.
+//   ditserve_worker_load_duration_seconds{rank}      gauge     duration of the last model load.
+//   ditserve_worker_resident_memory_bytes{rank}      gauge     the worker process's RSS.
+//   ditserve_worker_allreduce_operations_total{rank} counter   all-reduce calls.
+//   ditserve_worker_allreduce_bytes_total{rank}      counter   all-reduce payload bytes.
+//   ditserve_worker_allreduce_seconds_total{rank}    counter   time spent in all-reduce.
+//   ditserve_worker_denoise_steps_total{rank}        counter   denoising steps executed.
+//   ditserve_worker_denoise_step_seconds_total{rank} counter   time spent in those steps
+//       (mean step time = rate(..._step_seconds_total) / rate(..._steps_total); stragglers show here).
+// The worker totals are cumulative since the worker started, so they are counters set to the
+// reported total (Counter::SetCumulative): promtool requires counters for *_total names, and a
+// worker restart shows up as a counter reset, which rate() handles.
+//
+// Thread-safety: every method may be called from any thread. Hot-path methods touch only children
+// resolved at Create (atomics, or a histogram's short mutex); ReportWorker takes one small mutex.
+// Ownership: the families belong to the Registry, which must outlive this object.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "metrics/family.h"
+#include "metrics/registry.h"
+
+namespace ditserve::metrics {
+
+// End-to-end, queue-wait and time-to-first-step buckets: 10 ms .. 10 min, dense between 1 s and
+// 60 s where diffusion requests live.
+const std::vector<double>& RequestLatencyBuckets();
+// Per-step buckets: 10 ms (H200, small images) .. 60 s (CPU, large images).
+const std::vector<double>& StepLatencyBuckets();
+
+struct BuildInfo {
+  std::string version;  // e.g. DITSERVE_VERSION
+  std::string model;    // e.g. "flux1"
+  int tp_degree = 1;
+  std::string dtype;  // e.g. "bfloat16"
+};
+
+enum class RpcMethod { kGenerate, kGenerateStream };
+const char* RpcMethodName(RpcMethod method);  // "Generate", "GenerateStream"
+
+enum class QueueDropReason { kDeadlineExpired, kCancelled, kShutdown };
+const char* QueueDropReasonName(QueueDropReason reason);  // "deadline_expired", ...
+
+// One worker's report (ditserve.worker.v1.WorkerStatus without the proto dependency). The *_total
+// style fields are cumulative since the worker started.
+struct WorkerFigures {
+  bool ready = false;
+  double device_memory_allocated_bytes = 0;
+  double device_memory_reserved_bytes = 0;
+  double device_memory_total_bytes = 0;
+  double weight_bytes = 0;
+  double load_seconds = 0;
+  double resident_memory_bytes = 0;
+  double allreduce_count = 0;
+  double allreduce_bytes = 0;
+  double allreduce_seconds = 0;
+  double denoise_steps = 0;
+  double denoise_step_seconds = 0;
+};
+
+struct DitserveFamilies {
+  Family<Counter>* requests_total = nullptr;
+  Family<Histogram>* request_duration_seconds = nullptr;
+  Family<Histogram>* queue_wait_seconds = nullptr;
+  Family<Histogram>* time_to_first_step_seconds = nullptr;
+  Family<Histogram>* denoise_step_duration_seconds = nullptr;
+  Family<Gauge>* requests_in_flight = nullptr;
+  Family<Gauge>* queue_depth = nullptr;
+  Family<Gauge>* queue_capacity = nullptr;
+  Family<Counter>* images_generated_total = nullptr;
+  Family<Counter>* queue_dropped_total = nullptr;
+  Family<Gauge>* build_info = nullptr;
+
+  Family<Gauge>* worker_ready = nullptr;
+  Family<Gauge>* worker_last_report_timestamp_seconds = nullptr;
+  Family<Gauge>* worker_device_memory_allocated_bytes = nullptr;
+  Family<Gauge>* worker_device_memory_reserved_bytes = nullptr;
+  Family<Gauge>* worker_device_memory_total_bytes = nullptr;
+  Family<Gauge>* worker_weight_bytes = nullptr;
+  Family<Gauge>* worker_load_duration_seconds = nullptr;
+  Family<Gauge>* worker_resident_memory_bytes = nullptr;
+  Family<Counter>* worker_allreduce_operations_total = nullptr;
+  Family<Counter>* worker_allreduce_bytes_total = nullptr;
+  Family<Counter>* worker_allreduce_seconds_total = nullptr;
+  Family<Counter>* worker_denoise_steps_total = nullptr;
+  Family<Counter>* worker_denoise_step_seconds_total = nullptr;
+};
+
+class DitserveMetrics {
+ public:
+  // Registers every family on `registry` and pre-creates the label combinations known up front.
+  static absl::StatusOr<std::unique_ptr<DitserveMetrics>> Create(Registry& registry,
+                                                                 const BuildInfo& build);
+
+  const DitserveFamilies& families() const { return f_; }
+
+  // --- frontend ---
+  // One generation RPC finished with `code` after `seconds` (end to end).
+  void RequestFinished(RpcMethod method, absl::StatusCode code, double seconds);
+  void ObserveQueueWait(double seconds) { queue_wait_->Observe(seconds); }
+  void ObserveTimeToFirstStep(double seconds) { time_to_first_step_->Observe(seconds); }
+  void ObserveDenoiseStep(double seconds) { denoise_step_->Observe(seconds); }
+  void ImagesGenerated(double count) { images_generated_->Increment(count); }
+  void QueueDropped(QueueDropReason reason);
+  Gauge& requests_in_flight() { return *in_flight_; }
+  Gauge& queue_depth() { return *queue_depth_; }
+  Gauge& queue_capacity() { return *queue_capacity_; }
+
+  // --- workers ---
+  // Copies one worker's report into the rank's series (creating them on the first report) and
+  // stamps ditserve_worker_last_report_timestamp_seconds with the current time.
+  absl::Status ReportWorker(uint32_t rank, const WorkerFigures& figures);
+  // Drops every series of `rank` (e.g. the world shrank). Returns false if the rank had none.
+  bool ForgetWorker(uint32_t rank);
+
+ private:
+  struct RankChildren {
+    Gauge* ready;
+    Gauge* last_report;
+    Gauge* allocated;
+    Gauge* reserved;
+    Gauge* total;
+    Gauge* weight;
+    Gauge* load;
+    Gauge* rss;
+    Counter* allreduce_ops;
+    Counter* allreduce_bytes;
+    Counter* allreduce_seconds;
+    Counter* steps;
+    Counter* step_seconds;
+  };
+  static constexpr int kNumCodes = 17;  // absl::StatusCode / grpc::StatusCode 0..16
+
+  DitserveMetrics() = default;
+  absl::StatusOr<RankChildren> ResolveRankLocked(uint32_t rank);
+
+  DitserveFamilies f_;
+  Counter* requests_[2][kNumCodes] = {};
+  Histogram* request_duration_[2] = {};
+  Histogram* queue_wait_ = nullptr;
+  Histogram* time_to_first_step_ = nullptr;
+  Histogram* denoise_step_ = nullptr;
+  Gauge* in_flight_ = nullptr;
+  Gauge* queue_depth_ = nullptr;
+  Gauge* queue_capacity_ = nullptr;
+  Counter* images_generated_ = nullptr;
+  Counter* queue_dropped_[3] = {};
+
+  std::mutex ranks_mu_;
+  std::map<uint32_t, RankChildren> ranks_;  // guarded by ranks_mu_
+};
+
+}  // namespace ditserve::metrics

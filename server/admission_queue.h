@@ -1,0 +1,51 @@
+// AdmissionQueue: the bounded FIFO between the RPC handlers and the dispatcher.
+// Push is called by RPC handler threads, PopBatch by the single dispatcher thread. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/pending_request.h"
+
+namespace ditserve::server {
+
+class AdmissionQueue {
+ public:
+  explicit AdmissionQueue(size_t capacity);
+
+  // RESOURCE_EXHAUSTED (naming the queue length) when full; UNAVAILABLE once closed.
+  absl::Status Push(std::shared_ptr<PendingRequest> request);
+
+  // Blocks until a live request is queued or the queue is closed (then returns empty). Requests
+  // cancelled or past their deadline while queued are finished with CANCELLED /
+  // DEADLINE_EXCEEDED and reported to `on_dropped`, never run. Returns the oldest live request
+  // plus up to max_batch - 1 later requests of the same shape, in arrival order.
+  std::vector<std::shared_ptr<PendingRequest>> PopBatch(
+      size_t max_batch,
+      const std::function<void(const PendingRequest&, const absl::Status&)>& on_dropped = {});
+
+  // Zero-based position of a queued request (0 = next), or -1 when not queued.
+  int Position(const PendingRequest& request) const;
+  size_t size() const;
+  size_t capacity() const { return capacity_; }
+
+  // Stops admission, wakes the dispatcher, and finishes every queued request with `status`.
+  void Close(const absl::Status& status);
+  // Wakes PopBatch so that it re-checks cancellations (called when a client cancels).
+  void Poke();
+
+ private:
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<PendingRequest>> queue_;
+  bool closed_ = false;
+};
+
+}  // namespace ditserve::server

@@ -1,0 +1,116 @@
+#include "server/frontend_metrics.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "metrics/process_metrics.h"
+
+namespace ditserve::server {
+
+FrontendMetrics::FrontendMetrics(const FrontendOptions* options, AdmissionQueue* queue,
+                                 WorkerGroup* group)
+    : options_(options), queue_(queue), group_(group) {
+  metrics::BuildInfo build;
+  build.version = DITSERVE_VERSION;
+  build.model = std::filesystem::path(options->model_dir).filename().string();
+  if (build.model.empty()) build.model = "remote";
+  build.tp_degree = static_cast<int>(options->WorldSize());
+  build.dtype = options->dtype;
+  auto created = metrics::DitserveMetrics::Create(registry_, build);
+  if (!created.ok()) {
+    // The metric set is static; failing to register it is a programming error.
+    spdlog::critical("metrics registration failed: {}", created.status().ToString());
+    std::abort();
+  }
+  metrics_ = std::move(*created);
+  if (absl::Status s = metrics::RegisterProcessMetrics(registry_); !s.ok()) {
+    spdlog::warn("process metrics unavailable: {}", s.ToString());
+  }
+  metrics_->queue_capacity().Set(static_cast<double>(options->max_queue));
+  registry_.AddCollectHook([this] { RefreshOnScrape(); });
+}
+
+FrontendMetrics::~FrontendMetrics() { Stop(); }
+
+void FrontendMetrics::RefreshOnScrape() {
+  metrics_->queue_depth().Set(static_cast<double>(queue_->size()));
+  for (const auto& st : group_->CollectStatus(std::chrono::milliseconds(500))) {
+    metrics::WorkerFigures f;
+    f.ready = st.ready();
+    f.device_memory_allocated_bytes = static_cast<double>(st.memory().allocated_bytes());
+    f.device_memory_reserved_bytes = static_cast<double>(st.memory().reserved_bytes());
+    f.device_memory_total_bytes = static_cast<double>(st.memory().total_bytes());
+    f.weight_bytes = static_cast<double>(st.weight_bytes());
+    f.load_seconds = st.load_seconds();
+    f.resident_memory_bytes = static_cast<double>(st.resident_bytes());
+    f.allreduce_count = static_cast<double>(st.allreduce_count());
+    f.allreduce_bytes = static_cast<double>(st.allreduce_bytes());
+    f.allreduce_seconds = st.allreduce_seconds();
+    f.denoise_steps = static_cast<double>(st.steps());
+    f.denoise_step_seconds = st.step_seconds_sum();
+    if (absl::Status s = metrics_->ReportWorker(st.rank(), f); !s.ok()) {
+      spdlog::warn("worker {} metrics: {}", st.rank(), s.ToString());
+    }
+  }
+}
+
+absl::Status FrontendMetrics::Start(const std::string& listen) {
+  if (listen.empty()) return absl::OkStatus();
+  const size_t colon = listen.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics-listen must be HOST:PORT, got '", listen, "'"));
+  }
+  metrics::MetricsHttpServerOptions opts;
+  opts.host = listen.substr(0, colon);
+  opts.port = port;
+  auto server = metrics::MetricsHttpServer::Start(opts, {&registry_});
+  if (!server.ok()) return server.status();
+  server_ = std::move(*server);
+  spdlog::info("metrics on http://{}:{}/metrics", server_->host(), server_->port());
+  std::printf("METRICS %d\n", server_->port());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+void FrontendMetrics::Stop() {
+  if (server_) server_->Stop();
+}
+
+RequestObserver FrontendMetrics::request_observer() {
+  RequestObserver o;
+  o.on_admitted = [this] { metrics_->requests_in_flight().Increment(); };
+  o.on_finished = [this](bool streaming, bool admitted, const absl::Status& s, double seconds,
+                         bool image) {
+    if (admitted) metrics_->requests_in_flight().Decrement();
+    metrics_->RequestFinished(
+        streaming ? metrics::RpcMethod::kGenerateStream : metrics::RpcMethod::kGenerate, s.code(),
+        seconds);
+    if (image) metrics_->ImagesGenerated(1);
+  };
+  o.on_first_step = [this](double seconds) { metrics_->ObserveTimeToFirstStep(seconds); };
+  return o;
+}
+
+DispatchObserver FrontendMetrics::dispatch_observer() {
+  DispatchObserver o;
+  o.on_start = [this](const PendingRequest&, double queue_seconds) {
+    metrics_->ObserveQueueWait(queue_seconds);
+  };
+  o.on_step = [this](double step_seconds, uint32_t) { metrics_->ObserveDenoiseStep(step_seconds); };
+  o.on_dropped = [this](const PendingRequest&, const absl::Status& why) {
+    metrics_->QueueDropped(why.code() == absl::StatusCode::kDeadlineExceeded
+                               ? metrics::QueueDropReason::kDeadlineExpired
+                           : why.code() == absl::StatusCode::kUnavailable
+                               ? metrics::QueueDropReason::kShutdown
+                               : metrics::QueueDropReason::kCancelled);
+  };
+  return o;
+}
+
+}  // namespace ditserve::server

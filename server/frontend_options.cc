@@ -1,0 +1,80 @@
+#include "server/frontend_options.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace ditserve::server {
+
+std::vector<std::string> FrontendOptions::WorkerAddresses() const {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(workers, ',', absl::SkipWhitespace())) {
+    out.emplace_back(part);
+  }
+  return out;
+}
+
+uint32_t FrontendOptions::WorldSize() const {
+  return workers.empty() ? static_cast<uint32_t>(spawn_workers)
+                         : static_cast<uint32_t>(WorkerAddresses().size());
+}
+
+void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
+  p.AddString("model", &o.model_dir, "diffusers model folder (pipeline root with model_index.json)");
+  p.AddString("listen", &o.listen, "HOST:PORT of the public gRPC API");
+  p.AddString("metrics-listen", &o.metrics_listen, "HOST:PORT of the Prometheus /metrics endpoint (empty: off)");
+  p.AddUint("spawn-workers", &o.spawn_workers, "start and supervise N local worker processes (tp degree)");
+  p.AddString("workers", &o.workers, "connect to workers started elsewhere: host:port,... in rank order");
+  p.AddString("worker-binary", &o.worker_binary, "path of ditserve-worker (default: next to this binary)");
+  p.AddString("worker-host", &o.worker_host, "address spawned workers listen on");
+  p.AddString("device", &o.device, "cpu or cuda");
+  p.AddString("dtype", &o.dtype, "float32 or bfloat16");
+  p.AddUint("staging-buffer-mib", &o.staging_buffer_mib, "host staging buffer per loading rank");
+  p.AddUint("max-queue", &o.max_queue, "admission queue length (RESOURCE_EXHAUSTED beyond)");
+  p.AddUint("max-batch", &o.max_batch, "largest batch of same-shape requests run together");
+  p.AddDouble("default-timeout", &o.default_timeout_seconds, "seconds allowed to a request without a client deadline");
+  p.AddDouble("drain-seconds", &o.drain_seconds, "grace period for in-flight work on SIGTERM");
+  p.AddDouble("init-timeout", &o.init_timeout_seconds, "seconds allowed for the workers to form the group and load");
+  p.AddUint("collective-timeout-ms", &o.collective_timeout_ms, "a collective that takes longer breaks the group");
+  p.AddUint("max-height", &o.limits.max_height, "largest height in pixels");
+  p.AddUint("max-width", &o.limits.max_width, "largest width in pixels");
+  p.AddUint("max-steps", &o.limits.max_steps, "most denoising steps");
+  p.AddDouble("max-guidance", &o.limits.max_guidance, "largest guidance_scale");
+  p.AddUint("max-sequence-length", &o.limits.max_sequence_length, "largest max_sequence_length (T5 tokens)");
+  p.AddUint("max-prompt-bytes", &o.limits.max_prompt_bytes, "longest prompt in UTF-8 bytes");
+  p.AddString("log-level", &o.log.level, "trace, debug, info, warn, error");
+  p.AddString("log-format", &o.log.format, "text or json");
+}
+
+absl::Status ValidateFrontendOptions(const FrontendOptions& o) {
+  auto bad = [](const std::string& msg) { return absl::InvalidArgumentError(msg); };
+  if (o.model_dir.empty() && o.workers.empty()) return bad("--model is required");
+  if (o.listen.empty()) return bad("--listen must be HOST:PORT");
+  if (o.workers.empty() && (o.spawn_workers < 1 || o.spawn_workers > 64)) {
+    return bad(absl::StrCat("--spawn-workers must be in 1..64, got ", o.spawn_workers));
+  }
+  if (o.device != "cpu" && o.device != "cuda") {
+    return bad(absl::StrCat("--device must be cpu or cuda, got '", o.device, "'"));
+  }
+  if (o.dtype != "float32" && o.dtype != "bfloat16") {
+    return bad(absl::StrCat("--dtype must be float32 or bfloat16, got '", o.dtype, "'"));
+  }
+  if (o.max_queue < 1) return bad("--max-queue must be at least 1");
+  if (o.max_batch < 1 || o.max_batch > 64) return bad("--max-batch must be in 1..64");
+  if (o.default_timeout_seconds <= 0) return bad("--default-timeout must be positive");
+  if (o.drain_seconds < 0) return bad("--drain-seconds must not be negative");
+  const RequestLimits& l = o.limits;
+  if (l.max_height < l.size_multiple || l.max_height % l.size_multiple != 0) {
+    return bad(absl::StrCat("--max-height must be a positive multiple of ", l.size_multiple));
+  }
+  if (l.max_width < l.size_multiple || l.max_width % l.size_multiple != 0) {
+    return bad(absl::StrCat("--max-width must be a positive multiple of ", l.size_multiple));
+  }
+  if (l.max_steps < l.min_steps || l.max_steps > 1000) return bad("--max-steps must be in 1..1000");
+  if (l.max_guidance < l.min_guidance) return bad("--max-guidance must not be negative");
+  if (l.max_sequence_length < 1 || l.max_sequence_length > 512) {
+    return bad("--max-sequence-length must be in 1..512");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ditserve::server

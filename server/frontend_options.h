@@ -1,0 +1,57 @@
+// FrontendOptions: every setting of ditserve-frontend, bound to flags in one place (Bind) and
+// validated in one place (Validate). Defaults here are the documented defaults (README.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/flags.h"
+#include "common/logging.h"
+
+namespace ditserve::server {
+
+struct RequestLimits {
+  uint64_t max_height = 2048;
+  uint64_t max_width = 2048;
+  uint64_t size_multiple = 16;
+  uint64_t min_steps = 1;
+  uint64_t max_steps = 200;
+  double min_guidance = 0.0;
+  double max_guidance = 30.0;
+  double max_true_cfg = 30.0;
+  uint64_t max_sequence_length = 512;
+  uint64_t max_prompt_bytes = 8192;
+  uint64_t max_request_id_bytes = 128;
+};
+
+struct FrontendOptions {
+  std::string model_dir;
+  std::string listen = "127.0.0.1:50051";
+  std::string metrics_listen = "127.0.0.1:9464";  // empty = no metrics endpoint
+  uint64_t spawn_workers = 1;
+  std::string workers;  // comma-separated host:port list; overrides spawn_workers
+  std::string worker_binary;  // default: ditserve-worker next to this binary
+  std::string worker_host = "127.0.0.1";  // where spawned workers listen
+  std::string device = "cpu";
+  std::string dtype = "float32";
+  uint64_t staging_buffer_mib = 64;
+  uint64_t max_queue = 16;
+  uint64_t max_batch = 1;
+  double default_timeout_seconds = 600;  // when the client sends no deadline
+  double drain_seconds = 30;
+  double init_timeout_seconds = 1800;
+  uint64_t collective_timeout_ms = 300000;
+  RequestLimits limits;
+  LogOptions log;
+
+  // Parsed from `workers`.
+  std::vector<std::string> WorkerAddresses() const;
+  uint32_t WorldSize() const;
+};
+
+void BindFrontendFlags(FlagParser& parser, FrontendOptions& options);
+absl::Status ValidateFrontendOptions(const FrontendOptions& options);
+
+}  // namespace ditserve::server

@@ -1,0 +1,65 @@
+// The public ditserve.v1.ImageGeneration service: a thin RPC edge. It validates, admits into the
+// queue, waits for the dispatcher to finish the request while watching the client (cancellation,
+// deadline), and converts absl::Status to grpc::Status once, here.
+//
+// Threads: gRPC's sync server threads call the handlers concurrently; every member they use is
+// thread-safe.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "ditserve/v1/ditserve.grpc.pb.h"
+#include "server/admission_queue.h"
+#include "server/frontend_options.h"
+#include "server/worker_group.h"
+
+namespace ditserve::server {
+
+// Metric hooks; every member may be empty.
+struct RequestObserver {
+  std::function<void()> on_admitted;
+  // Called once per finished generation RPC: which call, whether it had been admitted (counted
+  // by on_admitted), its final status and end-to-end seconds, and whether it returned an image.
+  std::function<void(bool streaming, bool admitted, const absl::Status&, double seconds,
+                     bool produced_image)>
+      on_finished;
+  std::function<void(double seconds)> on_first_step;
+};
+
+class ImageGenerationService final : public v1::ImageGeneration::Service {
+ public:
+  ImageGenerationService(const FrontendOptions* options, AdmissionQueue* queue,
+                         WorkerGroup* group, RequestObserver observer = {});
+
+  grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
+                        v1::GenerateResponse* resp) override;
+  grpc::Status GenerateStream(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
+                              grpc::ServerWriter<v1::GenerateEvent>* writer) override;
+  grpc::Status GetModelInfo(grpc::ServerContext* ctx, const v1::GetModelInfoRequest* req,
+                            v1::ModelInfo* resp) override;
+
+  // New requests get UNAVAILABLE from now on (graceful shutdown).
+  void StartDraining() { draining_.store(true); }
+  // Requests admitted and not yet finished.
+  int in_flight() const { return in_flight_.load(); }
+
+ private:
+  // Shared by both calls. `emit` receives each event as it happens (streaming); returns the final
+  // status and, on success, the response.
+  absl::Status Serve(grpc::ServerContext* ctx, const v1::GenerateRequest& req, bool streaming,
+                     const std::function<bool(const v1::GenerateEvent&)>& emit,
+                     v1::GenerateResponse* resp);
+  std::string NewRequestId();
+
+  const FrontendOptions* const options_;
+  AdmissionQueue* const queue_;
+  WorkerGroup* const group_;
+  const RequestObserver observer_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int> in_flight_{0};
+  std::atomic<uint64_t> counter_{0};
+};
+
+}  // namespace ditserve::server

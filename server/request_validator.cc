@@ -1,0 +1,254 @@
+#include "server/request_validator.h"
+
+#include <cmath>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ditserve::server {
+namespace {
+
+absl::Status Invalid(const std::string& msg) { return absl::InvalidArgumentError(msg); }
+
+bool IsValidUtf8(const std::string& s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+absl::Status CheckText(const std::string& field, const std::string& text, uint64_t max_bytes) {
+  if (text.size() > max_bytes) {
+    return Invalid(absl::StrCat(field, " is ", text.size(), " bytes; the limit is ", max_bytes,
+                                " bytes"));
+  }
+  if (!IsValidUtf8(text)) return Invalid(absl::StrCat(field, " is not valid UTF-8"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckSize(const std::string& field, uint32_t value, const RequestLimits& limits,
+                       uint64_t max) {
+  if (value % limits.size_multiple != 0 || value < limits.size_multiple || value > max) {
+    return Invalid(absl::StrCat(field, " must be a multiple of ", limits.size_multiple, " in ",
+                                limits.size_multiple, "..", max, ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// Checks one tensor against an expected shape (-1 = any size up to `max_any`).
+absl::Status CheckTensor(const std::string& field, const v1::Tensor& t,
+                         const google::protobuf::RepeatedField<int64_t>& expected,
+                         int64_t max_any) {
+  if (t.dtype() != v1::DTYPE_FLOAT32) {
+    return Invalid(absl::StrCat(field, ".dtype must be DTYPE_FLOAT32"));
+  }
+  if (t.shape_size() != expected.size()) {
+    return Invalid(absl::StrCat(field, ".shape must have ", expected.size(), " dimensions, got ",
+                                t.shape_size()));
+  }
+  uint64_t numel = 1;
+  for (int i = 0; i < t.shape_size(); ++i) {
+    const int64_t d = t.shape(i);
+    const int64_t e = expected.Get(i);
+    if (e >= 0 && d != e) {
+      return Invalid(absl::StrCat(field, ".shape[", i, "] must be ", e, ", got ", d));
+    }
+    if (e < 0 && (d < 1 || d > max_any)) {
+      return Invalid(absl::StrCat(field, ".shape[", i, "] must be in 1..", max_any, ", got ", d));
+    }
+    numel *= static_cast<uint64_t>(d);
+  }
+  if (t.data().size() != numel * 4) {
+    return Invalid(absl::StrCat(field, ".data must hold ", numel * 4, " bytes (", numel,
+                                " float32), got ", t.data().size()));
+  }
+  const float* f = reinterpret_cast<const float*>(t.data().data());
+  for (uint64_t i = 0; i < numel; ++i) {
+    if (!std::isfinite(f[i])) return Invalid(absl::StrCat(field, ".data contains NaN or Inf"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckEmbeddings(const std::string& field, const v1::PromptEmbeddings& e,
+                             const v1::InputSpec& spec, uint64_t max_seq) {
+  if (!e.has_prompt_embeds()) return Invalid(absl::StrCat(field, ".prompt_embeds is required"));
+  RETURN_IF_ERROR(CheckTensor(field + ".prompt_embeds", e.prompt_embeds(),
+                              spec.prompt_embeds_shape(), static_cast<int64_t>(max_seq)));
+  if (spec.pooled_prompt_embeds_shape_size() > 0) {
+    if (!e.has_pooled_prompt_embeds()) {
+      return Invalid(absl::StrCat(field, ".pooled_prompt_embeds is required by this model"));
+    }
+    RETURN_IF_ERROR(CheckTensor(field + ".pooled_prompt_embeds", e.pooled_prompt_embeds(),
+                                spec.pooled_prompt_embeds_shape(), 0));
+  } else if (e.has_pooled_prompt_embeds()) {
+    return Invalid(absl::StrCat(field, ".pooled_prompt_embeds is not used by this model"));
+  }
+  if (e.has_text_mask()) {
+    if (!spec.accepts_text_mask()) {
+      return Invalid(absl::StrCat(field, ".text_mask is not used by this model"));
+    }
+    google::protobuf::RepeatedField<int64_t> mask_shape;
+    mask_shape.Add(1);
+    mask_shape.Add(e.prompt_embeds().shape(1));
+    RETURN_IF_ERROR(CheckTensor(field + ".text_mask", e.text_mask(), mask_shape, 0));
+    const float* m = reinterpret_cast<const float*>(e.text_mask().data().data());
+    for (int64_t i = 0; i < e.prompt_embeds().shape(1); ++i) {
+      if (m[i] != 0.0f && m[i] != 1.0f) {
+        return Invalid(absl::StrCat(field, ".text_mask values must be 0 or 1"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
+                                                 const worker::v1::ModelDescription& model,
+                                                 const RequestLimits& limits) {
+  ValidatedRequest out;
+  worker::v1::RunItem& item = out.item;
+  const v1::InputSpec& spec = model.inputs();
+  const v1::Defaults& defaults = model.defaults();
+
+  RETURN_IF_ERROR(CheckText("prompt", r.prompt(), limits.max_prompt_bytes));
+  RETURN_IF_ERROR(CheckText("prompt_2", r.prompt_2(), limits.max_prompt_bytes));
+  RETURN_IF_ERROR(CheckText("negative_prompt", r.negative_prompt(), limits.max_prompt_bytes));
+  RETURN_IF_ERROR(CheckText("negative_prompt_2", r.negative_prompt_2(), limits.max_prompt_bytes));
+  if (r.request_id().size() > limits.max_request_id_bytes) {
+    return Invalid(absl::StrCat("request_id is ", r.request_id().size(), " bytes; the limit is ",
+                                limits.max_request_id_bytes));
+  }
+  for (char c : r.request_id()) {
+    if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e) {
+      return Invalid("request_id must be printable ASCII without spaces");
+    }
+  }
+
+  // Text conditioning: a prompt for models with built-in encoders, embeddings otherwise.
+  const bool has_embeddings = r.has_prompt_embeddings();
+  if (has_embeddings) {
+    const uint64_t max_seq = limits.max_sequence_length;
+    RETURN_IF_ERROR(CheckEmbeddings("prompt_embeddings", r.prompt_embeddings(), spec, max_seq));
+    if (r.has_negative_prompt_embeddings()) {
+      RETURN_IF_ERROR(CheckEmbeddings("negative_prompt_embeddings",
+                                      r.negative_prompt_embeddings(), spec, max_seq));
+    }
+  } else if (spec.requires_prompt_embeddings() || !spec.accepts_text_prompt()) {
+    return Invalid(absl::StrCat("prompt_embeddings is required: model family '", model.family(),
+                                "' has no built-in text encoder (see GetModelInfo.inputs)"));
+  } else if (r.prompt().empty()) {
+    return Invalid("prompt is required (or send prompt_embeddings)");
+  } else if (r.has_negative_prompt_embeddings()) {
+    return Invalid("negative_prompt_embeddings needs prompt_embeddings too");
+  }
+
+  const uint32_t height = r.height() ? r.height() : defaults.height();
+  const uint32_t width = r.width() ? r.width() : defaults.width();
+  RETURN_IF_ERROR(CheckSize("height", height, limits, limits.max_height));
+  RETURN_IF_ERROR(CheckSize("width", width, limits, limits.max_width));
+
+  const uint32_t steps = r.num_inference_steps() ? r.num_inference_steps()
+                                                 : defaults.num_inference_steps();
+  if (steps < limits.min_steps || steps > limits.max_steps) {
+    return Invalid(absl::StrCat("num_inference_steps must be in ", limits.min_steps, "..",
+                                limits.max_steps, ", got ", steps));
+  }
+
+  const float guidance = r.has_guidance_scale() ? r.guidance_scale() : defaults.guidance_scale();
+  if (!std::isfinite(guidance) || guidance < limits.min_guidance ||
+      guidance > limits.max_guidance) {
+    return Invalid(absl::StrCat("guidance_scale must be in ", limits.min_guidance, "..",
+                                limits.max_guidance, ", got ", guidance));
+  }
+  const float true_cfg = r.true_cfg_scale();
+  if (!std::isfinite(true_cfg) || true_cfg < 0 || true_cfg > limits.max_true_cfg) {
+    return Invalid(absl::StrCat("true_cfg_scale must be in 0..", limits.max_true_cfg, ", got ",
+                                true_cfg));
+  }
+  const bool has_negative = !r.negative_prompt().empty() || r.has_negative_prompt_embeddings();
+  const bool use_true_cfg = true_cfg > 1.0f && has_negative;
+
+  const uint32_t max_seq = r.max_sequence_length() ? r.max_sequence_length()
+                                                   : defaults.max_sequence_length();
+  if (max_seq < 1 || max_seq > limits.max_sequence_length) {
+    return Invalid(absl::StrCat("max_sequence_length must be in 1..", limits.max_sequence_length,
+                                ", got ", max_seq));
+  }
+
+  if (!v1::OutputFormat_IsValid(r.output_format())) {
+    return Invalid(absl::StrCat("output_format ", r.output_format(), " is not a known format"));
+  }
+  v1::OutputFormat format = r.output_format() == v1::OUTPUT_FORMAT_UNSPECIFIED
+                                ? v1::OUTPUT_FORMAT_PNG
+                                : r.output_format();
+
+  uint64_t seed;
+  if (r.has_seed()) {
+    seed = r.seed();
+  } else {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    seed = rng() >> 1;  // keep it representable as a signed 64-bit value for other clients
+  }
+
+  item.set_request_id(r.request_id());
+  item.set_prompt(r.prompt());
+  item.set_prompt_2(r.prompt_2().empty() ? r.prompt() : r.prompt_2());
+  item.set_negative_prompt(r.negative_prompt());
+  item.set_negative_prompt_2(r.negative_prompt_2().empty() ? r.negative_prompt()
+                                                           : r.negative_prompt_2());
+  item.set_seed(seed);
+  item.set_guidance_scale(guidance);
+  item.set_true_cfg_scale(use_true_cfg ? true_cfg : 1.0f);
+  if (has_embeddings) *item.mutable_prompt_embeddings() = r.prompt_embeddings();
+  if (r.has_negative_prompt_embeddings()) {
+    *item.mutable_negative_prompt_embeddings() = r.negative_prompt_embeddings();
+  }
+
+  out.shape.height = height;
+  out.shape.width = width;
+  out.shape.steps = steps;
+  out.shape.max_sequence_length = max_seq;
+  out.shape.output_format = format;
+  out.shape.uses_embeddings = has_embeddings;
+  out.shape.true_cfg = use_true_cfg;
+  return out;
+}
+
+v1::ModelInfo MakeModelInfo(const worker::v1::ModelDescription& model, const RequestLimits& l,
+                            uint64_t max_queue, uint64_t max_batch) {
+  v1::ModelInfo info;
+  info.set_name(model.name());
+  info.set_family(model.family());
+  info.set_tp_degree(model.tp_degree());
+  info.set_dtype(model.dtype());
+  info.set_device(model.device());
+  info.set_version(DITSERVE_VERSION);
+  info.set_guidance_distilled(model.guidance_distilled());
+  *info.mutable_defaults() = model.defaults();
+  *info.mutable_inputs() = model.inputs();
+  v1::Limits* limits = info.mutable_limits();
+  limits->set_max_height(static_cast<uint32_t>(l.max_height));
+  limits->set_max_width(static_cast<uint32_t>(l.max_width));
+  limits->set_size_multiple(static_cast<uint32_t>(l.size_multiple));
+  limits->set_min_steps(static_cast<uint32_t>(l.min_steps));
+  limits->set_max_steps(static_cast<uint32_t>(l.max_steps));
+  limits->set_min_guidance_scale(static_cast<float>(l.min_guidance));
+  limits->set_max_guidance_scale(static_cast<float>(l.max_guidance));
+  limits->set_max_sequence_length(static_cast<uint32_t>(l.max_sequence_length));
+  limits->set_max_prompt_bytes(static_cast<uint32_t>(l.max_prompt_bytes));
+  limits->set_max_queue_length(static_cast<uint32_t>(max_queue));
+  limits->set_max_batch_size(static_cast<uint32_t>(max_batch));
+  return info;
+}
+
+}  // namespace ditserve::server

@@ -1,0 +1,180 @@
+// The ditserve metric set: conventions, pre-initialised series, and the frontend/worker helpers
+// landing in the right series.
+#include <chrono>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "metrics/ditserve_metrics.h"
+#include "metrics/exposition_parser.h"
+#include "metrics/registry.h"
+#include "metrics/text_serializer.h"
+
+namespace ditserve::metrics {
+namespace {
+
+ParsedExposition Scrape(Registry& r) {
+  auto parsed = ParseTextExposition(SerializeText(r.Collect()));
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *parsed : ParsedExposition{};
+}
+
+double Value(const ParsedExposition& p, const std::string& name, const Labels& labels) {
+  const ParsedSample* s = p.Find(name, labels);
+  EXPECT_NE(s, nullptr) << name;
+  return s ? s->value : -1;
+}
+
+TEST(DitserveMetrics, NamesFollowPrometheusConventions) {
+  Registry r;
+  auto m = DitserveMetrics::Create(r, {"0.1.0", "flux1", 2, "bfloat16"});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE((*m)->ReportWorker(0, {}).ok());  // so worker families have series
+  const ParsedExposition p = Scrape(r);
+  EXPECT_EQ(p.types.size(), 24u);
+  for (const auto& [name, type] : p.types) {
+    EXPECT_TRUE(absl::StartsWith(name, "ditserve_")) << name;
+    EXPECT_EQ(absl::EndsWith(name, "_total"), type == "counter") << name << " " << type;
+    if (type == "histogram") {
+      EXPECT_TRUE(absl::EndsWith(name, "_seconds")) << name;
+    }
+    EXPECT_FALSE(p.help.at(name).empty()) << name;
+    for (const char* bad_unit : {"_ms", "_milliseconds", "_us", "_mb", "_percent"}) {
+      EXPECT_EQ(name.find(bad_unit), std::string::npos) << name;
+    }
+  }
+  EXPECT_EQ(RequestLatencyBuckets().front(), 0.01);
+  EXPECT_EQ(RequestLatencyBuckets().back(), 600);
+  EXPECT_EQ(StepLatencyBuckets().front(), 0.01);
+}
+
+TEST(DitserveMetrics, PreInitialisesKnownSeriesAndBuildInfo) {
+  Registry r;
+  auto m = DitserveMetrics::Create(r, {"0.1.0", "flux1", 4, "bfloat16"});
+  ASSERT_TRUE(m.ok());
+  const ParsedExposition p = Scrape(r);
+  for (const char* method : {"Generate", "GenerateStream"}) {
+    for (const char* code : {"OK", "CANCELLED", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+                             "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "UNAUTHENTICATED"}) {
+      EXPECT_EQ(Value(p, "ditserve_requests_total", {{"method", method}, {"code", code}}), 0);
+    }
+    EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_count", {{"method", method}}), 0);
+  }
+  for (const char* reason : {"deadline_expired", "cancelled", "shutdown"}) {
+    EXPECT_EQ(Value(p, "ditserve_queue_dropped_total", {{"reason", reason}}), 0);
+  }
+  EXPECT_EQ(Value(p, "ditserve_build_info",
+                  {{"version", "0.1.0"}, {"model", "flux1"}, {"tp_degree", "4"}, {"dtype", "bfloat16"}}),
+            1);
+  EXPECT_EQ(p.types.count("ditserve_worker_ready"), 0u) << "no rank has reported yet";
+  // A second set on the same registry is a programming error, reported as such.
+  auto twice = DitserveMetrics::Create(r, {"0.1.0", "flux1", 4, "bfloat16"});
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST(DitserveMetrics, FrontendHelpersHitTheRightSeries) {
+  Registry r;
+  auto created = DitserveMetrics::Create(r, {"0.1.0", "flux1", 1, "float32"});
+  ASSERT_TRUE(created.ok());
+  DitserveMetrics& m = **created;
+  m.RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, 4.0);
+  m.RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, 6.0);
+  m.RequestFinished(RpcMethod::kGenerateStream, absl::StatusCode::kResourceExhausted, 0.001);
+  m.RequestFinished(RpcMethod::kGenerate, static_cast<absl::StatusCode>(99), 1);  // -> UNKNOWN
+  m.ObserveQueueWait(0.2);
+  m.ObserveTimeToFirstStep(1.5);
+  m.ObserveDenoiseStep(0.04);
+  m.ImagesGenerated(2);
+  m.QueueDropped(QueueDropReason::kDeadlineExpired);
+  m.requests_in_flight().Set(1);
+  m.queue_depth().Set(3);
+  m.queue_capacity().Set(16);
+  const ParsedExposition p = Scrape(r);
+  EXPECT_EQ(Value(p, "ditserve_requests_total", {{"method", "Generate"}, {"code", "OK"}}), 2);
+  EXPECT_EQ(Value(p, "ditserve_requests_total",
+                  {{"method", "GenerateStream"}, {"code", "RESOURCE_EXHAUSTED"}}), 1);
+  EXPECT_EQ(Value(p, "ditserve_requests_total", {{"method", "Generate"}, {"code", "UNKNOWN"}}), 1);
+  EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_sum", {{"method", "Generate"}}), 11);
+  EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_bucket", {{"method", "Generate"}, {"le", "5"}}), 2);
+  EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_count", {{"method", "Generate"}}), 3);
+  EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_bucket",
+                  {{"method", "GenerateStream"}, {"le", "0.01"}}), 1);
+  EXPECT_EQ(Value(p, "ditserve_queue_wait_seconds_bucket", {{"le", "0.25"}}), 1);
+  EXPECT_EQ(Value(p, "ditserve_queue_wait_seconds_bucket", {{"le", "0.1"}}), 0);
+  EXPECT_EQ(Value(p, "ditserve_time_to_first_step_seconds_count", {}), 1);
+  EXPECT_EQ(Value(p, "ditserve_denoise_step_duration_seconds_bucket", {{"le", "0.05"}}), 1);
+  EXPECT_EQ(Value(p, "ditserve_images_generated_total", {}), 2);
+  EXPECT_EQ(Value(p, "ditserve_queue_dropped_total", {{"reason", "deadline_expired"}}), 1);
+  EXPECT_EQ(Value(p, "ditserve_requests_in_flight", {}), 1);
+  EXPECT_EQ(Value(p, "ditserve_queue_depth", {}), 3);
+  EXPECT_EQ(Value(p, "ditserve_queue_capacity", {}), 16);
+}
+
+TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
+  Registry r;
+  auto created = DitserveMetrics::Create(r, {"0.1.0", "flux1", 2, "float32"});
+  ASSERT_TRUE(created.ok());
+  DitserveMetrics& m = **created;
+  // The frontend refreshes worker figures right before each scrape.
+  int refreshes = 0;
+  r.AddCollectHook([&] {
+    ++refreshes;
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      WorkerFigures w;
+      w.ready = rank == 0;
+      w.device_memory_allocated_bytes = 1e9 * (rank + 1);
+      w.device_memory_reserved_bytes = 2e9;
+      w.device_memory_total_bytes = 80.0 * (1ull << 30);
+      w.weight_bytes = 12345678901;
+      w.load_seconds = 42.5;
+      w.resident_memory_bytes = 3e9;
+      w.allreduce_count = 100 * refreshes;
+      w.allreduce_bytes = 1e6 * refreshes;
+      w.allreduce_seconds = 0.25 * refreshes;
+      w.denoise_steps = 28 * refreshes;
+      w.denoise_step_seconds = 14.0 * refreshes;
+      ASSERT_TRUE(m.ReportWorker(rank, w).ok());
+    }
+  });
+  const double before =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  Scrape(r);
+  const ParsedExposition p = Scrape(r);  // second refresh: totals doubled
+  const Labels r0 = {{"rank", "0"}}, r1 = {{"rank", "1"}};
+  EXPECT_EQ(Value(p, "ditserve_worker_ready", r0), 1);
+  EXPECT_EQ(Value(p, "ditserve_worker_ready", r1), 0);
+  EXPECT_EQ(Value(p, "ditserve_worker_device_memory_allocated_bytes", r1), 2e9);
+  EXPECT_EQ(Value(p, "ditserve_worker_device_memory_total_bytes", r0), 80.0 * (1ull << 30));
+  EXPECT_EQ(Value(p, "ditserve_worker_weight_bytes", r0), 12345678901);
+  EXPECT_EQ(Value(p, "ditserve_worker_load_duration_seconds", r0), 42.5);
+  EXPECT_EQ(Value(p, "ditserve_worker_resident_memory_bytes", r1), 3e9);
+  EXPECT_EQ(Value(p, "ditserve_worker_allreduce_operations_total", r0), 200);
+  EXPECT_EQ(Value(p, "ditserve_worker_allreduce_bytes_total", r1), 2e6);
+  EXPECT_EQ(Value(p, "ditserve_worker_allreduce_seconds_total", r0), 0.5);
+  EXPECT_EQ(Value(p, "ditserve_worker_denoise_steps_total", r1), 56);
+  EXPECT_EQ(Value(p, "ditserve_worker_denoise_step_seconds_total", r1), 28);
+  EXPECT_GE(Value(p, "ditserve_worker_last_report_timestamp_seconds", r0), before);
+  EXPECT_EQ(p.types.at("ditserve_worker_allreduce_bytes_total"), "counter");
+
+}
+
+TEST(DitserveMetrics, ForgetWorkerDropsTheRanksSeries) {
+  Registry r;
+  auto created = DitserveMetrics::Create(r, {"0.1.0", "flux1", 2, "float32"});
+  ASSERT_TRUE(created.ok());
+  ASSERT_TRUE((*created)->ReportWorker(0, {}).ok());
+  ASSERT_TRUE((*created)->ReportWorker(1, {}).ok());
+  EXPECT_TRUE((*created)->ForgetWorker(1));
+  EXPECT_FALSE((*created)->ForgetWorker(7));
+  const ParsedExposition p = Scrape(r);
+  EXPECT_NE(p.Find("ditserve_worker_ready", {{"rank", "0"}}), nullptr);
+  for (const ParsedSample& s : p.samples) {
+    auto it = s.labels.find("rank");
+    EXPECT_TRUE(it == s.labels.end() || it->second == "0") << s.name;
+  }
+  ASSERT_TRUE((*created)->ReportWorker(1, {}).ok()) << "a forgotten rank may report again";
+  EXPECT_NE(Scrape(r).Find("ditserve_worker_ready", {{"rank", "1"}}), nullptr);
+}
+
+}  // namespace
+}  // namespace ditserve::metrics

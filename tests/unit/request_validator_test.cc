@@ -1,0 +1,203 @@
+// Request validation: every limit is enforced with INVALID_ARGUMENT naming the field and limit.
+#include <gtest/gtest.h>
+
+#include "server/request_validator.h"
+
+namespace ditserve::server {
+namespace {
+
+worker::v1::ModelDescription Flux1() {
+  worker::v1::ModelDescription m;
+  m.set_name("flux1-tiny");
+  m.set_family("flux1");
+  m.mutable_inputs()->set_accepts_text_prompt(true);
+  m.mutable_inputs()->add_prompt_embeds_shape(1);
+  m.mutable_inputs()->add_prompt_embeds_shape(-1);
+  m.mutable_inputs()->add_prompt_embeds_shape(32);
+  m.mutable_inputs()->add_pooled_prompt_embeds_shape(1);
+  m.mutable_inputs()->add_pooled_prompt_embeds_shape(32);
+  m.mutable_defaults()->set_height(256);
+  m.mutable_defaults()->set_width(256);
+  m.mutable_defaults()->set_num_inference_steps(28);
+  m.mutable_defaults()->set_guidance_scale(3.5f);
+  m.mutable_defaults()->set_max_sequence_length(512);
+  return m;
+}
+
+worker::v1::ModelDescription EmbeddingsOnly() {
+  worker::v1::ModelDescription m;
+  m.set_family("qwenimage");
+  m.mutable_inputs()->set_requires_prompt_embeddings(true);
+  m.mutable_inputs()->add_prompt_embeds_shape(1);
+  m.mutable_inputs()->add_prompt_embeds_shape(-1);
+  m.mutable_inputs()->add_prompt_embeds_shape(8);
+  m.mutable_inputs()->set_accepts_text_mask(true);
+  m.mutable_defaults()->set_height(64);
+  m.mutable_defaults()->set_width(64);
+  m.mutable_defaults()->set_num_inference_steps(4);
+  m.mutable_defaults()->set_max_sequence_length(512);
+  return m;
+}
+
+v1::Tensor Floats(std::vector<int64_t> shape, float value = 0.5f) {
+  v1::Tensor t;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    t.add_shape(d);
+    n *= d;
+  }
+  t.set_dtype(v1::DTYPE_FLOAT32);
+  std::vector<float> data(n, value);
+  t.set_data(data.data(), data.size() * 4);
+  return t;
+}
+
+void ExpectInvalid(const v1::GenerateRequest& r, const std::string& needle,
+                   const worker::v1::ModelDescription& m = Flux1()) {
+  auto v = ValidateRequest(r, m, RequestLimits());
+  ASSERT_FALSE(v.ok()) << "expected an error mentioning " << needle;
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(v.status().message().find(needle), std::string::npos) << v.status();
+}
+
+TEST(RequestValidator, FillsDefaults) {
+  v1::GenerateRequest r;
+  r.set_prompt("a cat");
+  auto v = ValidateRequest(r, Flux1(), RequestLimits());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->shape.height, 256u);
+  EXPECT_EQ(v->shape.width, 256u);
+  EXPECT_EQ(v->shape.steps, 28u);
+  EXPECT_EQ(v->shape.max_sequence_length, 512u);
+  EXPECT_EQ(v->shape.output_format, v1::OUTPUT_FORMAT_PNG);
+  EXPECT_FLOAT_EQ(v->item.guidance_scale(), 3.5f);
+  EXPECT_EQ(v->item.prompt_2(), "a cat");  // T5 prompt defaults to the prompt
+  EXPECT_FLOAT_EQ(v->item.true_cfg_scale(), 1.0f);
+}
+
+TEST(RequestValidator, KeepsExplicitValues) {
+  v1::GenerateRequest r;
+  r.set_prompt("a");
+  r.set_prompt_2("b");
+  r.set_height(512);
+  r.set_width(768);
+  r.set_num_inference_steps(4);
+  r.set_guidance_scale(0.0f);
+  r.set_seed(42);
+  r.set_max_sequence_length(64);
+  r.set_output_format(v1::OUTPUT_FORMAT_RAW_F32);
+  auto v = ValidateRequest(r, Flux1(), RequestLimits());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->item.seed(), 42u);
+  EXPECT_EQ(v->item.prompt_2(), "b");
+  EXPECT_FLOAT_EQ(v->item.guidance_scale(), 0.0f);
+  EXPECT_EQ(v->shape.height, 512u);
+  EXPECT_EQ(v->shape.width, 768u);
+  EXPECT_EQ(v->shape.max_sequence_length, 64u);
+}
+
+TEST(RequestValidator, RejectsEachLimit) {
+  v1::GenerateRequest base;
+  base.set_prompt("a cat");
+  {
+    auto r = base;
+    r.set_height(100);
+    ExpectInvalid(r, "height must be a multiple of 16 in 16..2048, got 100");
+  }
+  {
+    auto r = base;
+    r.set_width(4096);
+    ExpectInvalid(r, "width must be a multiple of 16 in 16..2048, got 4096");
+  }
+  {
+    auto r = base;
+    r.set_num_inference_steps(201);
+    ExpectInvalid(r, "num_inference_steps must be in 1..200, got 201");
+  }
+  {
+    auto r = base;
+    r.set_guidance_scale(-1);
+    ExpectInvalid(r, "guidance_scale must be in 0..30");
+  }
+  {
+    auto r = base;
+    r.set_guidance_scale(std::numeric_limits<float>::quiet_NaN());
+    ExpectInvalid(r, "guidance_scale");
+  }
+  {
+    auto r = base;
+    r.set_max_sequence_length(513);
+    ExpectInvalid(r, "max_sequence_length must be in 1..512, got 513");
+  }
+  {
+    auto r = base;
+    r.set_prompt(std::string(9000, 'x'));
+    ExpectInvalid(r, "prompt is 9000 bytes; the limit is 8192 bytes");
+  }
+  {
+    auto r = base;
+    r.set_prompt("\xff\xfe");
+    ExpectInvalid(r, "prompt is not valid UTF-8");
+  }
+  {
+    v1::GenerateRequest r;
+    ExpectInvalid(r, "prompt is required");
+  }
+  {
+    auto r = base;
+    r.set_output_format(static_cast<v1::OutputFormat>(17));
+    ExpectInvalid(r, "output_format 17");
+  }
+  {
+    auto r = base;
+    r.set_request_id("has space");
+    ExpectInvalid(r, "request_id must be printable");
+  }
+  {
+    auto r = base;
+    r.set_true_cfg_scale(100);
+    ExpectInvalid(r, "true_cfg_scale must be in 0..30");
+  }
+}
+
+TEST(RequestValidator, ChecksEmbeddingShapes) {
+  v1::GenerateRequest r;
+  *r.mutable_prompt_embeddings()->mutable_prompt_embeds() = Floats({1, 10, 8});
+  auto ok = ValidateRequest(r, EmbeddingsOnly(), RequestLimits());
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(ok->shape.uses_embeddings);
+
+  v1::GenerateRequest wrong_width = r;
+  *wrong_width.mutable_prompt_embeddings()->mutable_prompt_embeds() = Floats({1, 10, 9});
+  ExpectInvalid(wrong_width, "prompt_embeddings.prompt_embeds.shape[2] must be 8, got 9",
+                EmbeddingsOnly());
+
+  v1::GenerateRequest short_data = r;
+  short_data.mutable_prompt_embeddings()->mutable_prompt_embeds()->mutable_data()->resize(12);
+  ExpectInvalid(short_data, "prompt_embeddings.prompt_embeds.data must hold 320 bytes",
+                EmbeddingsOnly());
+
+  v1::GenerateRequest mask = r;
+  *mask.mutable_prompt_embeddings()->mutable_text_mask() = Floats({1, 10}, 0.5f);
+  ExpectInvalid(mask, "text_mask values must be 0 or 1", EmbeddingsOnly());
+
+  v1::GenerateRequest none;
+  none.set_prompt("text only");
+  ExpectInvalid(none, "prompt_embeddings is required", EmbeddingsOnly());
+
+  v1::GenerateRequest pooled_missing;
+  *pooled_missing.mutable_prompt_embeddings()->mutable_prompt_embeds() = Floats({1, 7, 32});
+  ExpectInvalid(pooled_missing, "pooled_prompt_embeds is required");
+}
+
+TEST(RequestValidator, RandomSeedWhenAbsent) {
+  v1::GenerateRequest r;
+  r.set_prompt("a");
+  auto a = ValidateRequest(r, Flux1(), RequestLimits());
+  auto b = ValidateRequest(r, Flux1(), RequestLimits());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->item.seed(), b->item.seed());
+}
+
+}  // namespace
+}  // namespace ditserve::server

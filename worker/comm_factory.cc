@@ -1,0 +1,59 @@
+#include "worker/comm_factory.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/comm/free_port.h"
+#include "worker/comm/gloo_communicator.h"
+#include "worker/comm/local_communicator.h"
+#ifdef DITSERVE_WITH_CUDA
+#include "worker/comm/nccl_communicator.h"
+#endif
+
+namespace ditserve::worker {
+
+absl::StatusOr<v1::Rendezvous> CreateRendezvous(uint32_t world_size,
+                                                const std::string& store_host) {
+  v1::Rendezvous r;
+  r.set_world_size(world_size);
+  r.set_store_host(store_host);
+  ASSIGN_OR_RETURN(int port, comm::PickFreePort(store_host));
+  r.set_store_port(static_cast<uint32_t>(port));
+#ifdef DITSERVE_WITH_CUDA
+  ASSIGN_OR_RETURN(std::string id, comm::NcclUniqueId());
+  r.set_nccl_unique_id(id);
+#endif
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<comm::Communicator>> CreateCommunicator(
+    const v1::Rendezvous& rendezvous, const CommOptions& options) {
+  const int world = static_cast<int>(rendezvous.world_size());
+  if (world == 1) return comm::MakeSingleRankCommunicator();
+  if (options.device.is_cuda()) {
+#ifdef DITSERVE_WITH_CUDA
+    if (rendezvous.nccl_unique_id().empty()) {
+      return absl::InvalidArgumentError("rendezvous has no NCCL unique id");
+    }
+    comm::NcclOptions nccl;
+    nccl.rank = options.rank;
+    nccl.world_size = world;
+    nccl.unique_id = rendezvous.nccl_unique_id();
+    nccl.device_index = options.device.index();
+    nccl.timeout_ms = options.timeout_ms;
+    return comm::CreateNcclCommunicator(nccl);
+#else
+    return absl::FailedPreconditionError("CUDA device requested in the CPU build");
+#endif
+  }
+  comm::GlooOptions gloo;
+  gloo.rank = options.rank;
+  gloo.world_size = world;
+  gloo.store_host = rendezvous.store_host();
+  gloo.store_port = static_cast<int>(rendezvous.store_port());
+  gloo.group_id = rendezvous.group_id().empty() ? "ditserve" : rendezvous.group_id();
+  gloo.listen_host = options.listen_host;
+  gloo.timeout_ms = options.timeout_ms;
+  return comm::CreateGlooCommunicator(gloo);
+}
+
+}  // namespace ditserve::worker
