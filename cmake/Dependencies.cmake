@@ -28,13 +28,8 @@ pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
 
 if(DITSERVE_CUDA)
-  enable_language(CUDA)
+  # LibTorch-CUDA brings the CUDA runtime; NCCL is found by worker/comm/CMakeLists.txt.
   find_package(CUDAToolkit REQUIRED)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT}/include $ENV{NCCL_ROOT}/include REQUIRED)
-  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${NCCL_ROOT}/lib $ENV{NCCL_ROOT}/lib REQUIRED)
-  add_library(nccl_lib INTERFACE)
-  target_include_directories(nccl_lib SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
-  target_link_libraries(nccl_lib INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
   add_compile_definitions(DITSERVE_WITH_CUDA=1)
 endif()
 
@@ -44,3 +39,11 @@ set(DITSERVE_DEPS_PREFIX "" CACHE PATH "Root of an extracted Debian package bund
 if(DITSERVE_DEPS_PREFIX)
   include_directories(BEFORE SYSTEM ${DITSERVE_DEPS_PREFIX}/usr/include)
 endif()
+
+# Reuse the shared precompiled LibTorch header (defined in common/) in a LibTorch target.
+function(ditserve_use_torch_pch target)
+  if(DITSERVE_TORCH_PCH)
+    target_precompile_headers(${target} REUSE_FROM ditserve_torch_pch)
+  endif()
+endfunction()
+option(DITSERVE_TORCH_PCH "Share one precompiled <torch/torch.h> across LibTorch targets" ON)

@@ -13,6 +13,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
+#ifdef DITSERVE_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 #if !defined(TORCH_VERSION_MAJOR)
 #include <torch/version.h>
 #endif
@@ -54,6 +58,11 @@ inline at::Generator SeededCpuGenerator(uint64_t seed) {
   return at::detail::createCPUGenerator(seed);
 }
 
+// Waits for the device's queued work (a no-op on the CPU), for honest host-side timings.
+inline void SynchronizeDevice(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
 // Scaled dot-product attention on (B, heads, S, hd) tensors with the default scale 1/sqrt(hd).
 // `mask` is empty or a boolean mask broadcastable to (B, heads, S, S) (true = attend).
 inline torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
@@ -88,5 +97,20 @@ inline torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight
   return weight.defined() ? y * weight : y;
 #endif
 }
+
+#ifdef DITSERVE_WITH_CUDA
+// Bytes held by live tensors and by the caching allocator on a CUDA device. The stat enum moved
+// from c10::cuda::CUDACachingAllocator to c10::CachingDeviceAllocator in PyTorch 2.5.
+inline void CudaAllocatorBytes(int device, uint64_t* allocated, uint64_t* reserved) {
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+#if DITSERVE_TORCH_AT_LEAST(2, 5)
+  constexpr size_t kAggregate = static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
+#else
+  constexpr size_t kAggregate = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+#endif
+  *allocated = static_cast<uint64_t>(stats.allocated_bytes[kAggregate].current);
+  *reserved = static_cast<uint64_t>(stats.reserved_bytes[kAggregate].current);
+}
+#endif
 
 }  // namespace ditserve::compat

@@ -33,7 +33,9 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build="" prefix=/opt/ditserve bundle=/opt/ditserve-gpu-deps venv=/opt/torch-venv
 : "${TORCH_VERSION:=2.11.0}"
 : "${TORCH_INDEX_URL:=https://download.pytorch.org/whl/cu130}"
-BINARIES=(ditserve-frontend ditserve-worker ditserve-cli ditserve-tool)
+# ditserve-spm-train: the SentencePiece trainer make-tiny-model runs as a separate process (it looks
+# for it next to ditserve-tool).
+BINARIES=(ditserve-frontend ditserve-worker ditserve-cli ditserve-tool ditserve-spm-train)
 RUNTIME_UID=10001
 
 args=()
@@ -145,14 +147,14 @@ owners_of() {
     paths+=("$lib" "$alt" "$(realpath "$lib")")
   done
   db=$(dpkg-query -S "${paths[@]}" 2>/dev/null || true)   # "pkg:arch: /path" for the known ones
-  local missing=0 pkg
+  local unowned=0 pkg
   for lib in "$@"; do
     case "$lib" in /usr/lib/*) alt=${lib#/usr} ;; /lib/*) alt=/usr$lib ;; *) alt=$lib ;; esac
     pkg=$(awk -v a="$lib" -v b="$alt" -v c="$(realpath "$lib")" -F': ' \
             '$2 == a || $2 == b || $2 == c { sub(/:.*/, "", $1); print $1; exit }' <<< "$db")
-    if [ -z "$pkg" ]; then echo "no Debian package owns $lib" >&2; missing=1; else echo "$pkg"; fi
+    if [ -z "$pkg" ]; then echo "no Debian package owns $lib" >&2; unowned=1; else echo "$pkg"; fi
   done
-  return "$missing"
+  return "$unowned"
 }
 
 step_stage() {
@@ -181,7 +183,8 @@ step_stage() {
     site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null \
       || echo "$venv/lib/python3/site-packages")
     torch_lib="$site/torch/lib"
-    # Runtime shared objects of the bundle only: no headers, no unversioned .so dev links, no .a.
+    # Runtime shared objects of the bundle only (versioned files and their soname links): no
+    # headers, no unversioned dev symlinks, no .a.
     run mkdir -p "$prefix/lib" "$prefix/py/torch"
     run find "$bundle/usr/lib" -name '*.so.*' \( -type f -o -type l \) -exec cp -a -t "$prefix/lib" {} +
     # torch/lib's RPATHs point at ../../nvidia/*/lib: keep both folders side by side.

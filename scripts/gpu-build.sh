@@ -21,7 +21,7 @@
 #   --bundle DIR        the extracted ditserve-gpu-deps folder (required)
 #   --build-dir DIR     default: build-cuda in the repository
 #   --python PY         the interpreter of the CUDA PyTorch environment (default python3)
-#   --cuda-arch LIST    CMAKE_CUDA_ARCHITECTURES (default 90: H100/H200)
+#   --cuda-arch LIST    CUDA architectures, as TORCH_CUDA_ARCH_LIST (default 90: H100/H200)
 #   --test              run `ctest -L gpu` after the build
 #   --cpu               DITSERVE_CUDA=OFF (checks the bundle plumbing on a machine without CUDA)
 #   --torch-prefix DIR  Torch's CMake prefix instead of asking python (e.g. /usr for Debian's)
@@ -87,8 +87,9 @@ if [ "$cuda" = ON ]; then
   # NCCL paths given outright: the GPU host also has a system libnccl.so in /usr/lib, which a name
   # search for "nccl" finds before the wheel's libnccl.so.2 (headers and library must match).
   cuda_args=(-DNCCL_ROOT="$nccl_root" -DNCCL_INCLUDE_DIR="$nccl_root/include" -DNCCL_LIBRARY="$nccl_lib"
-             -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch")
-  # Torch's own CUDA flags follow TORCH_CUDA_ARCH_LIST (it ignores CMAKE_CUDA_ARCHITECTURES): 90 -> 9.0
+             -DCMAKE_CUDA_COMPILER="$nvcc")
+  # Torch's CUDA flags follow TORCH_CUDA_ARCH_LIST (90 -> 9.0); it warns about and ignores
+  # CMAKE_CUDA_ARCHITECTURES, which nothing else needs (the project has no .cu sources).
   export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-$(echo "$arch" | sed -E 's/([0-9]+)([0-9])/\1.\2/g; s/[;,]/ /g')}"
 fi
 

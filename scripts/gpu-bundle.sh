@@ -54,7 +54,7 @@ if [ "$list_only" = 1 ]; then printf '%s\n' "${PKGS[@]}"; exit 0; fi
 
 root="$out/ditserve-gpu-deps"
 debs="$out/debs"
-rm -rf "$root" "$debs"
+rm -rf "${root:?}" "${debs:?}"
 mkdir -p "$root" "$debs"
 echo "gpu-bundle: downloading ${#PKGS[@]} packages into $debs"
 # apt-get download writes into the current directory; as root it warns that _apt cannot write there.
@@ -77,7 +77,7 @@ done
 # Merge /lib into /usr/lib (some Debian 12 packages still ship there), so one lib dir suffices.
 if [ -d "$root/lib" ]; then
   cp -a "$root/lib/." "$root/usr/lib/"
-  rm -rf "$root/lib"
+  rm -rf "${root:?}/lib"
 fi
 # Static archives, docs, man pages and sources are not needed to build or run (GPU.md: ~37 MB
 # left). GoogleTest and GoogleMock are kept: Debian 12 ships them as static archives only.

@@ -143,6 +143,11 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
       RETURN_IF_ERROR(CheckEmbeddings("negative_prompt_embeddings",
                                       r.negative_prompt_embeddings(), spec, max_seq));
     }
+    if (!r.has_negative_prompt_embeddings() &&
+        (!r.negative_prompt().empty() || !r.negative_prompt_2().empty())) {
+      return Invalid("negative_prompt needs negative_prompt_embeddings when prompt_embeddings is "
+                     "given");
+    }
   } else if (spec.requires_prompt_embeddings() || !spec.accepts_text_prompt()) {
     return Invalid(absl::StrCat("prompt_embeddings is required: model family '", model.family(),
                                 "' has no built-in text encoder (see GetModelInfo.inputs)"));
@@ -220,6 +225,8 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   out.shape.max_sequence_length = max_seq;
   out.shape.output_format = format;
   out.shape.uses_embeddings = has_embeddings;
+  out.shape.embeddings_length =
+      has_embeddings ? static_cast<uint32_t>(r.prompt_embeddings().prompt_embeds().shape(1)) : 0;
   out.shape.true_cfg = use_true_cfg;
   return out;
 }

@@ -22,11 +22,13 @@ struct RequestShape {
   uint32_t max_sequence_length = 0;
   int output_format = 0;
   bool uses_embeddings = false;
+  uint32_t embeddings_length = 0;  // text tokens of precomputed embeddings
   bool true_cfg = false;
   bool operator==(const RequestShape& o) const {
     return height == o.height && width == o.width && steps == o.steps &&
            max_sequence_length == o.max_sequence_length && output_format == o.output_format &&
-           uses_embeddings == o.uses_embeddings && true_cfg == o.true_cfg;
+           uses_embeddings == o.uses_embeddings && embeddings_length == o.embeddings_length &&
+           true_cfg == o.true_cfg;
   }
 };
 

@@ -166,17 +166,23 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
     tensors.push_back(std::move(info));
   }
 
-  // No two tensors may overlap.
+  // No two tensors may overlap. Empty tensors occupy no bytes and cannot overlap anything; for the
+  // rest, sorted by begin, each must start at or after the furthest end seen so far.
   std::vector<const TensorInfo*> by_offset;
-  for (const auto& t : tensors) by_offset.push_back(&t);
+  for (const auto& t : tensors) {
+    if (t.end > t.begin) by_offset.push_back(&t);
+  }
   std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    if (by_offset[i]->begin < by_offset[i - 1]->end) {
-      return bad(by_offset[i]->name,
-                 absl::StrCat("data overlaps tensor '", by_offset[i - 1]->name, "'"));
+  const TensorInfo* furthest = nullptr;
+  for (const TensorInfo* t : by_offset) {
+    if (furthest != nullptr && t->begin < furthest->end) {
+      return bad(t->name, absl::StrCat("data_offsets [", t->begin, ", ", t->end,
+                                       ") overlap tensor '", furthest->name, "' [",
+                                       furthest->begin, ", ", furthest->end, ")"));
     }
+    if (furthest == nullptr || t->end > furthest->end) furthest = t;
   }
   return tensors;
 }
@@ -186,27 +192,27 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   if (fd < 0) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
+  // From here on the file object owns fd (closed in the destructor on every error path).
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = path;
+  file->fd_ = fd;
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return absl::InternalError(absl::StrCat(path, ": fstat: ", std::strerror(err)));
+    return absl::InternalError(absl::StrCat(path, ": fstat: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) {
-    ::close(fd);
     return absl::DataLossError(
         absl::StrCat(path, ": corrupt safetensors file: ", file_size, " bytes, shorter than the "
                      "8-byte header length"));
   }
   void* map = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  ::close(fd);
   if (map == MAP_FAILED) {
-    return absl::InternalError(absl::StrCat(path, ": mmap: ", std::strerror(err)));
+    return absl::InternalError(absl::StrCat(path, ": mmap: ", std::strerror(errno)));
   }
-  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
-  file->path_ = path;
   file->map_ = map;
   file->map_size_ = file_size;
   const auto* bytes = static_cast<const uint8_t*>(map);
@@ -214,8 +220,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
   if (n > kMaxHeaderBytes || n > file_size - 8) {
     return absl::DataLossError(absl::StrCat(path, ": corrupt safetensors file: header length ", n,
-                                            " exceeds the file size ", file_size));
+                                            " exceeds the file size ", file_size, " (or the ",
+                                            kMaxHeaderBytes, "-byte limit)"));
   }
+  file->data_file_offset_ = 8 + n;
   file->data_ = bytes + 8 + n;
   file->data_size_ = file_size - 8 - n;
   absl::string_view header(reinterpret_cast<const char*>(bytes + 8), n);
@@ -228,6 +236,37 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
 
 SafetensorsFile::~SafetensorsFile() {
   if (map_ != nullptr) ::munmap(map_, map_size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status SafetensorsFile::ReadTensorBytes(const TensorInfo& info, uint64_t offset,
+                                              uint64_t length, void* dst) const {
+  if (offset > info.nbytes() || length > info.nbytes() - offset || info.end > data_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": tensor '", info.name, "': read of ", length, " bytes at offset ",
+                     offset, " leaves the tensor (", info.nbytes(), " bytes)"));
+  }
+  auto* out = static_cast<uint8_t*>(dst);
+  uint64_t pos = data_file_offset_ + info.begin + offset;
+  while (length > 0) {
+    // pread transfers at most ~2 GiB per call on Linux; ask for less and loop.
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(length, 1ull << 30));
+    ssize_t got = ::pread(fd_, out, want, static_cast<off_t>(pos));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return absl::DataLossError(absl::StrCat(path_, ": tensor '", info.name,
+                                              "': read failed: ", std::strerror(errno)));
+    }
+    if (got == 0) {
+      return absl::DataLossError(absl::StrCat(
+          path_, ": tensor '", info.name, "': file ends at byte ", pos,
+          ", before the tensor's data (it was truncated after it was opened)"));
+    }
+    out += got;
+    pos += static_cast<uint64_t>(got);
+    length -= static_cast<uint64_t>(got);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<const TensorInfo*> SafetensorsFile::Find(absl::string_view name) const {

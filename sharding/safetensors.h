@@ -7,9 +7,14 @@
 // length, offsets inside the data buffer, no overlap, no duplicate names. Every error names the
 // file and, where there is one, the tensor. Reading never goes out of bounds.
 //
-// Ownership: a SafetensorsFile owns its mapping (RAII, unmapped in the destructor); TensorInfo data
-// pointers are valid while the file lives. Thread-safety: immutable after Open(), so concurrent
-// reads are safe.
+// Two ways to get at tensor bytes: Data() (a pointer into a read-only mapping; touching it makes the
+// pages count to this process's RSS, and a file truncated behind our back raises SIGBUS) and
+// ReadTensorBytes() (pread into a caller buffer: bounded memory, truncation becomes a DATA_LOSS
+// error). The per-rank loader uses ReadTensorBytes only.
+//
+// Ownership: a SafetensorsFile owns its mapping and file descriptor (RAII, released in the
+// destructor); TensorInfo data pointers are valid while the file lives. Thread-safety: immutable
+// after Open(), so concurrent reads (Data, ReadTensorBytes) are safe.
 #pragma once
 
 #include <cstddef>
@@ -17,10 +22,11 @@
 #include <map>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace ditserve::sharding {
 
@@ -61,10 +67,17 @@ class SafetensorsFile {
   // Pointer to the first byte of a tensor's data (inside the mapping).
   const uint8_t* Data(const TensorInfo& info) const { return data_ + info.begin; }
   uint64_t data_size() const { return data_size_; }
+  // Copies `length` bytes starting `offset` bytes into `info`'s data to `dst` with pread.
+  // INVALID_ARGUMENT when the range leaves the tensor; DATA_LOSS (naming file and tensor) when the
+  // file is shorter than its header promised (e.g. truncated after Open).
+  absl::Status ReadTensorBytes(const TensorInfo& info, uint64_t offset, uint64_t length,
+                               void* dst) const;
 
  private:
   SafetensorsFile() = default;
   std::string path_;
+  int fd_ = -1;
+  uint64_t data_file_offset_ = 0;  // 8 + header length
   void* map_ = nullptr;
   size_t map_size_ = 0;
   const uint8_t* data_ = nullptr;

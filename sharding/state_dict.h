@@ -42,6 +42,8 @@ class ShardedStateDict {
   // Bytes held by this rank's tensors.
   uint64_t TotalBytes() const;
   const std::map<std::string, torch::Tensor>& tensors() const { return tensors_; }
+  // Every planned module's sharding, by module path (unplanned modules are absent).
+  const std::map<std::string, ModuleSharding>& modules() const { return modules_; }
 
  private:
   int rank_ = 0;

@@ -25,6 +25,24 @@ absl::StatusOr<torch::ScalarType> TorchDType(DType dtype) {
       absl::StrCat("dtype ", DTypeName(dtype), " is not supported by this LibTorch build"));
 }
 
+absl::StatusOr<DType> SafetensorsDType(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat64: return DType::kF64;
+    case torch::kFloat32: return DType::kF32;
+    case torch::kFloat16: return DType::kF16;
+    case torch::kBFloat16: return DType::kBF16;
+    case torch::kInt64: return DType::kI64;
+    case torch::kInt32: return DType::kI32;
+    case torch::kInt16: return DType::kI16;
+    case torch::kInt8: return DType::kI8;
+    case torch::kUInt8: return DType::kU8;
+    case torch::kBool: return DType::kBool;
+    default: break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("torch dtype ", c10::toString(type), " has no safetensors equivalent"));
+}
+
 absl::StatusOr<torch::Tensor> ReadWholeTensor(const SafetensorsFile& file, const TensorInfo& info) {
   auto dtype = TorchDType(info.dtype);
   if (!dtype.ok()) {

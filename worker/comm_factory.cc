@@ -1,12 +1,14 @@
 #include "worker/comm_factory.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/comm/free_port.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/local_communicator.h"
 #ifdef DITSERVE_WITH_CUDA
-#include "worker/comm/nccl_communicator.h"
+#include "worker/comm/nccl_torch_communicator.h"
 #endif
 
 namespace ditserve::worker {
@@ -19,7 +21,7 @@ absl::StatusOr<v1::Rendezvous> CreateRendezvous(uint32_t world_size,
   ASSIGN_OR_RETURN(int port, comm::PickFreePort(store_host));
   r.set_store_port(static_cast<uint32_t>(port));
 #ifdef DITSERVE_WITH_CUDA
-  ASSIGN_OR_RETURN(std::string id, comm::NcclUniqueId());
+  ASSIGN_OR_RETURN(std::string id, comm::NcclGetUniqueId());
   r.set_nccl_unique_id(id);
 #endif
   return r;
@@ -38,7 +40,7 @@ absl::StatusOr<std::unique_ptr<comm::Communicator>> CreateCommunicator(
     nccl.rank = options.rank;
     nccl.world_size = world;
     nccl.unique_id = rendezvous.nccl_unique_id();
-    nccl.device_index = options.device.index();
+    nccl.device = options.device.index();
     nccl.timeout_ms = options.timeout_ms;
     return comm::CreateNcclCommunicator(nccl);
 #else
@@ -53,6 +55,8 @@ absl::StatusOr<std::unique_ptr<comm::Communicator>> CreateCommunicator(
   gloo.group_id = rendezvous.group_id().empty() ? "ditserve" : rendezvous.group_id();
   gloo.listen_host = options.listen_host;
   gloo.timeout_ms = options.timeout_ms;
+  // Ranks reach the rendezvous at different times (e.g. one is still starting up): allow longer.
+  gloo.rendezvous_timeout_ms = std::max(options.timeout_ms, 120000);
   return comm::CreateGlooCommunicator(gloo);
 }
 

@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/torch_compat.h"
 
 #ifdef DITSERVE_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -44,10 +44,7 @@ DeviceMemoryInfo QueryDeviceMemory() {
   DeviceMemoryInfo info;
 #ifdef DITSERVE_WITH_CUDA
   if (g_device >= 0) {
-    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(g_device);
-    constexpr size_t kAggregate = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
-    info.allocated = static_cast<uint64_t>(stats.allocated_bytes[kAggregate].current);
-    info.reserved = static_cast<uint64_t>(stats.reserved_bytes[kAggregate].current);
+    compat::CudaAllocatorBytes(g_device, &info.allocated, &info.reserved);
     size_t free_bytes = 0, total_bytes = 0;
     if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) info.total = total_bytes;
   }

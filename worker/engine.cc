@@ -8,7 +8,7 @@
 #include "common/status_macros.h"
 #include "worker/comm_factory.h"
 #include "worker/device_memory.h"
-#include "worker/tensor_proto.h"
+#include "pipeline/tensor_proto.h"
 
 namespace ditserve::worker {
 namespace {
@@ -158,12 +158,12 @@ absl::StatusOr<v1::ForwardResponse> Engine::Forward(const v1::ForwardRequest& re
   }
   std::map<std::string, torch::Tensor> inputs;
   for (const auto& [name, proto] : request.inputs()) {
-    ASSIGN_OR_RETURN(torch::Tensor t, TensorFromProto(proto, absl::StrCat("inputs[", name, "]")));
+    ASSIGN_OR_RETURN(torch::Tensor t, pipeline::TensorFromProto(proto, absl::StrCat("inputs[", name, "]")));
     inputs[name] = t;
   }
   ASSIGN_OR_RETURN(torch::Tensor out, pipeline_->Forward(inputs));
   v1::ForwardResponse resp;
-  *resp.mutable_out() = TensorToProto(out);
+  *resp.mutable_out() = pipeline::TensorToProto(out);
   return resp;
 }
 

@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -51,6 +52,9 @@ int Run(int argc, char** argv) {
   const pthread_t main_thread = pthread_self();
   WorkerService service(&engine, [main_thread] { pthread_kill(main_thread, SIGUSR1); });
 
+  // Health for container healthchecks: SERVING once the process listens (readiness of the group
+  // is the frontend's business).
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);

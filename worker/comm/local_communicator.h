@@ -15,8 +15,11 @@ namespace ditserve::comm {
 std::unique_ptr<Communicator> MakeSingleRankCommunicator();
 
 // Starts `world_size` threads, gives each its own Communicator of one shared in-process group and
-// runs fn on it; returns the first non-OK status (or OK). A rank that returns early without
-// joining a collective the others are in makes them fail after `timeout_ms` instead of hanging.
+// runs fn on it; returns the first non-OK status in time order (the root cause, not the ranks it
+// broke) or OK. A rank that stays alive but skips a collective the others are in makes them fail
+// with UNAVAILABLE after `timeout_ms` instead of hanging; a rank whose fn has returned makes them
+// fail at once. Ranks that call different collectives (or pass mismatched shapes) all get an error.
+// Sums run in rank order, so every rank receives bit-identical results. timeout_ms <= 0: no timeout.
 absl::Status RunLocalGroup(int world_size, const std::function<absl::Status(Communicator&)>& fn,
                            int timeout_ms = 60000);
 

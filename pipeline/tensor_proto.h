@@ -6,7 +6,7 @@
 #include "absl/status/statusor.h"
 #include "ditserve/v1/ditserve.pb.h"
 
-namespace ditserve::worker {
+namespace ditserve::pipeline {
 
 // A CPU float32 tensor holding a copy of the proto's data. INVALID_ARGUMENT naming `field` when the
 // byte count does not match the shape or the dtype is not FLOAT32.
@@ -15,4 +15,4 @@ absl::StatusOr<torch::Tensor> TensorFromProto(const ::ditserve::v1::Tensor& prot
 // Any tensor, converted to float32 on the CPU.
 ::ditserve::v1::Tensor TensorToProto(const torch::Tensor& tensor);
 
-}  // namespace ditserve::worker
+}  // namespace ditserve::pipeline

@@ -1,10 +1,10 @@
-#include "worker/tensor_proto.h"
+#include "pipeline/tensor_proto.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 
-namespace ditserve::worker {
+namespace ditserve::pipeline {
 
 absl::StatusOr<torch::Tensor> TensorFromProto(const ::ditserve::v1::Tensor& proto, const std::string& field) {
   if (proto.dtype() != ::ditserve::v1::DTYPE_FLOAT32 && proto.dtype() != ::ditserve::v1::DTYPE_UNSPECIFIED) {
@@ -34,4 +34,4 @@ absl::StatusOr<torch::Tensor> TensorFromProto(const ::ditserve::v1::Tensor& prot
   return out;
 }
 
-}  // namespace ditserve::worker
+}  // namespace ditserve::pipeline

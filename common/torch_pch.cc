@@ -1,0 +1,2 @@
+// Anchor of the shared LibTorch precompiled header (see common/CMakeLists.txt).
+#include <torch/torch.h>

@@ -1,0 +1,71 @@
+// Adaptive LayerNorms (diffusers normalization.py), SPEC §2.0. Chunk orders differ and matter:
+//   AdaLayerNormZero        Linear_{D→6D}(SiLU(temb)) → shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
+//   AdaLayerNormZeroSingle  Linear_{D→3D}(SiLU(temb)) → shift, scale, gate
+//   AdaLayerNormContinuous  Linear_{C→2D}(SiLU(cond).to(x.dtype)) → scale, shift   (scale first!)
+// Each normalises x with LayerNorm(eps, no affine) and modulates LN(x) * (1 + scale) + shift.
+// The modulation Linear ("<prefix>.linear") must give the full output on every rank (replicated in
+// all plans); Load refuses a colwise one.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "models/common/module_loader.h"
+
+namespace ditserve::models {
+
+class AdaLayerNormZero {
+ public:
+  struct Output {
+    torch::Tensor x;  // modulated LN(x) for the attention branch
+    torch::Tensor gate_msa, shift_mlp, scale_mlp, gate_mlp;  // (B, D)
+  };
+  static absl::StatusOr<AdaLayerNormZero> Load(const ModuleLoader& loader, const std::string& prefix,
+                                               double eps = 1e-6);
+  Output Forward(const torch::Tensor& x, const torch::Tensor& temb) const;
+
+ private:
+  AdaLayerNormZero(std::shared_ptr<LinearLayer> linear, double eps)
+      : linear_(std::move(linear)), eps_(eps) {}
+  std::shared_ptr<LinearLayer> linear_;
+  double eps_;
+};
+
+class AdaLayerNormZeroSingle {
+ public:
+  struct Output {
+    torch::Tensor x;
+    torch::Tensor gate;  // (B, D)
+  };
+  static absl::StatusOr<AdaLayerNormZeroSingle> Load(const ModuleLoader& loader,
+                                                     const std::string& prefix, double eps = 1e-6);
+  Output Forward(const torch::Tensor& x, const torch::Tensor& temb) const;
+
+ private:
+  AdaLayerNormZeroSingle(std::shared_ptr<LinearLayer> linear, double eps)
+      : linear_(std::move(linear)), eps_(eps) {}
+  std::shared_ptr<LinearLayer> linear_;
+  double eps_;
+};
+
+class AdaLayerNormContinuous {
+ public:
+  static absl::StatusOr<AdaLayerNormContinuous> Load(const ModuleLoader& loader,
+                                                     const std::string& prefix, double eps = 1e-6);
+  torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& cond) const;
+
+ private:
+  AdaLayerNormContinuous(std::shared_ptr<LinearLayer> linear, double eps)
+      : linear_(std::move(linear)), eps_(eps) {}
+  std::shared_ptr<LinearLayer> linear_;
+  double eps_;
+};
+
+// LN(x) * (1 + scale[:, None]) + shift[:, None] for (B, S, D) x and (B, D) scale/shift.
+torch::Tensor Modulate(const torch::Tensor& normed, const torch::Tensor& scale,
+                       const torch::Tensor& shift);
+
+}  // namespace ditserve::models

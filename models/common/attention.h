@@ -1,0 +1,15 @@
+// The attention op as diffusers' "native" backend runs it (SPEC §2.0): q, k, v arrive as
+// (B, S, heads, hd), are permuted to (B, heads, S, hd) for scaled-dot-product attention with the
+// default scale 1/sqrt(hd), no dropout, not causal, and the result comes back as (B, S, heads·hd)
+// in q's dtype. Heads are whatever this rank holds (local heads under tensor parallelism).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace ditserve::models {
+
+// `mask`: empty, or boolean broadcastable to (B, heads, S_q, S_k), true = attend.
+torch::Tensor DotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const torch::Tensor& mask = {});
+
+}  // namespace ditserve::models

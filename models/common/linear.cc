@@ -1,0 +1,54 @@
+#include "models/common/linear.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/common/module_loader.h"
+
+namespace ditserve::models {
+
+absl::Status ReadLinearTensors(const sharding::ShardedStateDict& sd, const std::string& path,
+                               torch::Tensor* weight, torch::Tensor* bias) {
+  ASSIGN_OR_RETURN(*weight, sd.Get(path + ".weight"));
+  if (weight->dim() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ".weight: expected a 2-D tensor, got ", weight->dim(), "-D"));
+  }
+  *bias = torch::Tensor();
+  if (sd.Contains(path + ".bias")) {
+    ASSIGN_OR_RETURN(*bias, sd.Get(path + ".bias"));
+    if (bias->dim() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ".bias: expected a 1-D tensor, got ", bias->dim(), "-D"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Linear>> Linear::Load(const sharding::ShardedStateDict& sd,
+                                                     const std::string& path) {
+  torch::Tensor w, b;
+  RETURN_IF_ERROR(ReadLinearTensors(sd, path, &w, &b));
+  if (b.defined() && b.size(0) != w.size(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".bias has ", b.size(0),
+                                                   " elements, the weight ", w.size(0), " rows"));
+  }
+  return std::make_unique<Linear>(std::move(w), std::move(b));
+}
+
+torch::Tensor Linear::Forward(const torch::Tensor& x) const {
+  return torch::linear(x, weight_, bias_);
+}
+
+absl::StatusOr<std::unique_ptr<LinearLayer>> ReplicatedModuleLoader::LoadLinear(
+    const std::string& path) const {
+  const auto sharding = sd_.ShardingOf(path);
+  if (sharding.style != sharding::TpStyle::kReplicated) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is planned ", sharding::TpStyleName(sharding.style),
+                     "; a replicated loader cannot build it (use tp::ParallelModuleLoader)"));
+  }
+  ASSIGN_OR_RETURN(auto layer, Linear::Load(sd_, path));
+  return std::unique_ptr<LinearLayer>(std::move(layer));
+}
+
+}  // namespace ditserve::models

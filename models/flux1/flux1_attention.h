@@ -1,0 +1,56 @@
+// FLUX.1 attention (diffusers FluxAttention + FluxAttnProcessor), SPEC §2.1.
+//
+// Image stream: to_q/k/v → per-head torch RMSNorm (norm_q/k) → ... ; with a text stream (double
+// blocks) the text q/k/v come from add_{q,k,v}_proj with norm_added_q/k and are concatenated in
+// front: [text, image]. RoPE on q and k over the whole sequence, SDPA, then — double blocks only —
+// the image part through to_out.0 and the text part through to_add_out. Single blocks
+// (pre_only) return the attention output itself, (B, S, local heads · hd).
+//
+// Tensor parallelism: the projections are whatever the plan makes them (colwise in FLUX.1's); the
+// local head count is the q weight's rows / head_dim, so nothing else changes per rank.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "models/common/module_loader.h"
+#include "models/common/rms_norm.h"
+#include "models/common/rope.h"
+
+namespace ditserve::models::flux1 {
+
+class FluxAttention {
+ public:
+  // `joint`: double-block attention (text projections and output projections present).
+  static absl::StatusOr<FluxAttention> Load(const ModuleLoader& loader, const std::string& prefix,
+                                            int64_t head_dim, bool joint);
+
+  // Double block: returns (image output, text output), each projected. x: (B, N, D) normed image
+  // stream, context: (B, T, D) normed text stream.
+  std::pair<torch::Tensor, torch::Tensor> ForwardJoint(const torch::Tensor& x,
+                                                       const torch::Tensor& context,
+                                                       const RopeTables& rope) const;
+  // Single block: x is the joint (B, S, D) stream; returns (B, S, local heads · hd), unprojected.
+  torch::Tensor ForwardSingle(const torch::Tensor& x, const RopeTables& rope) const;
+
+  int64_t local_heads() const { return local_heads_; }
+
+ private:
+  FluxAttention() = default;
+  // (B, S, width) → (B, S, local_heads, hd)
+  torch::Tensor Heads(const torch::Tensor& t) const;
+
+  int64_t head_dim_ = 0;
+  int64_t local_heads_ = 0;
+  std::shared_ptr<LinearLayer> to_q_, to_k_, to_v_;
+  std::shared_ptr<TorchRmsNorm> norm_q_, norm_k_;
+  // Joint attention only:
+  std::shared_ptr<LinearLayer> add_q_, add_k_, add_v_, to_out_, to_add_out_;
+  std::shared_ptr<TorchRmsNorm> norm_added_q_, norm_added_k_;
+};
+
+}  // namespace ditserve::models::flux1

@@ -1,0 +1,228 @@
+#include "models/flux1/flux1_transformer.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/common/rope.h"
+#include "models/common/status_error.h"
+#include "models/tp/parallel_module_loader.h"
+
+namespace ditserve::models::flux1 {
+namespace {
+
+constexpr double kRopeTheta = 10000.0;  // hard-coded in diffusers' FluxPosEmbed
+constexpr int64_t kTimeProjChannels = 256;
+
+std::string Shape(const torch::Tensor& t) {
+  if (!t.defined()) return "(none)";
+  std::string s = "(";
+  for (int64_t i = 0; i < t.dim(); ++i) absl::StrAppend(&s, i ? ", " : "", t.size(i));
+  return s + ")";
+}
+
+// Checks that `layer` maps `in` full features to `out` full features on every rank.
+absl::Status CheckFullLinear(const LinearLayer& layer, const std::string& path, int64_t in,
+                             int64_t out) {
+  if (layer.in_features() != in || layer.out_features() != out) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " maps ", layer.in_features(), " → ",
+                                                   layer.out_features(), " features on this rank; ",
+                                                   "the config needs ", in, " → ", out));
+  }
+  return absl::OkStatus();
+}
+
+// (N, 3) ids; a 3-D (B, N, 3) tensor is accepted and its first row taken, as diffusers does.
+torch::Tensor Ids2d(const torch::Tensor& ids) { return ids.dim() == 3 ? ids[0] : ids; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FluxTransformer2DModel>> FluxTransformer2DModel::Load(
+    const FluxTransformerConfig& config, const sharding::ShardedStateDict& sd,
+    comm::Communicator* comm) {
+  if (config.num_attention_heads % sd.world_size() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tp degree ", sd.world_size(),
+                                                   " must divide the number of attention heads (",
+                                                   config.num_attention_heads, ")"));
+  }
+  std::unique_ptr<FluxTransformer2DModel> m(new FluxTransformer2DModel(config));
+  tp::ParallelModuleLoader loader(sd, comm);
+  const int64_t d = config.inner_dim();
+
+  ASSIGN_OR_RETURN(m->x_embedder_, loader.LoadLinear("x_embedder"));
+  RETURN_IF_ERROR(CheckFullLinear(*m->x_embedder_, "x_embedder", config.in_channels, d));
+  ASSIGN_OR_RETURN(m->context_embedder_, loader.LoadLinear("context_embedder"));
+  RETURN_IF_ERROR(
+      CheckFullLinear(*m->context_embedder_, "context_embedder", config.joint_attention_dim, d));
+  m->dtype_ = m->x_embedder_->weight().scalar_type();
+  m->device_ = m->x_embedder_->weight().device();
+
+  ASSIGN_OR_RETURN(m->timestep_embedder_,
+                   TimestepEmbedding::Load(loader, "time_text_embed.timestep_embedder"));
+  if (m->timestep_embedder_->in_features() != kTimeProjChannels) {
+    return absl::InvalidArgumentError("time_text_embed.timestep_embedder.linear_1 must take 256 features");
+  }
+  if (config.guidance_embeds) {
+    ASSIGN_OR_RETURN(m->guidance_embedder_,
+                     TimestepEmbedding::Load(loader, "time_text_embed.guidance_embedder"));
+  }
+  ASSIGN_OR_RETURN(m->text_embedder_,
+                   PixArtAlphaTextProjection::Load(loader, "time_text_embed.text_embedder"));
+  if (m->text_embedder_->in_features() != config.pooled_projection_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "time_text_embed.text_embedder.linear_1 takes ", m->text_embedder_->in_features(),
+        " features, pooled_projection_dim is ", config.pooled_projection_dim));
+  }
+
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    ASSIGN_OR_RETURN(auto block, FluxDoubleBlock::Load(loader, absl::StrCat("transformer_blocks.", i),
+                                                       config.attention_head_dim));
+    m->double_blocks_.push_back(std::move(block));
+  }
+  for (int64_t i = 0; i < config.num_single_layers; ++i) {
+    ASSIGN_OR_RETURN(auto block,
+                     FluxSingleBlock::Load(loader, absl::StrCat("single_transformer_blocks.", i),
+                                           config.attention_head_dim));
+    m->single_blocks_.push_back(std::move(block));
+  }
+  ASSIGN_OR_RETURN(m->norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out"));
+  ASSIGN_OR_RETURN(m->proj_out_, loader.LoadLinear("proj_out"));
+  RETURN_IF_ERROR(CheckFullLinear(*m->proj_out_, "proj_out", d,
+                                  config.patch_size * config.patch_size * config.out_channels));
+
+  // Local heads from the first attention's q rows; all blocks were checked against head_dim.
+  ASSIGN_OR_RETURN(auto q, sd.Get(config.num_layers > 0 ? "transformer_blocks.0.attn.to_q.weight"
+                                                        : "single_transformer_blocks.0.attn.to_q.weight"));
+  m->local_heads_ = q.size(0) / config.attention_head_dim;
+  if (m->local_heads_ != config.num_attention_heads &&
+      m->local_heads_ * sd.world_size() != config.num_attention_heads) {
+    return absl::InvalidArgumentError(absl::StrCat("this rank holds ", m->local_heads_,
+                                                   " heads of ", config.num_attention_heads,
+                                                   " at tp degree ", sd.world_size()));
+  }
+  return m;
+}
+
+std::vector<std::string> FluxTransformer2DModel::RequiredArguments() const {
+  std::vector<std::string> names = {"hidden_states", "encoder_hidden_states", "pooled_projections",
+                                    "timestep", "img_ids", "txt_ids"};
+  if (config_.guidance_embeds) names.push_back("guidance");
+  return names;
+}
+
+std::vector<std::string> FluxTransformer2DModel::OptionalArguments() const {
+  if (config_.guidance_embeds) return {};
+  return {"guidance"};  // accepted and ignored, as diffusers does without a guidance embedder
+}
+
+absl::Status FluxTransformer2DModel::CheckArgs(const FluxForwardArgs& a) const {
+  auto bad = [](const std::string& what, const torch::Tensor& t, const std::string& want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FLUX.1 forward: ", what, " has shape ", Shape(t), ", expected ", want));
+  };
+  const auto& c = config_;
+  if (!a.hidden_states.defined() || a.hidden_states.dim() != 3 ||
+      a.hidden_states.size(2) != c.in_channels) {
+    return bad("hidden_states", a.hidden_states, absl::StrCat("(B, N, ", c.in_channels, ")"));
+  }
+  const int64_t b = a.hidden_states.size(0), n = a.hidden_states.size(1);
+  if (!a.encoder_hidden_states.defined() || a.encoder_hidden_states.dim() != 3 ||
+      a.encoder_hidden_states.size(0) != b || a.encoder_hidden_states.size(2) != c.joint_attention_dim) {
+    return bad("encoder_hidden_states", a.encoder_hidden_states,
+               absl::StrCat("(", b, ", T, ", c.joint_attention_dim, ")"));
+  }
+  const int64_t t = a.encoder_hidden_states.size(1);
+  if (!a.pooled_projections.defined() || a.pooled_projections.dim() != 2 ||
+      a.pooled_projections.size(0) != b || a.pooled_projections.size(1) != c.pooled_projection_dim) {
+    return bad("pooled_projections", a.pooled_projections,
+               absl::StrCat("(", b, ", ", c.pooled_projection_dim, ")"));
+  }
+  if (!a.timestep.defined() || a.timestep.numel() != b) {
+    return bad("timestep", a.timestep, absl::StrCat("(", b, ",)"));
+  }
+  if (c.guidance_embeds && (!a.guidance.defined() || a.guidance.numel() != b)) {
+    return bad("guidance", a.guidance, absl::StrCat("(", b, ",) (the model embeds guidance)"));
+  }
+  const int64_t axes = static_cast<int64_t>(c.axes_dims_rope.size());
+  auto img = a.img_ids.defined() ? Ids2d(a.img_ids) : a.img_ids;
+  auto txt = a.txt_ids.defined() ? Ids2d(a.txt_ids) : a.txt_ids;
+  if (!img.defined() || img.dim() != 2 || img.size(0) != n || img.size(1) < axes) {
+    return bad("img_ids", a.img_ids, absl::StrCat("(", n, ", ", axes, ")"));
+  }
+  if (!txt.defined() || txt.dim() != 2 || txt.size(0) != t || txt.size(1) != img.size(1)) {
+    return bad("txt_ids", a.txt_ids, absl::StrCat("(", t, ", ", img.size(1), ")"));
+  }
+  return absl::OkStatus();
+}
+
+torch::Tensor FluxTransformer2DModel::ForwardImpl(const FluxForwardArgs& a) const {
+  torch::NoGradGuard no_grad;
+  auto to_model = [&](const torch::Tensor& x) { return x.to(device_, dtype_); };
+
+  auto h = x_embedder_->Forward(to_model(a.hidden_states));
+  const auto b = h.size(0);
+  // timestep.to(h.dtype) * 1000: a model-dtype op (bf16 rounding in a bf16 model).
+  auto timestep = to_model(a.timestep.reshape({-1})) * 1000;
+  auto pooled = to_model(a.pooled_projections);
+  auto temb = timestep_embedder_->Forward(TimestepProjection(timestep).to(pooled.scalar_type()));
+  if (guidance_embedder_) {
+    auto guidance = to_model(a.guidance.reshape({-1})) * 1000;
+    temb = temb + guidance_embedder_->Forward(TimestepProjection(guidance).to(pooled.scalar_type()));
+  }
+  temb = temb + text_embedder_->Forward(pooled);
+  TORCH_CHECK(temb.size(0) == b, "conditioning batch mismatch");
+
+  auto context = context_embedder_->Forward(to_model(a.encoder_hidden_states));
+  auto ids = torch::cat({Ids2d(a.txt_ids).to(device_), Ids2d(a.img_ids).to(device_)}, 0);
+  const RopeTables rope = FluxRopeTables(ids, config_.axes_dims_rope, kRopeTheta);
+
+  for (const auto& block : double_blocks_) {
+    std::tie(h, context) = block.Forward(h, context, temb, rope);
+  }
+  const int64_t text_len = context.size(1);
+  auto x = torch::cat({context, h}, 1);
+  for (const auto& block : single_blocks_) x = block.Forward(x, temb, rope);
+  h = x.narrow(1, text_len, x.size(1) - text_len);
+
+  h = norm_out_->Forward(h, temb);
+  return proj_out_->Forward(h);
+}
+
+absl::StatusOr<torch::Tensor> FluxTransformer2DModel::Forward(const FluxForwardArgs& args) {
+  RETURN_IF_ERROR(CheckArgs(args));
+  return GuardModel("FLUX.1 transformer forward", [&] { return ForwardImpl(args); });
+}
+
+absl::StatusOr<torch::Tensor> FluxTransformer2DModel::Forward(
+    const std::map<std::string, torch::Tensor>& args) {
+  const auto req = RequiredArguments(), opt = OptionalArguments();
+  for (const auto& [name, t] : args) {
+    if (std::find(req.begin(), req.end(), name) == req.end() &&
+        std::find(opt.begin(), opt.end(), name) == opt.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("FLUX.1 forward: unknown argument '", name, "'"));
+    }
+  }
+  auto get = [&](const char* name) {
+    auto it = args.find(name);
+    return it == args.end() ? torch::Tensor() : it->second;
+  };
+  FluxForwardArgs a;
+  a.hidden_states = get("hidden_states");
+  a.encoder_hidden_states = get("encoder_hidden_states");
+  a.pooled_projections = get("pooled_projections");
+  a.timestep = get("timestep");
+  a.img_ids = get("img_ids");
+  a.txt_ids = get("txt_ids");
+  a.guidance = get("guidance");
+  return Forward(a);
+}
+
+absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateFluxTransformer(
+    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm) {
+  ASSIGN_OR_RETURN(auto parsed, ParseFluxTransformerConfig(config));
+  ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(parsed, sd, comm));
+  return std::unique_ptr<DiffusionTransformer>(std::move(model));
+}
+
+}  // namespace ditserve::models::flux1

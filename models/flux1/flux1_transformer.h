@@ -1,0 +1,82 @@
+// FluxTransformer2DModel (diffusers transformer_flux.py), SPEC §2.1, built per rank from a
+// ShardedStateDict and a Communicator: every linear layer takes the style the state dict's plan
+// gives it (models/tp), local heads = q rows / head_dim. Works in any floating dtype the state
+// dict holds (float32, bfloat16) on the device its tensors are on.
+//
+// Forward under tensor parallelism is a collective (see models/transformer.h); FLUX.1's plan makes
+// it 4 all-reduces per double block + 1 per single block. Thread-safety: one Forward at a time.
+// Ownership: borrows the communicator (must outlive the model); shares the state dict's tensors.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "models/common/ada_layer_norm.h"
+#include "models/common/linear_layer.h"
+#include "models/common/text_projection.h"
+#include "models/common/timestep_embedding.h"
+#include "models/flux1/flux1_config.h"
+#include "models/flux1/flux1_double_block.h"
+#include "models/flux1/flux1_single_block.h"
+#include "models/transformer.h"
+#include "sharding/state_dict.h"
+#include "worker/comm/communicator.h"
+
+namespace ditserve::models::flux1 {
+
+struct FluxForwardArgs {
+  torch::Tensor hidden_states;          // (B, N, in_channels) packed latents
+  torch::Tensor encoder_hidden_states;  // (B, T, joint_attention_dim)
+  torch::Tensor pooled_projections;     // (B, pooled_projection_dim)
+  torch::Tensor timestep;               // (B,) σ in [0, 1] (the model multiplies by 1000)
+  torch::Tensor img_ids;                // (N, 3) (a leading batch dim is dropped: [0])
+  torch::Tensor txt_ids;                // (T, 3)
+  torch::Tensor guidance;               // (B,), required iff config.guidance_embeds
+};
+
+class FluxTransformer2DModel : public DiffusionTransformer {
+ public:
+  static absl::StatusOr<std::unique_ptr<FluxTransformer2DModel>> Load(
+      const FluxTransformerConfig& config, const sharding::ShardedStateDict& sd,
+      comm::Communicator* comm);
+
+  absl::StatusOr<torch::Tensor> Forward(const FluxForwardArgs& args);
+
+  std::string class_name() const override { return "FluxTransformer2DModel"; }
+  std::vector<std::string> RequiredArguments() const override;
+  std::vector<std::string> OptionalArguments() const override;
+  torch::ScalarType dtype() const override { return dtype_; }
+  torch::Device device() const override { return device_; }
+  absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
+
+  const FluxTransformerConfig& config() const { return config_; }
+  int64_t local_heads() const { return local_heads_; }
+
+ private:
+  explicit FluxTransformer2DModel(FluxTransformerConfig config) : config_(std::move(config)) {}
+  absl::Status CheckArgs(const FluxForwardArgs& args) const;
+  torch::Tensor ForwardImpl(const FluxForwardArgs& args) const;
+
+  FluxTransformerConfig config_;
+  torch::ScalarType dtype_ = torch::kFloat32;
+  torch::Device device_ = torch::kCPU;
+  int64_t local_heads_ = 0;
+  std::shared_ptr<LinearLayer> x_embedder_, context_embedder_, proj_out_;
+  std::optional<TimestepEmbedding> timestep_embedder_, guidance_embedder_;
+  std::optional<PixArtAlphaTextProjection> text_embedder_;
+  std::vector<FluxDoubleBlock> double_blocks_;
+  std::vector<FluxSingleBlock> single_blocks_;
+  std::optional<AdaLayerNormContinuous> norm_out_;
+};
+
+// Factory entry for models/transformer_factory.cc.
+absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateFluxTransformer(
+    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm);
+
+}  // namespace ditserve::models::flux1

@@ -1,0 +1,29 @@
+// Reading a Hugging Face config.json: the file's text, and typed field access with defaults.
+// Internal to models/text (nlohmann stays out of the public headers).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+namespace ditserve::text {
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& text);
+
+// j[key] as T, or `fallback` when absent or null; INVALID_ARGUMENT naming the key on a type error.
+template <typename T>
+absl::StatusOr<T> JsonField(const nlohmann::json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config field '", key, "': ", e.what()));
+  }
+}
+
+}  // namespace ditserve::text

@@ -1,0 +1,116 @@
+#include "models/tokenizers/tokenizer_files.h"
+
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ditserve::tokenizers {
+namespace {
+
+using Json = nlohmann::json;
+
+// A special token is either "text" or {"content": "text", ...}; null means "not set".
+absl::StatusOr<std::optional<std::string>> TokenContent(const Json& value, const std::string& what,
+                                                        const std::string& path) {
+  if (value.is_null()) return std::optional<std::string>();
+  if (value.is_string()) return std::optional<std::string>(value.get<std::string>());
+  if (value.is_object()) {
+    auto it = value.find("content");
+    if (it != value.end() && it->is_string()) {
+      return std::optional<std::string>(it->get<std::string>());
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": \"", what, "\" is neither a string nor {\"content\": string}"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  if (!FileExists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::DataLossError(absl::StrCat(path, ": cannot open for reading"));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  return std::move(buffer).str();
+}
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (dir.empty() || dir.back() == '/') return dir + name;
+  return absl::StrCat(dir, "/", name);
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path) {
+  TokenizerConfig config;
+  if (!FileExists(path)) return config;
+  ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  Json json = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  }
+  const std::pair<const char*, std::optional<std::string>*> specials[] = {
+      {"bos_token", &config.bos_token},
+      {"eos_token", &config.eos_token},
+      {"pad_token", &config.pad_token},
+      {"unk_token", &config.unk_token}};
+  for (const auto& [key, field] : specials) {
+    auto it = json.find(key);
+    if (it == json.end()) continue;
+    ASSIGN_OR_RETURN(*field, TokenContent(*it, key, path));
+  }
+  for (const char* key : {"extra_special_tokens", "additional_special_tokens"}) {
+    auto it = json.find(key);
+    if (it == json.end() || it->is_null()) continue;
+    if (!it->is_array()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": \"", key, "\" is not an array"));
+    }
+    for (const Json& item : *it) {
+      ASSIGN_OR_RETURN(std::optional<std::string> content, TokenContent(item, key, path));
+      if (content) config.extra_special_tokens.push_back(*content);
+    }
+  }
+  if (auto it = json.find("added_tokens_decoder"); it != json.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": \"added_tokens_decoder\" is not an object"));
+    }
+    for (const auto& [id_text, token] : it->items()) {
+      int64_t id = -1;
+      if (id_text.empty() || id_text.size() > 18 ||
+          id_text.find_first_not_of("0123456789") != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": added_tokens_decoder key \"", id_text, "\" is not an id"));
+      }
+      id = std::stoll(id_text);
+      ASSIGN_OR_RETURN(std::optional<std::string> content,
+                       TokenContent(token, "added_tokens_decoder", path));
+      if (content) config.added_tokens_decoder.emplace_back(id, *content);
+    }
+  }
+  if (auto it = json.find("model_max_length"); it != json.end() && it->is_number()) {
+    // transformers writes int(1e30) for "no limit"; anything that does not fit is "absent".
+    const double value = it->get<double>();
+    if (value >= 1 && value < 1e15) config.model_max_length = static_cast<int64_t>(value);
+  }
+  if (auto it = json.find("extra_ids"); it != json.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": \"extra_ids\" is not a non-negative integer"));
+    }
+    config.extra_ids = it->get<int64_t>();
+  }
+  return config;
+}
+
+}  // namespace ditserve::tokenizers

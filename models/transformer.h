@@ -1,0 +1,38 @@
+// The interface every diffusion transformer (FLUX.1, FLUX.2, Qwen-Image) offers to the pipeline,
+// the forward harness (ditserve-tool forward) and the benchmarks. Build one with
+// CreateTransformer (models/transformer_factory.h).
+//
+// Arguments are named as in the diffusers forward signature ("hidden_states", "timestep", ...);
+// floating inputs are moved to the model's device and dtype by the model. Forward is a collective
+// under tensor parallelism: every rank calls it in the same order with same-shaped arguments.
+// Forward never throws (errors come back as Status; UNAVAILABLE means the TP group broke).
+// Thread-safety: one Forward at a time per instance.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+
+namespace ditserve::models {
+
+class DiffusionTransformer {
+ public:
+  virtual ~DiffusionTransformer() = default;
+
+  // config.json's "_class_name" of the implementation.
+  virtual std::string class_name() const = 0;
+  // Names Forward requires / accepts in addition.
+  virtual std::vector<std::string> RequiredArguments() const = 0;
+  virtual std::vector<std::string> OptionalArguments() const = 0;
+  virtual torch::ScalarType dtype() const = 0;
+  virtual torch::Device device() const = 0;
+
+  // The predicted velocity, (B, tokens, out_channels), in the model's dtype on its device.
+  virtual absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) = 0;
+};
+
+}  // namespace ditserve::models

@@ -1,0 +1,46 @@
+#include "models/transformer_factory.h"
+
+#include <functional>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/flux1/flux1_transformer.h"
+
+namespace ditserve::models {
+namespace {
+
+using Factory = std::function<absl::StatusOr<std::unique_ptr<DiffusionTransformer>>(
+    const nlohmann::json&, const sharding::ShardedStateDict&, comm::Communicator*)>;
+
+const std::map<std::string, Factory>& Factories() {
+  static const auto* factories = new std::map<std::string, Factory>{
+      {"FluxTransformer2DModel", &flux1::CreateFluxTransformer},
+  };
+  return *factories;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateTransformer(
+    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm) {
+  if (!config.is_object() || !config.contains("_class_name") || !config["_class_name"].is_string()) {
+    return absl::InvalidArgumentError("transformer config has no string \"_class_name\"");
+  }
+  const std::string name = config["_class_name"].get<std::string>();
+  auto it = Factories().find(name);
+  if (it == Factories().end()) {
+    return absl::UnimplementedError(absl::StrCat("unknown transformer class '", name,
+                                                 "' (known: ", absl::StrJoin(KnownTransformerClasses(), ", "),
+                                                 ")"));
+  }
+  return it->second(config, sd, comm);
+}
+
+std::vector<std::string> KnownTransformerClasses() {
+  std::vector<std::string> names;
+  for (const auto& [name, f] : Factories()) names.push_back(name);
+  return names;
+}
+
+}  // namespace ditserve::models

@@ -1,0 +1,175 @@
+#include "pipeline/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/torch_compat.h"
+
+namespace ditserve::pipeline {
+namespace {
+
+absl::Status ReadNumber(const nlohmann::json& j, const char* key, double* out) {
+  if (!j.contains(key) || j[key].is_null()) return absl::OkStatus();
+  if (!j[key].is_number()) {
+    return absl::InvalidArgumentError(absl::StrCat("scheduler config: '", key, "' must be a number"));
+  }
+  *out = j[key].get<double>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadInt(const nlohmann::json& j, const char* key, int64_t* out) {
+  if (!j.contains(key) || j[key].is_null()) return absl::OkStatus();
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler config: '", key, "' must be a positive integer"));
+  }
+  *out = j[key].get<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const nlohmann::json& j, const char* key, bool* out) {
+  if (!j.contains(key) || j[key].is_null()) return absl::OkStatus();
+  if (!j[key].is_boolean()) {
+    return absl::InvalidArgumentError(absl::StrCat("scheduler config: '", key, "' must be a boolean"));
+  }
+  *out = j[key].get<bool>();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<FlowMatchSchedulerConfig> ParseFlowMatchSchedulerConfig(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("scheduler config is not a JSON object");
+  FlowMatchSchedulerConfig c;
+  RETURN_IF_ERROR(ReadInt(j, "num_train_timesteps", &c.num_train_timesteps));
+  RETURN_IF_ERROR(ReadNumber(j, "shift", &c.shift));
+  RETURN_IF_ERROR(ReadBool(j, "use_dynamic_shifting", &c.use_dynamic_shifting));
+  RETURN_IF_ERROR(ReadNumber(j, "base_shift", &c.base_shift));
+  RETURN_IF_ERROR(ReadNumber(j, "max_shift", &c.max_shift));
+  RETURN_IF_ERROR(ReadInt(j, "base_image_seq_len", &c.base_image_seq_len));
+  RETURN_IF_ERROR(ReadInt(j, "max_image_seq_len", &c.max_image_seq_len));
+  if (j.contains("shift_terminal") && !j["shift_terminal"].is_null()) {
+    double st = 0;
+    RETURN_IF_ERROR(ReadNumber(j, "shift_terminal", &st));
+    // diffusers tests `if self.config.shift_terminal:`, so 0 means off.
+    if (st != 0) c.shift_terminal = st;
+  }
+  if (j.contains("time_shift_type") && !j["time_shift_type"].is_null()) {
+    if (!j["time_shift_type"].is_string()) {
+      return absl::InvalidArgumentError("scheduler config: 'time_shift_type' must be a string");
+    }
+    c.time_shift_type = j["time_shift_type"].get<std::string>();
+    if (c.time_shift_type != "exponential" && c.time_shift_type != "linear") {
+      return absl::InvalidArgumentError(absl::StrCat("scheduler config: time_shift_type '",
+                                                     c.time_shift_type, "' is not exponential/linear"));
+    }
+  }
+  for (const char* key : {"use_karras_sigmas", "use_exponential_sigmas", "use_beta_sigmas",
+                          "invert_sigmas", "stochastic_sampling"}) {
+    bool on = false;
+    RETURN_IF_ERROR(ReadBool(j, key, &on));
+    if (on) {
+      return absl::UnimplementedError(absl::StrCat("scheduler config: '", key,
+                                                   "' is not supported by this server"));
+    }
+  }
+  if (c.base_image_seq_len == c.max_image_seq_len) {
+    return absl::InvalidArgumentError("scheduler config: base_image_seq_len == max_image_seq_len");
+  }
+  return c;
+}
+
+std::vector<double> FluxSigmas(int num_steps) {
+  // numpy.linspace: start + i·step with step = (stop - start)/(num - 1), the last value set to stop.
+  std::vector<double> s(static_cast<size_t>(std::max(num_steps, 0)));
+  if (num_steps <= 0) return s;
+  const double start = 1.0, stop = 1.0 / num_steps;
+  if (num_steps == 1) {
+    s[0] = start;
+    return s;
+  }
+  const double step = (stop - start) / (num_steps - 1);
+  for (int i = 0; i < num_steps; ++i) s[i] = static_cast<double>(i) * step + start;
+  s[num_steps - 1] = stop;
+  return s;
+}
+
+double CalculateShift(int64_t image_seq_len, int64_t base_seq_len, int64_t max_seq_len,
+                      double base_shift, double max_shift) {
+  const double m = (max_shift - base_shift) / static_cast<double>(max_seq_len - base_seq_len);
+  const double b = base_shift - m * static_cast<double>(base_seq_len);
+  return static_cast<double>(image_seq_len) * m + b;
+}
+
+double ComputeEmpiricalMu(int64_t image_seq_len, int64_t num_steps) {
+  const double a1 = 8.73809524e-05, b1 = 1.89833333;
+  const double a2 = 0.00016927, b2 = 0.45666666;
+  const double l = static_cast<double>(image_seq_len);
+  if (image_seq_len > 4300) return a2 * l + b2;
+  const double m200 = a2 * l + b2;
+  const double m10 = a1 * l + b1;
+  const double a = (m200 - m10) / 190.0;
+  const double b = m200 - 200.0 * a;
+  return a * static_cast<double>(num_steps) + b;
+}
+
+absl::Status FlowMatchEulerScheduler::SetTimesteps(const std::vector<double>& sigmas_in,
+                                                   std::optional<double> mu) {
+  if (sigmas_in.empty()) return absl::InvalidArgumentError("scheduler: no sigmas");
+  if (config_.use_dynamic_shifting && !mu.has_value()) {
+    return absl::InvalidArgumentError("scheduler: dynamic shifting needs mu");
+  }
+  // numpy float32 arrays with Python-float scalars: every op rounds to float32.
+  std::vector<float> s(sigmas_in.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!(sigmas_in[i] > 0 && sigmas_in[i] <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("scheduler: sigma ", sigmas_in[i],
+                                                     " outside (0, 1]"));
+    }
+    s[i] = static_cast<float>(sigmas_in[i]);
+  }
+  if (config_.use_dynamic_shifting) {
+    const bool exponential = config_.time_shift_type == "exponential";
+    const float m = static_cast<float>(exponential ? std::exp(*mu) : *mu);
+    for (float& v : s) {
+      const float base = 1.0f / v - 1.0f;  // (1/t - 1) ** 1.0 is exact
+      v = m / (m + base);
+    }
+  } else {
+    const float shift = static_cast<float>(config_.shift);
+    const float shift_m1 = static_cast<float>(config_.shift - 1.0);
+    for (float& v : s) v = shift * v / (1.0f + shift_m1 * v);
+  }
+  if (config_.shift_terminal.has_value()) {
+    const float scale = (1.0f - s.back()) / static_cast<float>(1.0 - *config_.shift_terminal);
+    for (float& v : s) v = 1.0f - ((1.0f - v) / scale);
+  }
+  auto sig = torch::from_blob(s.data(), {static_cast<int64_t>(s.size())}, torch::kFloat32).clone();
+  timesteps_ = sig * config_.num_train_timesteps;
+  sigmas_ = torch::cat({sig, torch::zeros({1}, torch::kFloat32)});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> FlowMatchEulerScheduler::Step(const torch::Tensor& v, int index,
+                                                            const torch::Tensor& x) const {
+  if (!sigmas_.defined()) return absl::FailedPreconditionError("scheduler: SetTimesteps not called");
+  if (index < 0 || index >= num_steps()) {
+    return absl::InvalidArgumentError(absl::StrCat("scheduler: step index ", index, " outside [0, ",
+                                                   num_steps(), ")"));
+  }
+  if (!v.defined() || !x.defined() || v.sizes() != x.sizes()) {
+    return absl::InvalidArgumentError("scheduler: velocity and sample shapes differ");
+  }
+  const float dt = sigmas_[index + 1].item<float>() - sigmas_[index].item<float>();
+  return compat::GuardTorch("scheduler step", [&] {
+    // dt rounded to v's dtype, product in v's dtype, sum in float32 (SPEC §3 step 6).
+    auto dt_t = torch::scalar_tensor(dt, torch::TensorOptions().dtype(torch::kFloat32))
+                    .to(v.device(), v.scalar_type());
+    auto prod = dt_t * v;
+    return (x.to(torch::kFloat32) + prod.to(torch::kFloat32)).to(v.scalar_type());
+  });
+}
+
+}  // namespace ditserve::pipeline

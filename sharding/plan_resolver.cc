@@ -1,0 +1,207 @@
+#include "sharding/plan_resolver.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+#include "common/status_macros.h"
+
+namespace ditserve::sharding {
+namespace {
+
+std::string ShapeStr(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+bool AllDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The module paths a key stands for, in block-index order.
+absl::StatusOr<std::vector<std::string>> ExpandKey(const std::string& key,
+                                                   const std::map<std::string, size_t>& by_name) {
+  const size_t star = key.find('*');
+  if (star == std::string::npos) return std::vector<std::string>{key};
+  if (key.find('*', star + 1) != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Wildcard '*' can only be used once in a `_tp_plan` key, got '", key, "'."));
+  }
+  const std::string prefix = key.substr(0, star);
+  const std::string suffix = key.substr(star + 1);
+  if (prefix.empty() || prefix.back() != '.' || (!suffix.empty() && suffix.front() != '.')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "`_tp_plan` key '", key,
+        "': '*' must stand for a whole path component after a block list, as in "
+        "'transformer_blocks.*.attn.to_q'."));
+  }
+  // Block indices present in the checkpoint: "<prefix><digits>.<anything>".
+  std::map<int64_t, std::string> indices;
+  for (auto it = by_name.lower_bound(prefix); it != by_name.end(); ++it) {
+    const std::string& name = it->first;
+    if (!absl::StartsWith(name, prefix)) break;
+    const size_t dot = name.find('.', prefix.size());
+    if (dot == std::string::npos) continue;
+    const std::string idx = name.substr(prefix.size(), dot - prefix.size());
+    if (!AllDigits(idx) || idx.size() > 9) continue;
+    indices.emplace(std::stoll(idx), idx);
+  }
+  if (indices.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "`_tp_plan` wildcard '", key, "' must expand over a block list, but the checkpoint has "
+        "no tensors named '", prefix, "<index>.*'."));
+  }
+  std::vector<std::string> out;
+  for (const auto& [i, idx] : indices) out.push_back(absl::StrCat(prefix, idx, suffix));
+  return out;
+}
+
+// Absolute block sizes of a dimension split into `proportions`.
+absl::StatusOr<std::vector<int64_t>> BlockSizes(const std::string& module, int64_t dim,
+                                                const std::vector<int64_t>& proportions) {
+  const int64_t sum = std::accumulate(proportions.begin(), proportions.end(), int64_t{0});
+  if (sum <= 0 || dim % sum != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", module, "': Cannot split ", dim, " into proportional blocks ",
+        ShapeStr(proportions), ": sum(", ShapeStr(proportions), ")=", sum,
+        " does not divide ", dim, "."));
+  }
+  std::vector<int64_t> sizes;
+  for (int64_t b : proportions) sizes.push_back(b * (dim / sum));
+  return sizes;
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedPlan> ResolveTpPlan(const TpPlan* plan,
+                                           const std::vector<TensorMeta>& tensors, int tp_degree,
+                                           const nlohmann::json* config) {
+  const int n = tp_degree;
+  if (n < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("`tp_degree` must be >= 1 (got ", n, ")."));
+  }
+  if (config != nullptr) {
+    auto h = config->find("num_attention_heads");
+    if (h != config->end() && h->is_number_integer() && h->get<int64_t>() % n != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("`tp_degree` (", n, ") must divide the number of attention heads (",
+                       h->get<int64_t>(), ")."));
+    }
+  }
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < tensors.size(); ++i) by_name[tensors[i].name] = i;
+
+  ResolvedPlan out;
+  out.tp_degree = n;
+  // tensor name -> (module path, style, split dim, blocks)
+  std::map<std::string, PlannedTensor> planned;
+  if (plan != nullptr) {
+    for (const TpRule& rule : plan->rules) {
+      ASSIGN_OR_RETURN(std::vector<std::string> modules, ExpandKey(rule.key, by_name));
+      const bool packed =
+          rule.style == TpStyle::kPackedColwise || rule.style == TpStyle::kPackedRowwise;
+      if (rule.style == TpStyle::kReplicated) continue;
+      if (packed && rule.blocks.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "`_tp_plan` key '", rule.key, "': ", TpStyleName(rule.style),
+            " needs blocks, and the model defines none for this module."));
+      }
+      for (const std::string& module : modules) {
+        if (out.modules.count(module)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "`_tp_plan` plans module '", module, "' twice (keys '",
+              out.modules[module].rule_key, "' and '", rule.key, "')."));
+        }
+        const std::string wname = module + ".weight";
+        auto w = by_name.find(wname);
+        if (w == by_name.end()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("`_tp_plan` key '", rule.key, "' names module '", module,
+                           "', but the checkpoint has no tensor '", wname, "'."));
+        }
+        const TensorMeta& weight = tensors[w->second];
+        if (weight.shape.size() != 2) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "`_tp_plan` key '", rule.key, "': tensor '", wname, "' has shape ",
+              ShapeStr(weight.shape), "; a ", TpStyleName(rule.style),
+              " Linear weight must have rank 2 ([out, in])."));
+        }
+        const int64_t rows = weight.shape[0];
+        const TensorMeta* bias = nullptr;
+        if (auto b = by_name.find(module + ".bias"); b != by_name.end()) {
+          bias = &tensors[b->second];
+          if (bias->shape.size() != 1 || bias->shape[0] != rows) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "`_tp_plan` key '", rule.key, "': tensor '", bias->name, "' has shape ",
+                ShapeStr(bias->shape), "; the bias of weight ", ShapeStr(weight.shape),
+                " must have shape [", rows, "]."));
+          }
+        }
+        PlannedModule pm{module, rule.key, rule.style, {}};
+        const bool col = IsColwise(rule.style);
+        const int dim = col ? 0 : 1;
+        const int64_t size = weight.shape[dim];
+        std::vector<int64_t> blocks{size};
+        if (packed) {
+          ASSIGN_OR_RETURN(blocks, BlockSizes(module, size, rule.blocks));
+          for (int64_t s : blocks) {
+            if (s % n != 0) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "Cannot shard packed block of size ", s, " across ", n,
+                  " tensor-parallel ranks: ", s, " is not divisible by ", n, ". (module '",
+                  module, "', weight '", wname, "' of shape ", ShapeStr(weight.shape),
+                  ", blocks ", ShapeStr(blocks), ")"));
+            }
+          }
+          pm.blocks = blocks;
+        } else if (size % n != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Cannot ", col ? "colwise" : "rowwise", "-shard '", module, "' weight ",
+              col ? "rows" : "columns", " (", size, ") across ", n,
+              " tensor-parallel ranks: not divisible by ", n, ". (weight '", wname,
+              "' of shape ", ShapeStr(weight.shape), ")"));
+        }
+        planned[wname] = PlannedTensor{wname, weight.dtype, weight.shape, module,
+                                       rule.style, dim, blocks};
+        if (bias != nullptr) {
+          // Colwise biases follow the rows (per block); rowwise biases stay whole on every rank.
+          planned[bias->name] = PlannedTensor{bias->name, bias->dtype, bias->shape, module,
+                                              rule.style, col ? 0 : -1,
+                                              col ? blocks : std::vector<int64_t>{}};
+        }
+        out.modules[module] = std::move(pm);
+      }
+    }
+  }
+  out.tensors.reserve(tensors.size());
+  for (const auto& [name, i] : by_name) {
+    auto p = planned.find(name);
+    if (p != planned.end()) {
+      out.tensors.push_back(std::move(p->second));
+    } else {
+      const TensorMeta& t = tensors[i];
+      out.tensors.push_back(PlannedTensor{t.name, t.dtype, t.shape, "", TpStyle::kReplicated, -1, {}});
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ResolvedPlan> ResolveTpPlan(const TpPlan* plan, const ComponentCheckpoint& ckpt,
+                                           int tp_degree) {
+  std::vector<TensorMeta> metas;
+  metas.reserve(ckpt.tensors().size());
+  for (const auto& [name, loc] : ckpt.tensors()) {
+    metas.push_back({name, loc.info->dtype, loc.info->shape});
+  }
+  auto resolved = ResolveTpPlan(plan, metas, tp_degree, &ckpt.config());
+  if (!resolved.ok()) {
+    return absl::Status(resolved.status().code(),
+                        absl::StrCat(ckpt.dir(), ": ", resolved.status().message()));
+  }
+  return resolved;
+}
+
+}  // namespace ditserve::sharding

@@ -1,0 +1,51 @@
+// Test support: a real ditserve-frontend process (with its spawned workers) on loopback ports
+// chosen by the OS. Start() waits for the "LISTENING <port>" / "METRICS <port>" lines the
+// frontend prints; the destructor sends SIGTERM and reaps it (SIGKILL after a grace period).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+
+namespace ditserve::testing {
+
+class ServerProcess {
+ public:
+  // `args` are ditserve-frontend flags; --listen and --metrics-listen are added (port 0).
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const std::vector<std::string>& args);
+  ~ServerProcess();
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  pid_t pid() const { return pid_; }
+  const std::string& log_path() const { return log_path_; }
+  std::shared_ptr<grpc::Channel> Channel() const;
+
+  // Health of the overall server ("" service): "SERVING", "NOT_SERVING", or an error string.
+  std::string Health() const;
+  // Polls Health() until SERVING or the timeout.
+  bool WaitUntilServing(std::chrono::seconds timeout) const;
+  // SIGTERM, then waits for exit; returns the exit status (or -1 when it had to be killed).
+  int Stop(std::chrono::seconds grace = std::chrono::seconds(40));
+
+ private:
+  ServerProcess() = default;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  int stdout_fd_ = -1;
+  std::string log_path_;
+};
+
+// The frontend binary in the build tree.
+std::string FrontendBinary();
+
+}  // namespace ditserve::testing

@@ -1,0 +1,99 @@
+// `ditserve-tool make-tiny-model DIR [--seed N] [--dtype float32|bfloat16] [--force]
+// [--transformer-shards N] [--vae-mid-attention]`: writes the project's embedded default model, a tiny random-weight
+// FLUX.1 pipeline in diffusers format with its tokenizers (tools/tiny_model/tiny_model.h), into
+// DIR atomically, and prints the number of tensors and bytes. Exit 0 on success, 1 when the model
+// could not be written (DIR exists without --force included), 2 on bad arguments.
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/flags.h"
+#include "tools/tiny_model/tiny_model.h"
+#include "tools/tool_registry.h"
+
+namespace ditserve::tools {
+namespace {
+
+struct MakeTinyModelOptions {
+  int64_t seed = 0;
+  std::string dtype = "float32";
+  bool force = false;
+  int64_t transformer_shards = 1;
+  bool vae_mid_attention = false;
+  std::string spm_trainer;
+};
+
+int MakeTinyModelMain(int argc, const char* const* argv) {
+  MakeTinyModelOptions o;
+  FlagParser p("ditserve-tool make-tiny-model DIR",
+               "Writes a tiny random-weight FLUX.1 pipeline (diffusers format, tokenizers "
+               "included) into DIR: the default model the server runs with no download.");
+  p.AddInt("seed", &o.seed, "seed of the random weights (same seed, same bytes)");
+  p.AddString("dtype", &o.dtype, "weight dtype: float32 | bfloat16");
+  p.AddBool("force", &o.force, "replace DIR if it already exists");
+  p.AddInt("transformer-shards", &o.transformer_shards,
+           "write the transformer as N shards plus an index, as the Hub's FLUX.1 checkpoints");
+  p.AddBool("vae-mid-attention", &o.vae_mid_attention,
+            "give the VAE its mid-block attention, as FLUX.1's (slow at the default image size)");
+  p.AddString("spm-trainer", &o.spm_trainer,
+              "path of ditserve-spm-train (default: $DITSERVE_SPM_TRAIN, next to this binary, "
+              "then $PATH)");
+  absl::Status parsed = p.Parse(argc, argv);
+  if (parsed.ok() && p.HelpRequested()) {
+    std::fprintf(stdout, "%s", p.Help().c_str());
+    return 0;
+  }
+  if (parsed.ok() && p.Positional().size() != 1) {
+    parsed = absl::InvalidArgumentError("exactly one model folder DIR is required");
+  }
+  tiny_model::TinyModelOptions options;
+  if (parsed.ok()) {
+    if (o.dtype == "float32" || o.dtype == "f32") {
+      options.dtype = sharding::DType::kF32;
+    } else if (o.dtype == "bfloat16" || o.dtype == "bf16") {
+      options.dtype = sharding::DType::kBF16;
+    } else {
+      parsed = absl::InvalidArgumentError(
+          absl::StrCat("--dtype must be float32 or bfloat16, got '", o.dtype, "'"));
+    }
+  }
+  if (parsed.ok() && o.seed < 0) {
+    parsed = absl::InvalidArgumentError("--seed must be >= 0");
+  }
+  if (parsed.ok() && (o.transformer_shards < 1 || o.transformer_shards > 99999)) {
+    parsed = absl::InvalidArgumentError("--transformer-shards must be in [1, 99999]");
+  }
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(parsed.message()).c_str(), p.Help().c_str());
+    return 2;
+  }
+  options.seed = static_cast<uint64_t>(o.seed);
+  options.force = o.force;
+  options.transformer_shards = static_cast<int>(o.transformer_shards);
+  options.spm_trainer = o.spm_trainer;
+  options.configs.vae["mid_block_add_attention"] = o.vae_mid_attention;
+
+  const std::string& dir = p.Positional()[0];
+  auto summary = tiny_model::GenerateTinyModel(dir, options);
+  if (!summary.ok()) {
+    std::fprintf(stderr, "ditserve-tool make-tiny-model: %s\n",
+                 summary.status().ToString().c_str());
+    return 1;
+  }
+  std::fprintf(stdout,
+               "wrote %s: FLUX.1 pipeline, %lld tensors, %llu bytes of %s weights "
+               "(CLIP vocab %lld, T5 vocab %lld, seed %lld)\n",
+               dir.c_str(), static_cast<long long>(summary->tensors),
+               static_cast<unsigned long long>(summary->bytes), o.dtype.c_str(),
+               static_cast<long long>(summary->clip_vocab_size),
+               static_cast<long long>(summary->t5_vocab_size), static_cast<long long>(o.seed));
+  return 0;
+}
+
+}  // namespace
+
+DITSERVE_TOOL_COMMAND("make-tiny-model",
+                      "write the tiny random-weight FLUX.1 pipeline (the embedded default model)",
+                      MakeTinyModelMain);
+
+}  // namespace ditserve::tools

@@ -1,0 +1,106 @@
+// `ditserve-tool plan --model DIR --tp N`: validates the tensor-parallel plan of a transformer
+// checkpoint for N ranks and prints, as JSON, every tensor with its style, global and per-rank
+// shape and bytes, and the total bytes per rank. Reads safetensors headers only. Exit 1 (with the
+// error on stderr and {"valid": false, "error": ...} on stdout) when the plan does not validate.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/flags.h"
+#include "common/status_macros.h"
+#include "sharding/checkpoint.h"
+#include "sharding/pipeline_index.h"
+#include "sharding/plan_report.h"
+#include "sharding/tp_plan.h"
+#include "tools/tool_registry.h"
+
+namespace ditserve::tools {
+namespace {
+
+struct PlanToolOptions {
+  std::string model;
+  int64_t tp = 1;
+  std::string plan_file;  // optional JSON plan instead of the model class's built-in one
+  std::string dtype;      // "", f32, bf16, f16: count floating tensors in this dtype
+  bool replicated = false;
+};
+
+absl::StatusOr<nlohmann::ordered_json> Describe(const PlanToolOptions& o) {
+  if (o.model.empty()) return absl::InvalidArgumentError("--model is required");
+  if (o.tp < 1 || o.tp > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("`tp_degree` must be >= 1 (got ", o.tp, ")."));
+  }
+  ASSIGN_OR_RETURN(std::string dir, sharding::ResolveComponentDir(o.model, "transformer"));
+  ASSIGN_OR_RETURN(auto ckpt, sharding::ComponentCheckpoint::Open(dir));
+  std::optional<sharding::DType> dtype;
+  if (o.dtype == "f32" || o.dtype == "float32") dtype = sharding::DType::kF32;
+  else if (o.dtype == "bf16" || o.dtype == "bfloat16") dtype = sharding::DType::kBF16;
+  else if (o.dtype == "f16" || o.dtype == "float16") dtype = sharding::DType::kF16;
+  else if (!o.dtype.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--dtype must be f32, bf16 or f16, got '",
+                                                   o.dtype, "'"));
+  }
+  std::optional<sharding::TpPlan> plan;
+  if (!o.plan_file.empty()) {
+    std::ifstream in(o.plan_file);
+    if (!in) return absl::NotFoundError(absl::StrCat(o.plan_file, ": cannot open"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      return absl::InvalidArgumentError(absl::StrCat(o.plan_file, ": not valid JSON"));
+    }
+    auto parsed = sharding::ParseTpPlanJson(j, ckpt->class_name(), ckpt->config());
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(o.plan_file, ": ", parsed.status().message()));
+    }
+    plan = std::move(*parsed);
+  } else if (!o.replicated) {
+    ASSIGN_OR_RETURN(plan, sharding::BuiltinTpPlan(ckpt->class_name(), ckpt->config()));
+  }
+  return sharding::DescribeShardPlan(*ckpt, plan ? &*plan : nullptr, static_cast<int>(o.tp),
+                                     dtype);
+}
+
+int PlanMain(int argc, const char* const* argv) {
+  PlanToolOptions o;
+  FlagParser p("ditserve-tool plan",
+               "Validates the tensor-parallel plan of a checkpoint and prints what each rank loads.");
+  p.AddString("model", &o.model, "component folder, or pipeline root (its transformer/ is used)");
+  p.AddInt("tp", &o.tp, "tensor-parallel degree");
+  p.AddString("plan", &o.plan_file,
+              "JSON plan {key: style | {style, blocks}} instead of the model's built-in plan");
+  p.AddString("dtype", &o.dtype, "count floating tensors as f32 | bf16 | f16 (default: stored)");
+  p.AddBool("replicated", &o.replicated, "no plan: every tensor replicated");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), p.Help().c_str());
+    return 2;
+  }
+  if (p.HelpRequested()) {
+    std::fprintf(stdout, "%s", p.Help().c_str());
+    return 0;
+  }
+  auto report = Describe(o);
+  if (!report.ok()) {
+    nlohmann::ordered_json err = {{"model", o.model}, {"tp_degree", o.tp}, {"valid", false},
+                          {"error", std::string(report.status().message())}};
+    std::cout << err.dump(2) << std::endl;
+    std::fprintf(stderr, "ditserve-tool plan: %s\n", report.status().ToString().c_str());
+    return 1;
+  }
+  std::cout << report->dump(2) << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+DITSERVE_TOOL_COMMAND("plan", "validate a tensor-parallel plan and show each rank's slices",
+                      PlanMain);
+
+}  // namespace ditserve::tools
