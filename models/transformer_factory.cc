@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/flux1/flux1_transformer.h"
+#include "models/flux2/flux2_transformer.h"
+#include "models/qwenimage/qwenimage_transformer.h"
 
 namespace ditserve::models {
 namespace {
@@ -16,6 +18,8 @@ using Factory = std::function<absl::StatusOr<std::unique_ptr<DiffusionTransforme
 const std::map<std::string, Factory>& Factories() {
   static const auto* factories = new std::map<std::string, Factory>{
       {"FluxTransformer2DModel", &flux1::CreateFluxTransformer},
+      {"Flux2Transformer2DModel", &flux2::CreateFlux2Transformer},
+      {"QwenImageTransformer2DModel", &qwenimage::CreateQwenImageTransformer},
   };
   return *factories;
 }

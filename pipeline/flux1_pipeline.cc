@@ -1,7 +1,6 @@
 #include "pipeline/flux1_pipeline.h"
 
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -48,8 +47,7 @@ absl::StatusOr<std::unique_ptr<Flux1Pipeline>> Flux1Pipeline::Load(
     const sharding::PipelineIndex& index, const PipelineOptions& options,
     comm::Communicator* comm) {
   std::unique_ptr<Flux1Pipeline> p(new Flux1Pipeline());
-  p->name_ = std::filesystem::path(index.root).lexically_normal().filename().string();
-  if (p->name_.empty()) p->name_ = std::filesystem::path(index.root).parent_path().filename();
+  p->name_ = ModelNameFromDir(index.root);
   p->comm_ = comm;
   p->device_ = options.device;
   p->dtype_ = options.dtype;

@@ -59,6 +59,9 @@ class Pipeline {
   virtual uint64_t weight_bytes() const = 0;
 };
 
+// "…/FLUX.1-dev/" and "…/FLUX.1-dev" both name the model "FLUX.1-dev".
+std::string ModelNameFromDir(const std::string& model_dir);
+
 // Loads this rank's part of the model in `options.model_dir` (the family is read from
 // model_index.json or config.json). `comm` must outlive the pipeline.
 absl::StatusOr<std::unique_ptr<Pipeline>> LoadPipeline(const PipelineOptions& options,

@@ -9,5 +9,6 @@ model="${DITSERVE_DEFAULT_MODEL:-$HOME/.cache/ditserve/flux1-tiny}"
 if [ ! -f "$model/model_index.json" ]; then
   build/tools/ditserve-tool make-tiny-model "$model"
 fi
-args=(--model "$model" --spawn-workers 2)
+# The tiny model runs on CPU: default to small images (requests may still ask for up to 2048).
+args=(--model "$model" --spawn-workers 2 --default-height 128 --default-width 128 --default-steps 8)
 exec build/server/ditserve-frontend "${args[@]}" "$@"

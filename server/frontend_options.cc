@@ -35,6 +35,9 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddDouble("drain-seconds", &o.drain_seconds, "grace period for in-flight work on SIGTERM");
   p.AddDouble("init-timeout", &o.init_timeout_seconds, "seconds allowed for the workers to form the group and load");
   p.AddUint("collective-timeout-ms", &o.collective_timeout_ms, "a collective that takes longer breaks the group");
+  p.AddUint("default-height", &o.default_height, "height for requests that give none (0: the model's default)");
+  p.AddUint("default-width", &o.default_width, "width for requests that give none (0: the model's default)");
+  p.AddUint("default-steps", &o.default_steps, "steps for requests that give none (0: the model's default)");
   p.AddUint("max-height", &o.limits.max_height, "largest height in pixels");
   p.AddUint("max-width", &o.limits.max_width, "largest width in pixels");
   p.AddUint("max-steps", &o.limits.max_steps, "most denoising steps");
@@ -69,6 +72,17 @@ absl::Status ValidateFrontendOptions(const FrontendOptions& o) {
   if (l.max_width < l.size_multiple || l.max_width % l.size_multiple != 0) {
     return bad(absl::StrCat("--max-width must be a positive multiple of ", l.size_multiple));
   }
+  if (o.default_height != 0 &&
+      (o.default_height % l.size_multiple != 0 || o.default_height > l.max_height)) {
+    return bad(absl::StrCat("--default-height must be a multiple of ", l.size_multiple, " up to ",
+                            l.max_height));
+  }
+  if (o.default_width != 0 &&
+      (o.default_width % l.size_multiple != 0 || o.default_width > l.max_width)) {
+    return bad(absl::StrCat("--default-width must be a multiple of ", l.size_multiple, " up to ",
+                            l.max_width));
+  }
+  if (o.default_steps > l.max_steps) return bad("--default-steps must not exceed --max-steps");
   if (l.max_steps < l.min_steps || l.max_steps > 1000) return bad("--max-steps must be in 1..1000");
   if (l.max_guidance < l.min_guidance) return bad("--max-guidance must not be negative");
   if (l.max_sequence_length < 1 || l.max_sequence_length > 512) {

@@ -43,6 +43,10 @@ struct FrontendOptions {
   double drain_seconds = 30;
   double init_timeout_seconds = 1800;
   uint64_t collective_timeout_ms = 300000;
+  // Server-side defaults for requests that leave a field at 0 (0 here: the model's own default).
+  uint64_t default_height = 0;
+  uint64_t default_width = 0;
+  uint64_t default_steps = 0;
   RequestLimits limits;
   LogOptions log;
 

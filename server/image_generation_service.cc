@@ -26,6 +26,13 @@ Clock::time_point SteadyDeadline(grpc::ServerContext* ctx, double default_second
 
 }  // namespace
 
+void ApplyServerDefaults(const FrontendOptions& options, worker::v1::ModelDescription* model) {
+  auto* d = model->mutable_defaults();
+  if (options.default_height) d->set_height(static_cast<uint32_t>(options.default_height));
+  if (options.default_width) d->set_width(static_cast<uint32_t>(options.default_width));
+  if (options.default_steps) d->set_num_inference_steps(static_cast<uint32_t>(options.default_steps));
+}
+
 ImageGenerationService::ImageGenerationService(const FrontendOptions* options,
                                                AdmissionQueue* queue, WorkerGroup* group,
                                                RequestObserver observer)
@@ -56,6 +63,7 @@ absl::Status ImageGenerationService::Serve(
                       "retry later"),
                   false);
   }
+  ApplyServerDefaults(*options_, &*model);
   auto validated = ValidateRequest(req, *model, options_->limits);
   if (!validated.ok()) return finish(validated.status(), false);
 
@@ -140,6 +148,7 @@ grpc::Status ImageGenerationService::GetModelInfo(grpc::ServerContext*,
   if (!model) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
   }
+  ApplyServerDefaults(*options_, &*model);
   *resp = MakeModelInfo(*model, options_->limits, options_->max_queue, options_->max_batch);
   resp->set_tp_degree(group_->world_size());
   return grpc::Status::OK;

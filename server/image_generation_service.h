@@ -28,6 +28,9 @@ struct RequestObserver {
   std::function<void(double seconds)> on_first_step;
 };
 
+// Overrides the model's request defaults with the --default-* flags that are set.
+void ApplyServerDefaults(const FrontendOptions& options, worker::v1::ModelDescription* model);
+
 class ImageGenerationService final : public v1::ImageGeneration::Service {
  public:
   ImageGenerationService(const FrontendOptions* options, AdmissionQueue* queue,

@@ -197,6 +197,20 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
                                 ? v1::OUTPUT_FORMAT_PNG
                                 : r.output_format();
 
+  if (spec.output_formats_size() > 0) {
+    bool supported = false;
+    std::string names;
+    for (int f : spec.output_formats()) {
+      supported = supported || f == format;
+      absl::StrAppend(&names, names.empty() ? "" : ", ", v1::OutputFormat_Name(f));
+    }
+    if (!supported) {
+      return Invalid(absl::StrCat("output_format ", v1::OutputFormat_Name(format),
+                                  " is not available for model family '", model.family(),
+                                  "' (supported: ", names, ")"));
+    }
+  }
+
   uint64_t seed;
   if (r.has_seed()) {
     seed = r.seed();

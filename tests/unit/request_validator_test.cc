@@ -190,6 +190,17 @@ TEST(RequestValidator, ChecksEmbeddingShapes) {
   ExpectInvalid(pooled_missing, "pooled_prompt_embeds is required");
 }
 
+TEST(RequestValidator, RefusesOutputFormatsTheModelCannotProduce) {
+  auto model = EmbeddingsOnly();
+  model.mutable_inputs()->add_output_formats(v1::OUTPUT_FORMAT_LATENTS);
+  v1::GenerateRequest r;
+  *r.mutable_prompt_embeddings()->mutable_prompt_embeds() = Floats({1, 10, 8});
+  ExpectInvalid(r, "output_format OUTPUT_FORMAT_PNG is not available for model family 'qwenimage' "
+                   "(supported: OUTPUT_FORMAT_LATENTS)", model);
+  r.set_output_format(v1::OUTPUT_FORMAT_LATENTS);
+  EXPECT_TRUE(ValidateRequest(r, model, RequestLimits()).ok());
+}
+
 TEST(RequestValidator, RandomSeedWhenAbsent) {
   v1::GenerateRequest r;
   r.set_prompt("a");

@@ -49,7 +49,7 @@ struct TinyModelSummary {
   int64_t t5_vocab_size = 0;     // as written to text_encoder_2/config.json
 };
 
-// Writes the whole pipeline into `dir`, which must exist and be empty. Not atomic.
+// Writes the whole pipeline into `dir` (created if missing; expected empty). Not atomic.
 // INVALID_ARGUMENT for inconsistent configs (e.g. transformer joint_attention_dim != T5 d_model,
 // pooled_projection_dim != CLIP hidden_size, in_channels != 4 * VAE latent_channels * patch²);
 // INTERNAL on I/O or trainer failures.

@@ -1,0 +1,106 @@
+#include "models/flux2/flux2_config.h"
+
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace ditserve::models::flux2 {
+namespace {
+
+absl::Status Bad(const char* key, const char* what) {
+  return absl::InvalidArgumentError(absl::StrCat("transformer config: '", key, "' ", what));
+}
+
+bool Present(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && !j[key].is_null();
+}
+
+absl::Status ReadInt(const nlohmann::json& j, const char* key, int64_t* out) {
+  if (!Present(j, key)) return absl::OkStatus();
+  if (!j[key].is_number_integer()) return Bad(key, "must be an integer");
+  *out = j[key].get<int64_t>();
+  if (*out <= 0) return Bad(key, "must be positive");
+  return absl::OkStatus();
+}
+
+absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double* out) {
+  if (!Present(j, key)) return absl::OkStatus();
+  if (!j[key].is_number()) return Bad(key, "must be a number");
+  *out = j[key].get<double>();
+  if (!(*out > 0)) return Bad(key, "must be positive");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Flux2TransformerConfig> ParseFlux2TransformerConfig(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("transformer config is not a JSON object");
+  Flux2TransformerConfig c;
+  RETURN_IF_ERROR(ReadInt(j, "patch_size", &c.patch_size));
+  RETURN_IF_ERROR(ReadInt(j, "in_channels", &c.in_channels));
+  c.out_channels = c.in_channels;
+  RETURN_IF_ERROR(ReadInt(j, "out_channels", &c.out_channels));
+  RETURN_IF_ERROR(ReadInt(j, "num_layers", &c.num_layers));
+  RETURN_IF_ERROR(ReadInt(j, "num_single_layers", &c.num_single_layers));
+  RETURN_IF_ERROR(ReadInt(j, "attention_head_dim", &c.attention_head_dim));
+  RETURN_IF_ERROR(ReadInt(j, "num_attention_heads", &c.num_attention_heads));
+  RETURN_IF_ERROR(ReadInt(j, "joint_attention_dim", &c.joint_attention_dim));
+  RETURN_IF_ERROR(ReadInt(j, "timestep_guidance_channels", &c.timestep_guidance_channels));
+  RETURN_IF_ERROR(ReadPositiveDouble(j, "mlp_ratio", &c.mlp_ratio));
+  RETURN_IF_ERROR(ReadPositiveDouble(j, "rope_theta", &c.rope_theta));
+  RETURN_IF_ERROR(ReadPositiveDouble(j, "eps", &c.eps));
+  if (Present(j, "guidance_embeds")) {
+    if (!j["guidance_embeds"].is_boolean()) return Bad("guidance_embeds", "must be a boolean");
+    c.guidance_embeds = j["guidance_embeds"].get<bool>();
+  }
+  if (Present(j, "axes_dims_rope")) {
+    const auto& a = j["axes_dims_rope"];
+    if (!a.is_array() || a.empty()) return Bad("axes_dims_rope", "must be a non-empty list");
+    c.axes_dims_rope.clear();
+    for (const auto& v : a) {
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() % 2 != 0) {
+        return Bad("axes_dims_rope", "entries must be positive even integers");
+      }
+      c.axes_dims_rope.push_back(v.get<int64_t>());
+    }
+  }
+  // x_embedder takes already patchified tokens; diffusers' forward has no patch_size > 1 path.
+  if (c.patch_size != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("transformer config: patch_size ", c.patch_size, " is not supported (only 1)"));
+  }
+  if (c.timestep_guidance_channels % 2 != 0) {
+    return Bad("timestep_guidance_channels", "must be even");
+  }
+  const int64_t rope_width =
+      std::accumulate(c.axes_dims_rope.begin(), c.axes_dims_rope.end(), int64_t{0});
+  if (rope_width != c.attention_head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transformer config: axes_dims_rope [", absl::StrJoin(c.axes_dims_rope, ", "), "] sums to ",
+        rope_width, ", not attention_head_dim ", c.attention_head_dim));
+  }
+  if (c.mlp_hidden_dim() <= 0) return Bad("mlp_ratio", "gives an empty MLP");
+  return c;
+}
+
+nlohmann::json Flux2ConfigToJson(const Flux2TransformerConfig& c) {
+  return nlohmann::json{{"_class_name", "Flux2Transformer2DModel"},
+                        {"patch_size", c.patch_size},
+                        {"in_channels", c.in_channels},
+                        {"out_channels", c.out_channels},
+                        {"num_layers", c.num_layers},
+                        {"num_single_layers", c.num_single_layers},
+                        {"attention_head_dim", c.attention_head_dim},
+                        {"num_attention_heads", c.num_attention_heads},
+                        {"joint_attention_dim", c.joint_attention_dim},
+                        {"timestep_guidance_channels", c.timestep_guidance_channels},
+                        {"mlp_ratio", c.mlp_ratio},
+                        {"axes_dims_rope", c.axes_dims_rope},
+                        {"rope_theta", c.rope_theta},
+                        {"eps", c.eps},
+                        {"guidance_embeds", c.guidance_embeds}};
+}
+
+}  // namespace ditserve::models::flux2

@@ -1,0 +1,44 @@
+// Flux2Transformer2DModel's config.json (SPEC §2.2). Every size comes from the file; the defaults
+// are diffusers' class defaults (FLUX.2-dev), used only for keys the file leaves out.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+
+namespace ditserve::models::flux2 {
+
+struct Flux2TransformerConfig {
+  int64_t patch_size = 1;
+  int64_t in_channels = 128;
+  int64_t out_channels = 128;  // null in the file → in_channels
+  int64_t num_layers = 8;
+  int64_t num_single_layers = 48;
+  int64_t attention_head_dim = 128;
+  int64_t num_attention_heads = 48;
+  int64_t joint_attention_dim = 15360;
+  int64_t timestep_guidance_channels = 256;
+  double mlp_ratio = 3.0;
+  std::vector<int64_t> axes_dims_rope = {32, 32, 32, 32};
+  double rope_theta = 2000;
+  double eps = 1e-6;
+  bool guidance_embeds = true;
+
+  int64_t inner_dim() const { return num_attention_heads * attention_head_dim; }
+  // int(inner_dim * mlp_ratio), as Python truncates (Mh; 18432 for FLUX.2-dev).
+  int64_t mlp_hidden_dim() const {
+    return static_cast<int64_t>(static_cast<double>(inner_dim()) * mlp_ratio);
+  }
+};
+
+// INVALID_ARGUMENT naming the key for a wrong type or an inconsistent value (axes_dims_rope not
+// summing to attention_head_dim, odd axis widths, non-positive sizes, patch_size != 1).
+absl::StatusOr<Flux2TransformerConfig> ParseFlux2TransformerConfig(const nlohmann::json& config);
+
+// The config as JSON (the keys Parse reads), e.g. to build a model from flags.
+nlohmann::json Flux2ConfigToJson(const Flux2TransformerConfig& config);
+
+}  // namespace ditserve::models::flux2

@@ -1,0 +1,223 @@
+#include "models/flux2/flux2_transformer.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/common/model_checks.h"
+#include "models/common/rope.h"
+#include "models/common/status_error.h"
+#include "models/tp/parallel_module_loader.h"
+
+namespace ditserve::models::flux2 {
+namespace {
+
+// (N, axes) ids; a 3-D (B, N, axes) tensor is accepted and its first row taken, as diffusers does.
+torch::Tensor Ids2d(const torch::Tensor& ids) { return ids.dim() == 3 ? ids[0] : ids; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Flux2Transformer2DModel>> Flux2Transformer2DModel::Load(
+    const Flux2TransformerConfig& config, const sharding::ShardedStateDict& sd,
+    comm::Communicator* comm) {
+  if (config.num_attention_heads % sd.world_size() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tp degree ", sd.world_size(),
+                                                   " must divide the number of attention heads (",
+                                                   config.num_attention_heads, ")"));
+  }
+  if (comm == nullptr || comm->world_size() != sd.world_size() || comm->rank() != sd.rank()) {
+    return absl::InvalidArgumentError("FLUX.2: the communicator does not match the state dict's rank/size");
+  }
+  std::unique_ptr<Flux2Transformer2DModel> m(new Flux2Transformer2DModel(config));
+  tp::ParallelModuleLoader loader(sd, comm);
+  const int64_t d = config.inner_dim(), hd = config.attention_head_dim;
+  const int64_t mh = config.mlp_hidden_dim();
+
+  ASSIGN_OR_RETURN(m->x_embedder_, loader.LoadLinear("x_embedder"));
+  RETURN_IF_ERROR(CheckLinearWidths(*m->x_embedder_, "x_embedder", config.in_channels, d));
+  ASSIGN_OR_RETURN(m->context_embedder_, loader.LoadLinear("context_embedder"));
+  RETURN_IF_ERROR(
+      CheckLinearWidths(*m->context_embedder_, "context_embedder", config.joint_attention_dim, d));
+  m->dtype_ = m->x_embedder_->weight().scalar_type();
+  m->device_ = m->x_embedder_->weight().device();
+
+  ASSIGN_OR_RETURN(m->timestep_embedder_,
+                   TimestepEmbedding::Load(loader, "time_guidance_embed.timestep_embedder"));
+  if (m->timestep_embedder_->in_features() != config.timestep_guidance_channels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "time_guidance_embed.timestep_embedder.linear_1 takes ", m->timestep_embedder_->in_features(),
+        " features, timestep_guidance_channels is ", config.timestep_guidance_channels));
+  }
+  if (config.guidance_embeds) {
+    ASSIGN_OR_RETURN(m->guidance_embedder_,
+                     TimestepEmbedding::Load(loader, "time_guidance_embed.guidance_embedder"));
+    if (m->guidance_embedder_->in_features() != config.timestep_guidance_channels) {
+      return absl::InvalidArgumentError(
+          "time_guidance_embed.guidance_embedder.linear_1 does not take timestep_guidance_channels");
+    }
+  }
+  ASSIGN_OR_RETURN(m->mod_img_, Flux2Modulation::Load(loader, "double_stream_modulation_img", d, 2));
+  ASSIGN_OR_RETURN(m->mod_txt_, Flux2Modulation::Load(loader, "double_stream_modulation_txt", d, 2));
+  ASSIGN_OR_RETURN(m->mod_single_, Flux2Modulation::Load(loader, "single_stream_modulation", d, 1));
+
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    ASSIGN_OR_RETURN(auto block, Flux2DoubleBlock::Load(loader, absl::StrCat("transformer_blocks.", i),
+                                                        hd, config.eps));
+    m->double_blocks_.push_back(std::move(block));
+  }
+  for (int64_t i = 0; i < config.num_single_layers; ++i) {
+    ASSIGN_OR_RETURN(auto block,
+                     Flux2SingleBlock::Load(loader, absl::StrCat("single_transformer_blocks.", i), hd,
+                                            d, mh, config.eps));
+    m->single_blocks_.push_back(std::move(block));
+  }
+  ASSIGN_OR_RETURN(m->norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out", config.eps));
+  ASSIGN_OR_RETURN(m->proj_out_, loader.LoadLinear("proj_out"));
+  RETURN_IF_ERROR(CheckLinearWidths(*m->proj_out_, "proj_out", d,
+                                    config.patch_size * config.patch_size * config.out_channels));
+
+  // Every block checked its own q/k/v against head_dim; the first one tells the local head count.
+  m->local_heads_ = config.num_layers > 0 ? m->double_blocks_.front().local_heads()
+                    : config.num_single_layers > 0 ? m->single_blocks_.front().local_heads()
+                                                   : config.num_attention_heads / sd.world_size();
+  if (m->local_heads_ * sd.world_size() != config.num_attention_heads &&
+      m->local_heads_ != config.num_attention_heads) {
+    return absl::InvalidArgumentError(absl::StrCat("this rank holds ", m->local_heads_,
+                                                   " heads of ", config.num_attention_heads,
+                                                   " at tp degree ", sd.world_size()));
+  }
+  for (const auto& b : m->double_blocks_) {
+    if (b.local_heads() != m->local_heads_) return absl::InvalidArgumentError("blocks disagree on local heads");
+  }
+  for (const auto& b : m->single_blocks_) {
+    if (b.local_heads() != m->local_heads_) return absl::InvalidArgumentError("blocks disagree on local heads");
+  }
+  return m;
+}
+
+std::vector<std::string> Flux2Transformer2DModel::RequiredArguments() const {
+  std::vector<std::string> names = {"hidden_states", "encoder_hidden_states", "timestep", "img_ids",
+                                    "txt_ids"};
+  if (config_.guidance_embeds) names.push_back("guidance");
+  return names;
+}
+
+std::vector<std::string> Flux2Transformer2DModel::OptionalArguments() const {
+  if (config_.guidance_embeds) return {};
+  return {"guidance"};  // accepted and ignored without a guidance embedder, as diffusers does
+}
+
+absl::Status Flux2Transformer2DModel::CheckArgs(const Flux2ForwardArgs& a) const {
+  auto bad = [](const std::string& what, const torch::Tensor& t, const std::string& want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FLUX.2 forward: ", what, " has shape ", ShapeString(t), ", expected ", want));
+  };
+  const auto& c = config_;
+  if (!a.hidden_states.defined() || a.hidden_states.dim() != 3 ||
+      a.hidden_states.size(2) != c.in_channels || a.hidden_states.size(1) == 0) {
+    return bad("hidden_states", a.hidden_states, absl::StrCat("(B, N, ", c.in_channels, ")"));
+  }
+  const int64_t b = a.hidden_states.size(0), n = a.hidden_states.size(1);
+  if (!a.encoder_hidden_states.defined() || a.encoder_hidden_states.dim() != 3 ||
+      a.encoder_hidden_states.size(0) != b ||
+      a.encoder_hidden_states.size(2) != c.joint_attention_dim) {
+    return bad("encoder_hidden_states", a.encoder_hidden_states,
+               absl::StrCat("(", b, ", T, ", c.joint_attention_dim, ")"));
+  }
+  const int64_t t = a.encoder_hidden_states.size(1);
+  if (!a.timestep.defined() || a.timestep.numel() != b) {
+    return bad("timestep", a.timestep, absl::StrCat("(", b, ",)"));
+  }
+  if (c.guidance_embeds && (!a.guidance.defined() || a.guidance.numel() != b)) {
+    return bad("guidance", a.guidance, absl::StrCat("(", b, ",) (the model embeds guidance)"));
+  }
+  const int64_t axes = static_cast<int64_t>(c.axes_dims_rope.size());
+  auto ids_ok = [&](const torch::Tensor& ids, int64_t len) {
+    if (!ids.defined() || (ids.dim() != 2 && ids.dim() != 3)) return false;
+    auto two = Ids2d(ids);
+    return two.size(0) == len && two.size(1) >= axes;
+  };
+  if (!ids_ok(a.img_ids, n)) return bad("img_ids", a.img_ids, absl::StrCat("(", n, ", ", axes, ")"));
+  if (!ids_ok(a.txt_ids, t)) return bad("txt_ids", a.txt_ids, absl::StrCat("(", t, ", ", axes, ")"));
+  return absl::OkStatus();
+}
+
+torch::Tensor Flux2Transformer2DModel::ForwardImpl(const Flux2ForwardArgs& a) const {
+  torch::NoGradGuard no_grad;
+  auto to_model = [&](const torch::Tensor& x) { return x.to(device_, dtype_); };
+  TimestepProjectionOptions proj;
+  proj.num_channels = config_.timestep_guidance_channels;
+
+  // timestep.to(dtype) * 1000 and guidance likewise: model-dtype ops (bf16 rounding in bf16); the
+  // fp32 sinusoid is cast back to the model dtype before linear_1.
+  auto timestep = to_model(a.timestep.reshape({-1})) * 1000;
+  auto temb = timestep_embedder_->Forward(TimestepProjection(timestep, proj).to(dtype_));
+  if (guidance_embedder_) {
+    auto guidance = to_model(a.guidance.reshape({-1})) * 1000;
+    temb = temb + guidance_embedder_->Forward(TimestepProjection(guidance, proj).to(dtype_));
+  }
+  // The shared modulation, once per forward.
+  const auto mod_img = mod_img_->Forward(temb);
+  const auto mod_txt = mod_txt_->Forward(temb);
+  const auto mod_single = mod_single_->Forward(temb);
+
+  auto h = x_embedder_->Forward(to_model(a.hidden_states));
+  auto context = context_embedder_->Forward(to_model(a.encoder_hidden_states));
+
+  // RoPE evaluated separately on image and text ids, then [text, image].
+  const auto img_rope = FluxRopeTables(Ids2d(a.img_ids).to(device_), config_.axes_dims_rope,
+                                       config_.rope_theta);
+  const auto txt_rope = FluxRopeTables(Ids2d(a.txt_ids).to(device_), config_.axes_dims_rope,
+                                       config_.rope_theta);
+  const RopeTables rope{torch::cat({txt_rope.cos, img_rope.cos}, 0),
+                        torch::cat({txt_rope.sin, img_rope.sin}, 0)};
+
+  for (const auto& block : double_blocks_) {
+    std::tie(h, context) = block.Forward(h, context, mod_img, mod_txt, rope);
+  }
+  const int64_t text_len = context.size(1);
+  auto x = torch::cat({context, h}, 1);
+  for (const auto& block : single_blocks_) x = block.Forward(x, mod_single[0], rope);
+  h = x.narrow(1, text_len, x.size(1) - text_len);
+
+  h = norm_out_->Forward(h, temb);
+  return proj_out_->Forward(h);
+}
+
+absl::StatusOr<torch::Tensor> Flux2Transformer2DModel::Forward(const Flux2ForwardArgs& args) {
+  RETURN_IF_ERROR(CheckArgs(args));
+  return GuardModel("FLUX.2 transformer forward", [&] { return ForwardImpl(args); });
+}
+
+absl::StatusOr<torch::Tensor> Flux2Transformer2DModel::Forward(
+    const std::map<std::string, torch::Tensor>& args) {
+  const auto req = RequiredArguments(), opt = OptionalArguments();
+  for (const auto& [name, t] : args) {
+    if (std::find(req.begin(), req.end(), name) == req.end() &&
+        std::find(opt.begin(), opt.end(), name) == opt.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("FLUX.2 forward: unknown argument '", name, "'"));
+    }
+  }
+  auto get = [&](const char* name) {
+    auto it = args.find(name);
+    return it == args.end() ? torch::Tensor() : it->second;
+  };
+  Flux2ForwardArgs a;
+  a.hidden_states = get("hidden_states");
+  a.encoder_hidden_states = get("encoder_hidden_states");
+  a.timestep = get("timestep");
+  a.img_ids = get("img_ids");
+  a.txt_ids = get("txt_ids");
+  a.guidance = get("guidance");
+  return Forward(a);
+}
+
+absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateFlux2Transformer(
+    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm) {
+  ASSIGN_OR_RETURN(auto parsed, ParseFlux2TransformerConfig(config));
+  ASSIGN_OR_RETURN(auto model, Flux2Transformer2DModel::Load(parsed, sd, comm));
+  return std::unique_ptr<DiffusionTransformer>(std::move(model));
+}
+
+}  // namespace ditserve::models::flux2

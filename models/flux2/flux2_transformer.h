@@ -1,0 +1,88 @@
+// Flux2Transformer2DModel (diffusers transformer_flux2.py), SPEC §2.2, built per rank from a
+// ShardedStateDict and a Communicator: every linear layer takes the style the state dict's plan
+// gives it (models/tp; FLUX.2's plan includes the packed SwiGLU / fused single-stream styles),
+// local heads = q rows / head_dim. Works in any floating dtype the state dict holds (float32,
+// bfloat16) on the device its tensors are on.
+//
+// Forward arguments (names as diffusers'): hidden_states (B, N, in_channels), encoder_hidden_states
+// (B, T, joint_attention_dim), timestep (B,) σ in [0, 1] (the model multiplies by 1000 in its
+// dtype), img_ids (N, n_axes) or (B, N, n_axes) and txt_ids (T, n_axes) or (B, T, n_axes) (3-D:
+// row 0 is used, as diffusers does), guidance (B,) raw scale, required iff guidance_embeds
+// (accepted and ignored otherwise). Output: (B, N, out_channels).
+//
+// Forward under tensor parallelism is a collective (models/transformer.h): 4 all-reduces per double
+// block + 1 per single block. Thread-safety: one Forward at a time. Ownership: borrows the
+// communicator (must outlive the model); shares the state dict's tensors.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "models/common/ada_layer_norm.h"
+#include "models/common/linear_layer.h"
+#include "models/common/timestep_embedding.h"
+#include "models/flux2/flux2_config.h"
+#include "models/flux2/flux2_double_block.h"
+#include "models/flux2/flux2_modulation.h"
+#include "models/flux2/flux2_single_block.h"
+#include "models/transformer.h"
+#include "sharding/state_dict.h"
+#include "worker/comm/communicator.h"
+
+namespace ditserve::models::flux2 {
+
+struct Flux2ForwardArgs {
+  torch::Tensor hidden_states;          // (B, N, in_channels)
+  torch::Tensor encoder_hidden_states;  // (B, T, joint_attention_dim)
+  torch::Tensor timestep;               // (B,) σ
+  torch::Tensor img_ids;                // (N, n_axes) or (B, N, n_axes)
+  torch::Tensor txt_ids;                // (T, n_axes) or (B, T, n_axes)
+  torch::Tensor guidance;               // (B,), required iff config.guidance_embeds
+};
+
+class Flux2Transformer2DModel : public DiffusionTransformer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Flux2Transformer2DModel>> Load(
+      const Flux2TransformerConfig& config, const sharding::ShardedStateDict& sd,
+      comm::Communicator* comm);
+
+  absl::StatusOr<torch::Tensor> Forward(const Flux2ForwardArgs& args);
+
+  std::string class_name() const override { return "Flux2Transformer2DModel"; }
+  std::vector<std::string> RequiredArguments() const override;
+  std::vector<std::string> OptionalArguments() const override;
+  torch::ScalarType dtype() const override { return dtype_; }
+  torch::Device device() const override { return device_; }
+  absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
+
+  const Flux2TransformerConfig& config() const { return config_; }
+  int64_t local_heads() const { return local_heads_; }
+
+ private:
+  explicit Flux2Transformer2DModel(Flux2TransformerConfig config) : config_(std::move(config)) {}
+  absl::Status CheckArgs(const Flux2ForwardArgs& args) const;
+  torch::Tensor ForwardImpl(const Flux2ForwardArgs& args) const;
+
+  Flux2TransformerConfig config_;
+  torch::ScalarType dtype_ = torch::kFloat32;
+  torch::Device device_ = torch::kCPU;
+  int64_t local_heads_ = 0;
+  std::shared_ptr<LinearLayer> x_embedder_, context_embedder_, proj_out_;
+  std::optional<TimestepEmbedding> timestep_embedder_, guidance_embedder_;
+  std::optional<Flux2Modulation> mod_img_, mod_txt_, mod_single_;
+  std::vector<Flux2DoubleBlock> double_blocks_;
+  std::vector<Flux2SingleBlock> single_blocks_;
+  std::optional<AdaLayerNormContinuous> norm_out_;
+};
+
+// Factory entry for models/transformer_factory.cc.
+absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateFlux2Transformer(
+    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm);
+
+}  // namespace ditserve::models::flux2

@@ -1,0 +1,79 @@
+#include "models/qwenimage/qwenimage_block.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/common/ada_layer_norm.h"
+#include "models/common/layer_norm.h"
+
+namespace ditserve::models::qwenimage {
+namespace {
+
+constexpr double kFp16Max = 65504.0;
+
+absl::StatusOr<std::shared_ptr<LinearLayer>> LoadModulation(const ModuleLoader& loader,
+                                                            const std::string& path, int64_t dim) {
+  ASSIGN_OR_RETURN(std::shared_ptr<LinearLayer> linear, loader.LoadLinear(path));
+  if (linear->style() != sharding::TpStyle::kReplicated) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is planned ", sharding::TpStyleName(linear->style()),
+                     "; the modulation needs the full output on every rank (replicate it)"));
+  }
+  if (linear->in_features() != dim || linear->out_features() != 6 * dim) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " maps ", linear->in_features(), " → ",
+                                                   linear->out_features(), ", expected ", dim,
+                                                   " → ", 6 * dim));
+  }
+  return linear;
+}
+
+struct Mod {
+  torch::Tensor shift, scale, gate;  // (B, D)
+};
+
+// s_mod.1(SiLU(temb)) → (mod1, mod2), each (shift, scale, gate).
+std::pair<Mod, Mod> Modulation(const LinearLayer& linear, const torch::Tensor& temb) {
+  auto halves = linear.Forward(torch::silu(temb)).chunk(2, -1);
+  auto a = halves[0].chunk(3, -1), b = halves[1].chunk(3, -1);
+  return {Mod{a[0], a[1], a[2]}, Mod{b[0], b[1], b[2]}};
+}
+
+}  // namespace
+
+absl::StatusOr<QwenImageBlock> QwenImageBlock::Load(const ModuleLoader& loader,
+                                                    const std::string& prefix, int64_t inner_dim,
+                                                    int64_t head_dim, double eps) {
+  ASSIGN_OR_RETURN(auto img_mod, LoadModulation(loader, JoinPath(prefix, "img_mod.1"), inner_dim));
+  ASSIGN_OR_RETURN(auto txt_mod, LoadModulation(loader, JoinPath(prefix, "txt_mod.1"), inner_dim));
+  ASSIGN_OR_RETURN(auto attn, QwenImageAttention::Load(loader, JoinPath(prefix, "attn"), head_dim, eps));
+  ASSIGN_OR_RETURN(auto img_mlp, FeedForward::Load(loader, JoinPath(prefix, "img_mlp")));
+  ASSIGN_OR_RETURN(auto txt_mlp, FeedForward::Load(loader, JoinPath(prefix, "txt_mlp")));
+  return QwenImageBlock(std::move(img_mod), std::move(txt_mod), std::move(attn), std::move(img_mlp),
+                        std::move(txt_mlp), eps);
+}
+
+std::pair<torch::Tensor, torch::Tensor> QwenImageBlock::Forward(const torch::Tensor& hidden,
+                                                                const torch::Tensor& context,
+                                                                const torch::Tensor& temb,
+                                                                const QwenRopeFreqs& rope,
+                                                                const torch::Tensor& mask) const {
+  const auto [img1, img2] = Modulation(*img_mod_, temb);
+  const auto [txt1, txt2] = Modulation(*txt_mod_, temb);
+
+  auto nh = Modulate(LayerNormNoAffine(hidden, eps_), img1.scale, img1.shift);
+  auto nc = Modulate(LayerNormNoAffine(context, eps_), txt1.scale, txt1.shift);
+  auto [attn_img, attn_txt] = attn_.Forward(nh, nc, rope, mask);
+  auto h = hidden + img1.gate.unsqueeze(1) * attn_img;
+  auto c = context + txt1.gate.unsqueeze(1) * attn_txt;
+
+  h = h + img2.gate.unsqueeze(1) *
+              img_mlp_.Forward(Modulate(LayerNormNoAffine(h, eps_), img2.scale, img2.shift));
+  c = c + txt2.gate.unsqueeze(1) *
+              txt_mlp_.Forward(Modulate(LayerNormNoAffine(c, eps_), txt2.scale, txt2.shift));
+  if (h.scalar_type() == torch::kFloat16) {
+    h = h.clamp(-kFp16Max, kFp16Max);
+    c = c.clamp(-kFp16Max, kFp16Max);
+  }
+  return {h, c};
+}
+
+}  // namespace ditserve::models::qwenimage

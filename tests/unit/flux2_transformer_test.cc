@@ -1,0 +1,292 @@
+// Flux2Transformer2DModel against diffusers' output on the tiny FLUX.2 checkpoint (float32, CPU):
+// tp = 1 and tp = 2 / 4 (in-process groups, each rank loading its own shard with the production
+// loader and the built-in plan), the packed layouts, the factory and the argument checks.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "models/flux2/flux2_state_dict_shapes.h"
+#include "models/flux2/flux2_transformer.h"
+#include "models/transformer_factory.h"
+#include "sharding/loader.h"
+#include "sharding/tp_plan.h"
+#include "tests/support/fixtures.h"
+#include "worker/comm/local_communicator.h"
+
+namespace ditserve {
+namespace {
+
+using models::flux2::Flux2Transformer2DModel;
+using testing::FixturesDir;
+using testing::Ref;
+using testing::RelativeError;
+
+std::string TransformerDir() { return FixturesDir() + "/flux2-tiny/transformer"; }
+
+nlohmann::json Config() {
+  std::ifstream in(TransformerDir() + "/config.json");
+  return nlohmann::json::parse(in);
+}
+
+models::flux2::Flux2TransformerConfig Parsed() {
+  auto parsed = models::flux2::ParseFlux2TransformerConfig(Config());
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return *parsed;
+}
+
+const sharding::ShardedStateDict& FullWeights() {
+  static const auto* sd =
+      new sharding::ShardedStateDict(testing::LoadComponentFullFloat32(TransformerDir()));
+  return *sd;
+}
+
+std::map<std::string, torch::Tensor> Inputs() {
+  std::map<std::string, torch::Tensor> args;
+  for (const char* name :
+       {"hidden_states", "encoder_hidden_states", "timestep", "img_ids", "txt_ids", "guidance"}) {
+    args[name] = Ref(std::string("flux2.") + name);
+  }
+  return args;
+}
+
+torch::Tensor RunTp1(const sharding::ShardedStateDict& sd,
+                     const std::map<std::string, torch::Tensor>& args = Inputs()) {
+  auto comm = comm::MakeSingleRankCommunicator();
+  auto model = models::CreateTransformer(Config(), sd, comm.get());
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
+  EXPECT_EQ((*model)->class_name(), "Flux2Transformer2DModel");
+  auto out = (*model)->Forward(args);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : torch::Tensor();
+}
+
+TEST(Flux2Transformer, Tp1MatchesDiffusers) {
+  auto out = RunTp1(FullWeights());
+  ASSERT_TRUE(out.defined());
+  EXPECT_EQ(out.sizes(), Ref("flux2.out").sizes());
+  const double err = RelativeError(out, Ref("flux2.out"));
+  EXPECT_LT(err, 1e-4) << "relative error " << err;
+  std::printf("tp 1 relative error vs diffusers: %.3g\n", err);
+}
+
+// The state dict the model (and the benchmark's random weights) assume is exactly the checkpoint's.
+TEST(Flux2Transformer, StateDictShapesMatchTheCheckpoint) {
+  const auto shapes = models::flux2::Flux2StateDictShapes(Parsed());
+  const auto& tensors = FullWeights().tensors();
+  ASSERT_EQ(shapes.size(), tensors.size());
+  for (const auto& [name, t] : tensors) {
+    auto it = shapes.find(name);
+    ASSERT_NE(it, shapes.end()) << name;
+    EXPECT_EQ(it->second, t.sizes().vec()) << name;
+  }
+}
+
+// This rank's shard through the production loader with the built-in FLUX.2 plan.
+absl::StatusOr<sharding::ShardedStateDict> LoadRank(int rank, int world) {
+  auto plan = sharding::BuiltinTpPlan("Flux2Transformer2DModel", Config());
+  if (!plan.ok()) return plan.status();
+  return sharding::LoadShard(TransformerDir(), &*plan, rank, world, sharding::LoadOptions{});
+}
+
+// Rows [o_k + r·s_k/n, o_k + (r+1)·s_k/n) of every block, concatenated (SPEC §1.4), along `dim`.
+torch::Tensor PackedSlice(const torch::Tensor& full, const std::vector<int64_t>& blocks, int64_t dim,
+                          int rank, int world) {
+  std::vector<torch::Tensor> parts;
+  int64_t offset = 0;
+  for (int64_t size : blocks) {
+    parts.push_back(full.narrow(dim, offset + rank * size / world, size / world));
+    offset += size;
+  }
+  return torch::cat(parts, dim);
+}
+
+TEST(Flux2Transformer, PackedShardsFollowTheBlocks) {
+  const auto c = Parsed();
+  const int64_t d = c.inner_dim(), mh = c.mlp_hidden_dim();
+  const auto& full = FullWeights();
+  for (int world : {2, 4}) {
+    for (int r = 0; r < world; ++r) {
+      auto sd = LoadRank(r, world);
+      ASSERT_TRUE(sd.ok()) << sd.status();
+      const std::string fused = "single_transformer_blocks.1.attn.to_qkv_mlp_proj";
+      EXPECT_TRUE(torch::equal(*sd->Get(fused + ".weight"),
+                               PackedSlice(*full.Get(fused + ".weight"), {d, d, d, mh, mh}, 0, r, world)));
+      EXPECT_EQ(sd->ShardingOf(fused).local_blocks,
+                (std::vector<int64_t>{d / world, d / world, d / world, mh / world, mh / world}));
+      const std::string out = "single_transformer_blocks.1.attn.to_out";
+      EXPECT_TRUE(torch::equal(*sd->Get(out + ".weight"),
+                               PackedSlice(*full.Get(out + ".weight"), {d, mh}, 1, r, world)));
+      const std::string ff = "transformer_blocks.0.ff_context.linear_in";
+      EXPECT_TRUE(torch::equal(*sd->Get(ff + ".weight"),
+                               PackedSlice(*full.Get(ff + ".weight"), {mh, mh}, 0, r, world)));
+      // The shared modulation stays whole on every rank.
+      EXPECT_TRUE(torch::equal(*sd->Get("single_stream_modulation.linear.weight"),
+                               *full.Get("single_stream_modulation.linear.weight")));
+    }
+  }
+}
+
+void RunTensorParallel(int world) {
+  const auto tp1 = RunTp1(FullWeights());
+  ASSERT_TRUE(tp1.defined());
+  auto config = Config();
+  std::mutex mu;
+  std::vector<torch::Tensor> outs(world);
+  std::vector<uint64_t> allreduces(world);
+  std::vector<int64_t> heads(world);
+  auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
+    auto sd = LoadRank(comm.rank(), world);
+    if (!sd.ok()) return sd.status();
+    auto parsed = models::flux2::ParseFlux2TransformerConfig(config);
+    if (!parsed.ok()) return parsed.status();
+    auto model = Flux2Transformer2DModel::Load(*parsed, *sd, &comm);
+    if (!model.ok()) return model.status();
+    auto out = (*model)->Forward(Inputs());
+    if (!out.ok()) return out.status();
+    std::lock_guard<std::mutex> lock(mu);
+    outs[comm.rank()] = *out;
+    allreduces[comm.rank()] = comm.Stats().allreduce_count;
+    heads[comm.rank()] = (*model)->local_heads();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  const auto c = Parsed();
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(outs[r].defined());
+    const double err = RelativeError(outs[r], Ref("flux2.out"));
+    EXPECT_LT(err, 1e-4) << "rank " << r << " of " << world;
+    const double vs_tp1 = RelativeError(outs[r], tp1);
+    if (r == 0) std::printf("tp %d relative error vs diffusers %.3g, vs tp 1 %.3g\n", world, err, vs_tp1);
+    EXPECT_LT(vs_tp1, 1e-5) << "rank " << r << " of " << world << " vs tp=1";
+    // SPEC §1.5: 4 all-reduces per double block and 1 per single block.
+    EXPECT_EQ(allreduces[r], static_cast<uint64_t>(4 * c.num_layers + c.num_single_layers));
+    EXPECT_EQ(heads[r], c.num_attention_heads / world);
+    EXPECT_TRUE(torch::equal(outs[r], outs[0]));
+  }
+}
+
+TEST(Flux2Transformer, Tp2MatchesDiffusersAndTp1) { RunTensorParallel(2); }
+TEST(Flux2Transformer, Tp4MatchesDiffusersAndTp1) { RunTensorParallel(4); }
+
+TEST(Flux2Transformer, ThreeDimensionalIdsTakeTheFirstRow) {
+  auto args = Inputs();
+  args["img_ids"] = args["img_ids"].unsqueeze(0);
+  args["txt_ids"] = args["txt_ids"].unsqueeze(0);
+  auto out = RunTp1(FullWeights(), args);
+  ASSERT_TRUE(out.defined());
+  EXPECT_LT(RelativeError(out, Ref("flux2.out")), 1e-4);
+}
+
+// Every input really takes part: perturbing any of them moves the output.
+TEST(Flux2Transformer, EveryInputMatters) {
+  const auto base = RunTp1(FullWeights());
+  ASSERT_TRUE(base.defined());
+  for (const char* name : {"encoder_hidden_states", "timestep", "guidance", "img_ids", "txt_ids"}) {
+    auto args = Inputs();
+    args[name] = args[name] + (std::string(name).find("ids") != std::string::npos ? 1.0 : 0.05);
+    auto out = RunTp1(FullWeights(), args);
+    ASSERT_TRUE(out.defined()) << name;
+    EXPECT_GT(RelativeError(out, base), 1e-4) << name << " does not affect the output";
+  }
+}
+
+TEST(Flux2Transformer, Bfloat16RunsCloseToReference) {
+  std::map<std::string, torch::Tensor> bf16;
+  for (const auto& [name, t] : FullWeights().tensors()) bf16[name] = t.to(torch::kBFloat16);
+  sharding::ShardedStateDict sd(0, 1, std::move(bf16), {});
+  auto out = RunTp1(sd);
+  ASSERT_TRUE(out.defined());
+  EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
+  const double err = RelativeError(out, Ref("flux2.out"));
+  EXPECT_LT(err, 2e-2) << "bf16 relative error " << err;
+  EXPECT_GT(err, 0.0);
+}
+
+TEST(Flux2Transformer, RejectsBadArguments) {
+  auto comm = comm::MakeSingleRankCommunicator();
+  auto model = models::CreateTransformer(Config(), FullWeights(), comm.get());
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->RequiredArguments(),
+            (std::vector<std::string>{"hidden_states", "encoder_hidden_states", "timestep", "img_ids",
+                                      "txt_ids", "guidance"}));
+  auto args = Inputs();
+  args.erase("guidance");
+  EXPECT_EQ((*model)->Forward(args).status().code(), absl::StatusCode::kInvalidArgument);
+  args = Inputs();
+  args["hidden_states"] = args["hidden_states"].narrow(2, 0, 8);
+  EXPECT_EQ((*model)->Forward(args).status().code(), absl::StatusCode::kInvalidArgument);
+  args = Inputs();
+  args["img_ids"] = args["img_ids"].narrow(1, 0, 3);  // 4 RoPE axes
+  EXPECT_EQ((*model)->Forward(args).status().code(), absl::StatusCode::kInvalidArgument);
+  args = Inputs();
+  args["txt_ids"] = args["txt_ids"].narrow(0, 0, 5);
+  EXPECT_EQ((*model)->Forward(args).status().code(), absl::StatusCode::kInvalidArgument);
+  args = Inputs();
+  args["pooled_projections"] = torch::zeros({1, 8});  // FLUX.1's, not FLUX.2's
+  EXPECT_EQ((*model)->Forward(args).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Flux2Transformer, ConfigIsReadFromTheFile) {
+  const auto c = Parsed();
+  EXPECT_EQ(c.rope_theta, 2000);
+  EXPECT_EQ(c.timestep_guidance_channels, 32);
+  EXPECT_EQ(c.mlp_hidden_dim(), 192);
+  EXPECT_EQ(c.axes_dims_rope, (std::vector<int64_t>{4, 4, 4, 4}));
+  EXPECT_EQ(c.out_channels, c.in_channels);  // null → in_channels
+  auto comm = comm::MakeSingleRankCommunicator();
+  auto config = Config();
+  config["axes_dims_rope"] = {4, 4, 4, 6};
+  EXPECT_EQ(models::CreateTransformer(config, FullWeights(), comm.get()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  config = Config();
+  config["mlp_ratio"] = 4.0;  // linear_in would need 2·256 rows
+  EXPECT_FALSE(models::CreateTransformer(config, FullWeights(), comm.get()).ok());
+  config = Config();
+  config["num_single_layers"] = 3;
+  EXPECT_EQ(models::CreateTransformer(config, FullWeights(), comm.get()).status().code(),
+            absl::StatusCode::kNotFound);
+  config = Config();
+  config["guidance_embeds"] = false;  // then guidance is optional and ignored
+  auto no_guidance = models::CreateTransformer(config, FullWeights(), comm.get());
+  ASSERT_TRUE(no_guidance.ok()) << no_guidance.status();
+  auto args = Inputs();
+  args.erase("guidance");
+  auto out = (*no_guidance)->Forward(args);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_GT(RelativeError(*out, Ref("flux2.out")), 1e-3);
+}
+
+// Plans that would slice the fused / SwiGLU layers straight across are refused, not run.
+TEST(Flux2Transformer, RefusesPlainStylesOnPackedLayers) {
+  auto comm = comm::MakeSingleRankCommunicator();
+  for (const auto& [path, style] :
+       std::vector<std::pair<std::string, sharding::TpStyle>>{
+           {"single_transformer_blocks.0.attn.to_qkv_mlp_proj", sharding::TpStyle::kColwise},
+           {"single_transformer_blocks.0.attn.to_out", sharding::TpStyle::kRowwise},
+           {"transformer_blocks.1.ff.linear_in", sharding::TpStyle::kColwise},
+           {"double_stream_modulation_img.linear", sharding::TpStyle::kColwise}}) {
+    std::map<std::string, sharding::ModuleSharding> modules{{path, {style, {}}}};
+    sharding::ShardedStateDict sd(0, 1, FullWeights().tensors(), modules);
+    auto model = models::CreateTransformer(Config(), sd, comm.get());
+    EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition) << path << model.status();
+  }
+}
+
+TEST(Flux2Transformer, RefusesTpDegreeNotDividingHeads) {
+  auto config = Config();
+  auto status = comm::RunLocalGroup(3, [&](comm::Communicator& comm) -> absl::Status {
+    sharding::ShardedStateDict sd(comm.rank(), 3, FullWeights().tensors(), {});
+    auto model = models::CreateTransformer(config, sd, &comm);
+    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+}  // namespace
+}  // namespace ditserve
