@@ -15,7 +15,9 @@ fixtures="$(pwd)/../shared/fixtures"
 start=$(date +%s)
 scripts/gpu-build.sh --bundle "$bundle" --build-dir build-cuda --jobs "$(nproc)" \
   --target ditserve-tool --target ditserve-flux1-bench --target ditserve-worker \
-  --target ditserve-frontend --target ditserve-cli -- -DDITSERVE_TESTS=ON 2>&1 | tail -25
+  --target ditserve-frontend --target ditserve-cli -- -DDITSERVE_TESTS=ON > "$out/build.log" 2>&1
+grep -E "error|FAILED" -A3 "$out/build.log" | head -60
+tail -3 "$out/build.log"
 echo "gpu-bench: build took $(( $(date +%s) - start )) s"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 

@@ -5,7 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/comm/free_port.h"
+#ifdef DITSERVE_WITH_GLOO
 #include "worker/comm/gloo_communicator.h"
+#endif
 #include "worker/comm/local_communicator.h"
 #ifdef DITSERVE_WITH_CUDA
 #include "worker/comm/nccl_torch_communicator.h"
@@ -47,6 +49,7 @@ absl::StatusOr<std::unique_ptr<comm::Communicator>> CreateCommunicator(
     return absl::FailedPreconditionError("CUDA device requested in the CPU build");
 #endif
   }
+#ifdef DITSERVE_WITH_GLOO
   comm::GlooOptions gloo;
   gloo.rank = options.rank;
   gloo.world_size = world;
@@ -58,6 +61,11 @@ absl::StatusOr<std::unique_ptr<comm::Communicator>> CreateCommunicator(
   // Ranks reach the rendezvous at different times (e.g. one is still starting up): allow longer.
   gloo.rendezvous_timeout_ms = std::max(options.timeout_ms, 120000);
   return comm::CreateGlooCommunicator(gloo);
+#else
+  return absl::FailedPreconditionError(
+      "CPU ranks need the Gloo communicator, which this build leaves out (configure with "
+      "-DDITSERVE_GLOO=ON)");
+#endif
 }
 
 }  // namespace ditserve::worker

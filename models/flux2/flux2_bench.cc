@@ -104,12 +104,12 @@ absl::Status Run(const BenchOptions& o) {
   a.txt_ids = a.txt_ids.to(device);
 
   std::printf("FLUX.2 transformer: %lld double + %lld single blocks, %lld heads x %lld, mlp %lld, "
-              "%.3f B params, %s %s, batch %lld, %lld image + %lld text tokens\n",
+              "%lld params (%.2f B), %s %s, batch %lld, %lld image + %lld text tokens\n",
               static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
               static_cast<long long>(c.num_attention_heads),
               static_cast<long long>(c.attention_head_dim), static_cast<long long>(c.mlp_hidden_dim()),
-              params / 1e9, o.device.c_str(), o.dtype.c_str(), static_cast<long long>(b),
-              static_cast<long long>(n), static_cast<long long>(t));
+              static_cast<long long>(params), params / 1e9, o.device.c_str(), o.dtype.c_str(),
+              static_cast<long long>(b), static_cast<long long>(n), static_cast<long long>(t));
   ASSIGN_OR_RETURN(auto times, TimeSteps([&] { return model->Forward(a); }, device, o.warmup, o.runs));
   std::printf("median %.3f ms/step  (min %.3f, max %.3f, %zu runs after %lld warmup)\n",
               times.median_ms, times.min_ms, times.max_ms, times.runs,

@@ -93,11 +93,12 @@ absl::Status Run(const BenchOptions& o) {
     a.encoder_hidden_states_mask.narrow(1, t - o.masked_text_tokens, o.masked_text_tokens).zero_();
   }
 
-  std::printf("Qwen-Image transformer: %lld blocks, %lld heads x %lld, %.3f B params, %s %s, "
+  std::printf("Qwen-Image transformer: %lld blocks, %lld heads x %lld, %lld params (%.2f B), %s %s, "
               "batch %lld, %lld image (%lld x %lld) + %lld text tokens (%lld masked)\n",
               static_cast<long long>(c.num_layers), static_cast<long long>(c.num_attention_heads),
-              static_cast<long long>(c.attention_head_dim), params / 1e9, o.device.c_str(),
-              o.dtype.c_str(), static_cast<long long>(b), static_cast<long long>(n),
+              static_cast<long long>(c.attention_head_dim), static_cast<long long>(params),
+              params / 1e9, o.device.c_str(), o.dtype.c_str(), static_cast<long long>(b),
+              static_cast<long long>(n),
               static_cast<long long>(n / cols), static_cast<long long>(cols),
               static_cast<long long>(t), static_cast<long long>(o.masked_text_tokens));
   ASSIGN_OR_RETURN(auto times, TimeSteps([&] { return model->Forward(a); }, device, o.warmup, o.runs));

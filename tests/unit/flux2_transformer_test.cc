@@ -86,6 +86,17 @@ TEST(Flux2Transformer, StateDictShapesMatchTheCheckpoint) {
   }
 }
 
+// The default config is FLUX.2-dev: SPEC §2.2's parameter count (what the benchmark allocates).
+TEST(Flux2Transformer, DefaultShapesAreFlux2Dev) {
+  int64_t params = 0;
+  for (const auto& [name, shape] : models::flux2::Flux2StateDictShapes({})) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    params += n;
+  }
+  EXPECT_EQ(params, 32223281152LL);
+}
+
 // This rank's shard through the production loader with the built-in FLUX.2 plan.
 absl::StatusOr<sharding::ShardedStateDict> LoadRank(int rank, int world) {
   auto plan = sharding::BuiltinTpPlan("Flux2Transformer2DModel", Config());

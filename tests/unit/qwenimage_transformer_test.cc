@@ -87,6 +87,17 @@ TEST(QwenImageTransformer, StateDictShapesMatchTheCheckpoint) {
   }
 }
 
+// The default config is Qwen-Image: SPEC §2.3's parameter count (what the benchmark allocates).
+TEST(QwenImageTransformer, DefaultShapesAreQwenImage) {
+  int64_t params = 0;
+  for (const auto& [name, shape] : models::qwenimage::QwenImageStateDictShapes({})) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    params += n;
+  }
+  EXPECT_EQ(params, 20430401088LL);
+}
+
 TEST(QwenImageTransformer, ExplicitImgShapesInEveryLayout) {
   for (const auto& shapes : {torch::tensor({1, 8, 8}), torch::tensor({{1, 8, 8}}),
                              torch::tensor({{{1.0f, 8.0f, 8.0f}}})}) {
