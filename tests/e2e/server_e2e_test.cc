@@ -42,12 +42,13 @@ GenerateRequest FixtureRequest() {
   return r;
 }
 
-// A request that runs for a long time on the tiny model (many steps at 256 x 256).
+// A request that runs for a long time on the tiny model: many short steps (128 x 128 = 1024
+// image tokens), so a cancellation takes effect within one short step.
 GenerateRequest SlowRequest() {
   GenerateRequest r;
   r.set_prompt("a slow request");
-  r.set_height(256);
-  r.set_width(256);
+  r.set_height(128);
+  r.set_width(128);
   r.set_num_inference_steps(200);
   r.set_max_sequence_length(32);
   r.set_seed(1);
