@@ -1,5 +1,6 @@
 // Builds the DiffusionTransformer a component's config.json names in "_class_name".
-// Known classes: FluxTransformer2DModel. (Adding one: a row in transformer_factory.cc and a
+// Known classes: FluxTransformer2DModel, Flux2Transformer2DModel, QwenImageTransformer2DModel.
+// (Adding one: a row in transformer_factory.cc and a
 // target_link_libraries line in models/CMakeLists.txt.)
 #pragma once
 
