@@ -83,6 +83,23 @@ inline torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const tor
 #endif
 }
 
+// gelu(x · wᵀ + b, approximate="tanh"). On CUDA with a bias (LibTorch 2.x) this is one cuBLASLt
+// GEMM whose epilogue adds the bias and applies GELU(tanh) to the float32 accumulator before the
+// single rounding to x's dtype (at::_addmm_activation), saving a pass over the widest activation
+// of the block; elsewhere the plain linear then gelu.
+inline torch::Tensor LinearGeluTanh(const torch::Tensor& x, const torch::Tensor& w,
+                                    const torch::Tensor& b) {
+#if defined(DITSERVE_WITH_CUDA) && DITSERVE_TORCH_AT_LEAST(2, 0)
+  if (x.is_cuda() && b.defined() && x.dim() >= 2) {
+    std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+    sizes.back() = w.size(0);
+    auto y = at::_addmm_activation(b, x.reshape({-1, x.size(-1)}), w.t(), 1, 1, /*use_gelu=*/true);
+    return y.view(sizes);
+  }
+#endif
+  return torch::gelu(torch::linear(x, w, b), "tanh");
+}
+
 // torch.nn.functional.rms_norm(x, [x.size(-1)], weight, eps) (weight may be undefined).
 inline torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
 #if DITSERVE_TORCH_AT_LEAST(2, 4)

@@ -36,3 +36,12 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"
 echo "setup: build complete in ./build"
+
+# The Node.js client's dependencies (@grpc/grpc-js, from the npm registry), pinned by its lockfile.
+# Optional for the server: without them the Node client tests skip, saying why.
+if command -v npm >/dev/null 2>&1; then
+  if [ ! -d deploy/clients/node/node_modules/@grpc/grpc-js ]; then
+    (cd deploy/clients/node && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) ||
+      echo "setup: WARNING: npm ci failed in deploy/clients/node; the Node client tests will skip" >&2
+  fi
+fi

@@ -8,41 +8,57 @@ namespace ditserve::server {
 
 AdmissionQueue::AdmissionQueue(size_t capacity) : capacity_(capacity) {}
 
-absl::Status AdmissionQueue::Push(std::shared_ptr<PendingRequest> request) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return absl::UnavailableError("server is shutting down");
-    if (queue_.size() >= capacity_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "admission queue is full: ", queue_.size(), " requests waiting (queue length ",
-          capacity_, "); retry later"));
+void AdmissionQueue::TakeDeadLocked(Dropped* dropped) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if ((*it)->cancelled()) {
+      absl::Status why = Clock::now() >= (*it)->deadline()
+                             ? absl::DeadlineExceededError("deadline expired while queued")
+                             : absl::CancelledError("cancelled while queued");
+      dropped->emplace_back(*it, why);
+      it = queue_.erase(it);
+    } else {
+      ++it;
     }
-    queue_.push_back(std::move(request));
   }
-  cv_.notify_all();
-  return absl::OkStatus();
 }
 
-std::vector<std::shared_ptr<PendingRequest>> AdmissionQueue::PopBatch(
-    size_t max_batch,
-    const std::function<void(const PendingRequest&, const absl::Status&)>& on_dropped) {
+void AdmissionQueue::FinishDropped(Dropped* dropped) {
+  for (auto& [request, why] : *dropped) {
+    request->Finish(why);
+    if (on_dropped_) on_dropped_(*request, why);
+  }
+  dropped->clear();
+}
+
+absl::Status AdmissionQueue::Push(std::shared_ptr<PendingRequest> request) {
+  Dropped dropped;
+  absl::Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TakeDeadLocked(&dropped);
+    if (closed_) {
+      status = absl::UnavailableError("server is shutting down");
+    } else if (queue_.size() >= capacity_) {
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          "admission queue is full: ", queue_.size(), " requests waiting (queue length ",
+          capacity_, "); retry later"));
+    } else {
+      queue_.push_back(std::move(request));
+    }
+  }
+  FinishDropped(&dropped);
+  if (status.ok()) cv_.notify_all();
+  return status;
+}
+
+std::vector<std::shared_ptr<PendingRequest>> AdmissionQueue::PopBatch(size_t max_batch) {
   std::vector<std::shared_ptr<PendingRequest>> batch;
-  std::vector<std::pair<std::shared_ptr<PendingRequest>, absl::Status>> dropped;
+  Dropped dropped;
   {
     std::unique_lock<std::mutex> lock(mu_);
     while (batch.empty()) {
       // Drop dead requests wherever they are in the queue.
-      for (auto it = queue_.begin(); it != queue_.end();) {
-        if ((*it)->cancelled()) {
-          absl::Status why = Clock::now() >= (*it)->deadline()
-                                 ? absl::DeadlineExceededError("deadline expired while queued")
-                                 : absl::CancelledError("cancelled while queued");
-          dropped.emplace_back(*it, why);
-          it = queue_.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      TakeDeadLocked(&dropped);
       if (!queue_.empty()) {
         batch.push_back(queue_.front());
         queue_.pop_front();
@@ -62,10 +78,7 @@ std::vector<std::shared_ptr<PendingRequest>> AdmissionQueue::PopBatch(
       cv_.wait_for(lock, std::chrono::milliseconds(100));
     }
   }
-  for (auto& [request, why] : dropped) {
-    request->Finish(why);
-    if (on_dropped) on_dropped(*request, why);
-  }
+  FinishDropped(&dropped);
   for (auto& r : batch) r->MarkStarted();
   return batch;
 }
@@ -91,9 +104,19 @@ void AdmissionQueue::Close(const absl::Status& status) {
     left.swap(queue_);
   }
   cv_.notify_all();
-  for (auto& r : left) r->Finish(status);
+  Dropped dropped;
+  for (auto& r : left) dropped.emplace_back(r, status);
+  FinishDropped(&dropped);
 }
 
-void AdmissionQueue::Poke() { cv_.notify_all(); }
+void AdmissionQueue::DropCancelled() {
+  Dropped dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TakeDeadLocked(&dropped);
+  }
+  FinishDropped(&dropped);
+  cv_.notify_all();
+}
 
 }  // namespace ditserve::server

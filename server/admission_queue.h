@@ -17,18 +17,23 @@ namespace ditserve::server {
 
 class AdmissionQueue {
  public:
+  using DropObserver = std::function<void(const PendingRequest&, const absl::Status&)>;
+
   explicit AdmissionQueue(size_t capacity);
 
-  // RESOURCE_EXHAUSTED (naming the queue length) when full; UNAVAILABLE once closed.
+  // Called (outside the lock, on whichever thread dropped it) for every request that leaves the
+  // queue without running. Set once, before the first Push.
+  void SetDropObserver(DropObserver on_dropped) { on_dropped_ = std::move(on_dropped); }
+
+  // Drops dead requests first, so cancelled ones never hold a slot; then RESOURCE_EXHAUSTED
+  // (naming the queue length) when full; UNAVAILABLE once closed.
   absl::Status Push(std::shared_ptr<PendingRequest> request);
 
   // Blocks until a live request is queued or the queue is closed (then returns empty). Requests
   // cancelled or past their deadline while queued are finished with CANCELLED /
-  // DEADLINE_EXCEEDED and reported to `on_dropped`, never run. Returns the oldest live request
-  // plus up to max_batch - 1 later requests of the same shape, in arrival order.
-  std::vector<std::shared_ptr<PendingRequest>> PopBatch(
-      size_t max_batch,
-      const std::function<void(const PendingRequest&, const absl::Status&)>& on_dropped = {});
+  // DEADLINE_EXCEEDED and reported to the drop observer, never run. Returns the oldest live
+  // request plus up to max_batch - 1 later requests of the same shape, in arrival order.
+  std::vector<std::shared_ptr<PendingRequest>> PopBatch(size_t max_batch);
 
   // Zero-based position of a queued request (0 = next), or -1 when not queued.
   int Position(const PendingRequest& request) const;
@@ -37,10 +42,16 @@ class AdmissionQueue {
 
   // Stops admission, wakes the dispatcher, and finishes every queued request with `status`.
   void Close(const absl::Status& status);
-  // Wakes PopBatch so that it re-checks cancellations (called when a client cancels).
-  void Poke();
+  // Removes cancelled / expired requests now (their slots are free at once) and wakes PopBatch.
+  // Called by an RPC handler right after it cancels its request.
+  void DropCancelled();
 
  private:
+  using Dropped = std::vector<std::pair<std::shared_ptr<PendingRequest>, absl::Status>>;
+  void TakeDeadLocked(Dropped* dropped);  // requires mu_
+  void FinishDropped(Dropped* dropped);   // without mu_
+
+  DropObserver on_dropped_;
   const size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

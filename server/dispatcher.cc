@@ -29,7 +29,7 @@ void Dispatcher::Join() {
 
 void Dispatcher::Loop() {
   while (true) {
-    auto batch = queue_->PopBatch(max_batch_, observer_.on_dropped);
+    auto batch = queue_->PopBatch(max_batch_);
     if (batch.empty()) return;  // closed
     busy_.store(true);
     RunBatch(batch);

@@ -89,13 +89,13 @@ absl::Status ImageGenerationService::Serve(
   while (true) {
     if (client_gone || ctx->IsCancelled()) {
       pending->Cancel();
-      queue_->Poke();
+      queue_->DropCancelled();
       status = absl::CancelledError("cancelled by the client");
       break;
     }
     if (Clock::now() >= pending->deadline() && !pending->done()) {
       pending->Cancel();
-      queue_->Poke();
+      queue_->DropCancelled();
       status = absl::DeadlineExceededError(absl::StrCat(
           "deadline exceeded after ",
           absl::StrFormat("%.3f", std::chrono::duration<double>(Clock::now() - start).count()),

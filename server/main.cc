@@ -87,6 +87,7 @@ int Run(int argc, char** argv) {
   WorkerGroup group(group_options);
   AdmissionQueue queue(options.max_queue);
   FrontendMetrics metrics(&options, &queue, &group);
+  queue.SetDropObserver(metrics.dispatch_observer().on_dropped);
   Dispatcher dispatcher(&queue, &group, options.max_batch, metrics.dispatch_observer());
   ImageGenerationService service(&options, &queue, &group, metrics.request_observer());
 

@@ -13,9 +13,11 @@
 #endif
 
 namespace ditserve::worker {
+#ifdef DITSERVE_WITH_CUDA
 namespace {
-int g_device = -1;
+int g_device = -1;  // the CUDA device SelectDevice picked, for the memory gauges
 }  // namespace
+#endif
 
 absl::StatusOr<torch::Device> SelectDevice(const std::string& device, uint32_t rank,
                                            int64_t device_index) {

@@ -28,7 +28,8 @@ absl::StatusOr<std::shared_ptr<LinearLayer>> LoadModulation(const ModuleLoader& 
 
 torch::Tensor Modulate(const torch::Tensor& normed, const torch::Tensor& scale,
                        const torch::Tensor& shift) {
-  return normed * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1);
+  // normed·(1 + scale) + shift in one pass (the (1 + scale) factor is only (B, D)).
+  return torch::addcmul(shift.unsqueeze(1), normed, 1 + scale.unsqueeze(1));
 }
 
 absl::StatusOr<AdaLayerNormZero> AdaLayerNormZero::Load(const ModuleLoader& loader,

@@ -68,4 +68,11 @@ class AdaLayerNormContinuous {
 torch::Tensor Modulate(const torch::Tensor& normed, const torch::Tensor& scale,
                        const torch::Tensor& shift);
 
+// x + gate·y with gate (B, D) broadcast over the sequence: the gated residual of every DiT block,
+// in one pass (addcmul).
+inline torch::Tensor GatedResidual(const torch::Tensor& x, const torch::Tensor& gate,
+                                   const torch::Tensor& y) {
+  return torch::addcmul(x, gate.unsqueeze(1), y);
+}
+
 }  // namespace ditserve::models

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/torch_compat.h"
 
 namespace ditserve::models {
 
@@ -17,8 +18,13 @@ absl::StatusOr<FeedForward> FeedForward::Load(const ModuleLoader& loader, const 
   return FeedForward(std::move(in), std::move(out));
 }
 
+torch::Tensor LinearThenGeluTanh(const LinearLayer& layer, const torch::Tensor& x) {
+  if (!IsLocalLinear(layer)) return GeluTanh(layer.Forward(x));
+  return compat::LinearGeluTanh(x, layer.weight(), layer.bias());
+}
+
 torch::Tensor FeedForward::Forward(const torch::Tensor& x) const {
-  return proj_out_->Forward(GeluTanh(proj_in_->Forward(x)));
+  return proj_out_->Forward(LinearThenGeluTanh(*proj_in_, x));
 }
 
 }  // namespace ditserve::models

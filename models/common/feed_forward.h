@@ -28,4 +28,8 @@ class FeedForward {
 // 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))), torch's gelu(approximate="tanh").
 inline torch::Tensor GeluTanh(const torch::Tensor& x) { return torch::gelu(x, "tanh"); }
 
+// GeluTanh(layer.Forward(x)); one GEMM with a GELU epilogue where the layer is local (replicated
+// or colwise: no collective between the product and the activation) and the device supports it.
+torch::Tensor LinearThenGeluTanh(const LinearLayer& layer, const torch::Tensor& x);
+
 }  // namespace ditserve::models

@@ -26,7 +26,7 @@ class Linear : public LinearLayer {
   int64_t out_features() const override { return weight_.size(0); }
   sharding::TpStyle style() const override { return sharding::TpStyle::kReplicated; }
   const torch::Tensor& weight() const override { return weight_; }
-  const torch::Tensor& bias() const { return bias_; }
+  const torch::Tensor& bias() const override { return bias_; }
 
  private:
   torch::Tensor weight_;

@@ -32,6 +32,15 @@ class LinearLayer {
   // for packed rowwise); empty otherwise.
   virtual std::vector<int64_t> local_blocks() const { return {}; }
   virtual const torch::Tensor& weight() const = 0;
+  // This rank's bias (undefined when the layer has none). For a rowwise layer it is the full bias,
+  // added once after the reduction.
+  virtual const torch::Tensor& bias() const = 0;
 };
+
+// True for styles whose Forward is a plain local x · Wᵀ + b with no communication (replicated,
+// colwise, packed colwise): such layers may be fused or given a GEMM epilogue.
+inline bool IsLocalLinear(const LinearLayer& layer) {
+  return !sharding::IsRowwise(layer.style());
+}
 
 }  // namespace ditserve::models

@@ -20,11 +20,27 @@ RopeTables FluxRopeTables(const torch::Tensor& ids, const std::vector<int64_t>& 
     cos_parts.push_back(angles.cos().repeat_interleave(2, 1).to(torch::kFloat32));
     sin_parts.push_back(angles.sin().repeat_interleave(2, 1).to(torch::kFloat32));
   }
-  return RopeTables{torch::cat(cos_parts, -1), torch::cat(sin_parts, -1)};
+  return MakeRopeTables(torch::cat(cos_parts, -1), torch::cat(sin_parts, -1));
+}
+
+RopeTables MakeRopeTables(torch::Tensor cos, torch::Tensor sin) {
+  // Every pair repeats its angle: take one of each.
+  auto c = cos.slice(-1, 0, cos.size(-1), 2).to(torch::kFloat32);
+  auto s = sin.slice(-1, 0, sin.size(-1), 2).to(torch::kFloat32);
+  auto freqs = torch::view_as_complex(torch::stack({c, s}, -1).contiguous());
+  return RopeTables{std::move(cos), std::move(sin), std::move(freqs)};
 }
 
 torch::Tensor ApplyRotaryEmbInterleaved(const torch::Tensor& x, const RopeTables& rope) {
-  // (S, hd) → (1, S, 1, hd): broadcast over batch and heads.
+  if (rope.freqs.defined()) {
+    std::vector<int64_t> pair_shape(x.sizes().begin(), x.sizes().end() - 1);
+    pair_shape.push_back(-1);
+    pair_shape.push_back(2);
+    auto xc = torch::view_as_complex(x.to(torch::kFloat32).reshape(pair_shape).contiguous());
+    auto freqs = rope.freqs.to(x.device()).unsqueeze(0).unsqueeze(2);  // (1, S, 1, hd/2)
+    return torch::view_as_real(xc * freqs).flatten(3).to(x.scalar_type());
+  }
+  // Tables without freqs: the reference's op sequence. (S, hd) → (1, S, 1, hd).
   auto cos = rope.cos.unsqueeze(0).unsqueeze(2).to(x.device());
   auto sin = rope.sin.unsqueeze(0).unsqueeze(2).to(x.device());
   std::vector<int64_t> pair_shape(x.sizes().begin(), x.sizes().end() - 1);

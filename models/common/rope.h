@@ -16,13 +16,22 @@ namespace ditserve::models {
 struct RopeTables {
   torch::Tensor cos;  // (S, Σ d_a) float32
   torch::Tensor sin;
+  // (S, Σ d_a / 2) complex64: cos + i·sin of each pair, what ApplyRotaryEmbInterleaved multiplies
+  // by (one complex product instead of the reference's eight elementwise ops; same arithmetic).
+  torch::Tensor freqs;
 };
+
+// Tables from cos/sin laid out as above (pairs repeated), with `freqs` filled in.
+RopeTables MakeRopeTables(torch::Tensor cos, torch::Tensor sin);
 
 // ids: (S, n_axes) of any dtype (3-D ids are the caller's business). One axis per entry of
 // axes_dims; throws if ids has fewer columns. Computed on ids' device (float64 where supported).
 RopeTables FluxRopeTables(const torch::Tensor& ids, const std::vector<int64_t>& axes_dims,
                           double theta = 10000.0);
 
+// x (B, S, heads, hd) rotated by `rope`, in x's dtype, computed in float32 as the reference does:
+// pairs (x[2i], x[2i+1]) as complex numbers times freqs, i.e. x[2i]·cos − x[2i+1]·sin and
+// x[2i+1]·cos + x[2i]·sin.
 torch::Tensor ApplyRotaryEmbInterleaved(const torch::Tensor& x, const RopeTables& rope);
 
 }  // namespace ditserve::models

@@ -23,6 +23,15 @@ struct TimestepProjectionOptions {
   double max_period = 10000;
 };
 
+// A timestep / guidance argument as the float32 (B,) vector the sinusoid takes, on `device`.
+// Deliberate divergence from diffusers, which first rounds it to the model dtype (`.to(dtype)`):
+// in bf16 that turns guidance 3.5 * 1000 into 3504 and sigma 0.7 into 0.69921875, and the
+// sinusoid's high frequencies amplify the rounding into a visibly different conditioning. In
+// float32 both are identical; in bf16 ours stays within the float32 reference's tolerance.
+inline torch::Tensor FloatConditioning(const torch::Tensor& t, const torch::Device& device) {
+  return t.reshape({-1}).to(device, torch::kFloat32);
+}
+
 // t: (B,) of any floating dtype. Returns float32 (B, num_channels).
 torch::Tensor TimestepProjection(const torch::Tensor& t, const TimestepProjectionOptions& opts = {});
 

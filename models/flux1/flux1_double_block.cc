@@ -30,13 +30,13 @@ std::pair<torch::Tensor, torch::Tensor> FluxDoubleBlock::Forward(const torch::Te
   auto nc = norm1_context_.Forward(context, temb);
   auto [attn_img, attn_txt] = attn_.ForwardJoint(n.x, nc.x, rope);
 
-  auto h = hidden + n.gate_msa.unsqueeze(1) * attn_img;
+  auto h = GatedResidual(hidden, n.gate_msa, attn_img);
   auto ff_in = Modulate(LayerNormNoAffine(h, kNormEps), n.scale_mlp, n.shift_mlp);
-  h = h + n.gate_mlp.unsqueeze(1) * ff_.Forward(ff_in);
+  h = GatedResidual(h, n.gate_mlp, ff_.Forward(ff_in));
 
-  auto c = context + nc.gate_msa.unsqueeze(1) * attn_txt;
+  auto c = GatedResidual(context, nc.gate_msa, attn_txt);
   auto ffc_in = Modulate(LayerNormNoAffine(c, kNormEps), nc.scale_mlp, nc.shift_mlp);
-  c = c + nc.gate_mlp.unsqueeze(1) * ff_context_.Forward(ffc_in);
+  c = GatedResidual(c, nc.gate_mlp, ff_context_.Forward(ffc_in));
   if (c.scalar_type() == torch::kFloat16) c = c.clamp(-kFp16Max, kFp16Max);
   return {h, c};
 }

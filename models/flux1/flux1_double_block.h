@@ -14,7 +14,7 @@
 #include "models/common/feed_forward.h"
 #include "models/common/module_loader.h"
 #include "models/common/rope.h"
-#include "models/flux1/flux1_attention.h"
+#include "models/common/flux_attention.h"
 
 namespace ditserve::models::flux1 {
 

@@ -40,9 +40,9 @@ absl::StatusOr<FluxSingleBlock> FluxSingleBlock::Load(const ModuleLoader& loader
 torch::Tensor FluxSingleBlock::Forward(const torch::Tensor& x, const torch::Tensor& temb,
                                        const RopeTables& rope) const {
   auto n = norm_.Forward(x, temb);
-  auto mlp = GeluTanh(proj_mlp_->Forward(n.x));
+  auto mlp = LinearThenGeluTanh(*proj_mlp_, n.x);
   auto a = attn_.ForwardSingle(n.x, rope);
-  auto out = x + n.gate.unsqueeze(1) * proj_out_->Forward(torch::cat({a, mlp}, 2));
+  auto out = GatedResidual(x, n.gate, proj_out_->Forward(torch::cat({a, mlp}, 2)));
   if (out.scalar_type() == torch::kFloat16) out = out.clamp(-kFp16Max, kFp16Max);
   return out;
 }

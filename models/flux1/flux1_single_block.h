@@ -13,7 +13,7 @@
 #include "models/common/ada_layer_norm.h"
 #include "models/common/module_loader.h"
 #include "models/common/rope.h"
-#include "models/flux1/flux1_attention.h"
+#include "models/common/flux_attention.h"
 
 namespace ditserve::models::flux1 {
 

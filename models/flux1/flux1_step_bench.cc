@@ -4,16 +4,13 @@
 // 4096, pooled 768, guidance embedder) at 1024² (4096 image tokens) with 512 text tokens, bf16.
 //
 //   ditserve-flux1-bench --device cuda --runs 10 --warmup 3
-//   ditserve-flux1-bench --layers 2 --single-layers 2 --heads 4 --head-dim 16 --joint-dim 32 \
+//   ditserve-flux1-bench --layers 2 --single-layers 2 --heads 4 --head-dim 16 --joint-dim 32
 //       --pooled-dim 32 --in-channels 16 --axes 4,6,6 --image-tokens 64 --text-tokens 32
 //
 // Timing: each step is bracketed by device synchronisation (CUDA) and measured on the host clock.
-#include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -25,7 +22,11 @@
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
+#include "models/common/bench_support.h"
 #include "models/flux1/flux1_transformer.h"
+#ifdef DITSERVE_BENCH_PROFILER
+#include "models/common/bench_profiler.h"
+#endif
 #include "worker/comm/local_communicator.h"
 
 namespace ditserve::models::flux1 {
@@ -40,6 +41,7 @@ struct BenchOptions {
   std::string device = "cpu", dtype = "bfloat16";
   int64_t warmup = 2, runs = 5;
   uint64_t seed = 0;
+  std::string profile;  // kernel table path (ditserve-flux1-profile only)
 };
 
 // Every tensor of FluxTransformer2DModel (SPEC §2.1 state dict) with its shape.
@@ -123,21 +125,11 @@ absl::Status Run(const BenchOptions& o) {
   if (cuda && !torch::cuda::is_available()) return absl::FailedPreconditionError("no CUDA device");
   if (!cuda && o.device != "cpu") return absl::InvalidArgumentError("--device must be cpu or cuda");
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  auto sync = [&] {
-    if (cuda) torch::cuda::synchronize();
-  };
 
   torch::NoGradGuard no_grad;
-  torch::manual_seed(o.seed);
   auto opts = torch::TensorOptions().dtype(dtype).device(device);
-  std::map<std::string, torch::Tensor> tensors;
   int64_t params = 0;
-  for (const auto& [name, shape] : StateDictShapes(c)) {
-    const bool norm = name.find(".norm_") != std::string::npos;
-    tensors[name] = norm ? torch::ones(shape, opts) : torch::randn(shape, opts) * 0.02;
-    params += tensors[name].numel();
-  }
-  sharding::ShardedStateDict sd(0, 1, std::move(tensors), {});
+  sharding::ShardedStateDict sd = RandomStateDict(StateDictShapes(c), opts, o.seed, &params);
   auto comm = comm::MakeSingleRankCommunicator();
   ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(c, sd, comm.get()));
 
@@ -162,25 +154,18 @@ absl::Status Run(const BenchOptions& o) {
               static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.attention_head_dim),
               params / 1e9, o.device.c_str(), o.dtype.c_str(), static_cast<long long>(b),
               static_cast<long long>(n), static_cast<long long>(t));
-  std::vector<double> ms;
-  for (int64_t i = 0; i < o.warmup + o.runs; ++i) {
-    sync();
-    const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(auto out, model->Forward(a));
-    sync();
-    const double elapsed =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (i == 0 && !torch::isfinite(out.to(torch::kFloat32)).all().item<bool>()) {
-      return absl::InternalError("non-finite output");
-    }
-    if (i >= o.warmup) ms.push_back(elapsed);
+  ASSIGN_OR_RETURN(StepTimes times,
+                   TimeSteps([&] { return model->Forward(a); }, device, o.warmup, o.runs));
+  std::printf("median %.3f ms/step  (min %.3f, max %.3f, %zu runs after %lld warmup)\n",
+              times.median_ms, times.min_ms, times.max_ms, times.runs,
+              static_cast<long long>(o.warmup));
+  if (!o.profile.empty()) {
+#ifdef DITSERVE_BENCH_PROFILER
+    RETURN_IF_ERROR(ProfileKernels([&] { return model->Forward(a).status(); }, o.profile));
+#else
+    return absl::UnimplementedError("--profile needs the CUDA build's ditserve-flux1-profile");
+#endif
   }
-  if (ms.empty()) return absl::InvalidArgumentError("--runs must be >= 1");
-  std::sort(ms.begin(), ms.end());
-  const double median = ms.size() % 2 ? ms[ms.size() / 2]
-                                      : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
-  std::printf("median %.3f ms/step  (min %.3f, max %.3f, %zu runs after %lld warmup)\n", median,
-              ms.front(), ms.back(), ms.size(), static_cast<long long>(o.warmup));
   return absl::OkStatus();
 }
 
@@ -208,6 +193,8 @@ int main(int argc, char** argv) {
   p.AddInt("warmup", &o.warmup, "untimed runs first");
   p.AddInt("runs", &o.runs, "timed runs");
   p.AddUint("seed", &o.seed, "weight seed");
+  p.AddString("profile", &o.profile,
+              "after timing, profile one step and write a per-kernel table here (CUDA profile build)");
   if (auto s = p.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), p.Help().c_str());
     return 2;

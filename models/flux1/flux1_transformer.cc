@@ -162,12 +162,15 @@ torch::Tensor FluxTransformer2DModel::ForwardImpl(const FluxForwardArgs& a) cons
 
   auto h = x_embedder_->Forward(to_model(a.hidden_states));
   const auto b = h.size(0);
-  // timestep.to(h.dtype) * 1000: a model-dtype op (bf16 rounding in a bf16 model).
-  auto timestep = to_model(a.timestep.reshape({-1})) * 1000;
+  // Deliberate divergence from diffusers: timestep and guidance stay float32 up to the sinusoid
+  // (diffusers computes `.to(h.dtype) * 1000`, which in bf16 turns guidance 3500 into 3504 and
+  // shifts every high-frequency phase). In float32 the two are identical; in bf16 ours is closer
+  // to the float32 reference. See FloatConditioning in models/common.
+  auto timestep = FloatConditioning(a.timestep, device_) * 1000;
   auto pooled = to_model(a.pooled_projections);
   auto temb = timestep_embedder_->Forward(TimestepProjection(timestep).to(pooled.scalar_type()));
   if (guidance_embedder_) {
-    auto guidance = to_model(a.guidance.reshape({-1})) * 1000;
+    auto guidance = FloatConditioning(a.guidance, device_) * 1000;
     temb = temb + guidance_embedder_->Forward(TimestepProjection(guidance).to(pooled.scalar_type()));
   }
   temb = temb + text_embedder_->Forward(pooled);

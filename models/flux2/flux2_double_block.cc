@@ -12,7 +12,7 @@ constexpr double kFp16Max = 65504.0;
 absl::StatusOr<Flux2DoubleBlock> Flux2DoubleBlock::Load(const ModuleLoader& loader,
                                                         const std::string& prefix, int64_t head_dim,
                                                         double eps) {
-  ASSIGN_OR_RETURN(auto attn, Flux2Attention::Load(loader, JoinPath(prefix, "attn"), head_dim, eps));
+  ASSIGN_OR_RETURN(auto attn, FluxAttention::Load(loader, JoinPath(prefix, "attn"), head_dim, /*joint=*/true, eps));
   ASSIGN_OR_RETURN(auto ff, SwiGluFeedForward::Load(loader, JoinPath(prefix, "ff")));
   ASSIGN_OR_RETURN(auto ff_context, SwiGluFeedForward::Load(loader, JoinPath(prefix, "ff_context")));
   return Flux2DoubleBlock(std::move(attn), std::move(ff), std::move(ff_context), eps);
@@ -26,15 +26,16 @@ std::pair<torch::Tensor, torch::Tensor> Flux2DoubleBlock::Forward(
   const ModulationSet &txt_msa = mod_txt[0], &txt_mlp = mod_txt[1];
   auto nh = Modulate(LayerNormNoAffine(hidden, eps_), img_msa.scale, img_msa.shift);
   auto nc = Modulate(LayerNormNoAffine(context, eps_), txt_msa.scale, txt_msa.shift);
-  auto [attn_img, attn_txt] = attn_.Forward(nh, nc, rope);
+  auto [attn_img, attn_txt] = attn_.ForwardJoint(nh, nc, rope);
 
-  auto h = hidden + img_msa.gate.unsqueeze(1) * attn_img;
-  h = h + img_mlp.gate.unsqueeze(1) *
-              ff_.Forward(Modulate(LayerNormNoAffine(h, eps_), img_mlp.scale, img_mlp.shift));
+  auto h = GatedResidual(hidden, img_msa.gate, attn_img);
+  h = GatedResidual(h, img_mlp.gate,
+                    ff_.Forward(Modulate(LayerNormNoAffine(h, eps_), img_mlp.scale, img_mlp.shift)));
 
-  auto c = context + txt_msa.gate.unsqueeze(1) * attn_txt;
-  c = c + txt_mlp.gate.unsqueeze(1) *
-              ff_context_.Forward(Modulate(LayerNormNoAffine(c, eps_), txt_mlp.scale, txt_mlp.shift));
+  auto c = GatedResidual(context, txt_msa.gate, attn_txt);
+  c = GatedResidual(
+      c, txt_mlp.gate,
+      ff_context_.Forward(Modulate(LayerNormNoAffine(c, eps_), txt_mlp.scale, txt_mlp.shift)));
   if (c.scalar_type() == torch::kFloat16) c = c.clamp(-kFp16Max, kFp16Max);
   return {h, c};
 }

@@ -17,7 +17,7 @@
 #include "models/common/module_loader.h"
 #include "models/common/rope.h"
 #include "models/common/swiglu_feed_forward.h"
-#include "models/flux2/flux2_attention.h"
+#include "models/common/flux_attention.h"
 #include "models/flux2/flux2_modulation.h"
 
 namespace ditserve::models::flux2 {
@@ -36,9 +36,9 @@ class Flux2DoubleBlock {
   int64_t local_heads() const { return attn_.local_heads(); }
 
  private:
-  Flux2DoubleBlock(Flux2Attention attn, SwiGluFeedForward ff, SwiGluFeedForward ff_context, double eps)
+  Flux2DoubleBlock(FluxAttention attn, SwiGluFeedForward ff, SwiGluFeedForward ff_context, double eps)
       : attn_(std::move(attn)), ff_(std::move(ff)), ff_context_(std::move(ff_context)), eps_(eps) {}
-  Flux2Attention attn_;
+  FluxAttention attn_;
   SwiGluFeedForward ff_, ff_context_;
   double eps_;
 };

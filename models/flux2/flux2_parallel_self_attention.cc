@@ -7,7 +7,7 @@
 #include "common/status_macros.h"
 #include "models/common/attention.h"
 #include "models/common/swiglu_feed_forward.h"
-#include "models/flux2/flux2_attention.h"
+#include "models/common/flux_attention.h"
 
 namespace ditserve::models::flux2 {
 

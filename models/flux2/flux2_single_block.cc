@@ -22,7 +22,7 @@ absl::StatusOr<Flux2SingleBlock> Flux2SingleBlock::Load(const ModuleLoader& load
 torch::Tensor Flux2SingleBlock::Forward(const torch::Tensor& x, const ModulationSet& mod,
                                         const RopeTables& rope) const {
   auto nx = Modulate(LayerNormNoAffine(x, eps_), mod.scale, mod.shift);
-  auto out = x + mod.gate.unsqueeze(1) * attn_.Forward(nx, rope);
+  auto out = GatedResidual(x, mod.gate, attn_.Forward(nx, rope));
   if (out.scalar_type() == torch::kFloat16) out = out.clamp(-kFp16Max, kFp16Max);
   return out;
 }

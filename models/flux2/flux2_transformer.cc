@@ -149,12 +149,12 @@ torch::Tensor Flux2Transformer2DModel::ForwardImpl(const Flux2ForwardArgs& a) co
   TimestepProjectionOptions proj;
   proj.num_channels = config_.timestep_guidance_channels;
 
-  // timestep.to(dtype) * 1000 and guidance likewise: model-dtype ops (bf16 rounding in bf16); the
-  // fp32 sinusoid is cast back to the model dtype before linear_1.
-  auto timestep = to_model(a.timestep.reshape({-1})) * 1000;
+  // timestep * 1000 and guidance * 1000 in float32 (diffusers rounds them to the model dtype first;
+  // see FloatConditioning), then the fp32 sinusoid is cast to the model dtype before linear_1.
+  auto timestep = FloatConditioning(a.timestep, device_) * 1000;
   auto temb = timestep_embedder_->Forward(TimestepProjection(timestep, proj).to(dtype_));
   if (guidance_embedder_) {
-    auto guidance = to_model(a.guidance.reshape({-1})) * 1000;
+    auto guidance = FloatConditioning(a.guidance, device_) * 1000;
     temb = temb + guidance_embedder_->Forward(TimestepProjection(guidance, proj).to(dtype_));
   }
   // The shared modulation, once per forward.
@@ -170,8 +170,8 @@ torch::Tensor Flux2Transformer2DModel::ForwardImpl(const Flux2ForwardArgs& a) co
                                        config_.rope_theta);
   const auto txt_rope = FluxRopeTables(Ids2d(a.txt_ids).to(device_), config_.axes_dims_rope,
                                        config_.rope_theta);
-  const RopeTables rope{torch::cat({txt_rope.cos, img_rope.cos}, 0),
-                        torch::cat({txt_rope.sin, img_rope.sin}, 0)};
+  const RopeTables rope = MakeRopeTables(torch::cat({txt_rope.cos, img_rope.cos}, 0),
+                                         torch::cat({txt_rope.sin, img_rope.sin}, 0));
 
   for (const auto& block : double_blocks_) {
     std::tie(h, context) = block.Forward(h, context, mod_img, mod_txt, rope);

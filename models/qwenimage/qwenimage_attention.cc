@@ -24,60 +24,29 @@ absl::StatusOr<std::shared_ptr<DiffusersRmsNorm>> LoadQkNorm(const ModuleLoader&
 absl::StatusOr<QwenImageAttention> QwenImageAttention::Load(const ModuleLoader& loader,
                                                             const std::string& prefix,
                                                             int64_t head_dim, double eps) {
-  QwenImageAttention a;
-  a.head_dim_ = head_dim;
-  const std::pair<const char*, std::shared_ptr<LinearLayer>*> projections[] = {
-      {"to_q", &a.to_q_},         {"to_k", &a.to_k_},         {"to_v", &a.to_v_},
-      {"add_q_proj", &a.add_q_}, {"add_k_proj", &a.add_k_}, {"add_v_proj", &a.add_v_}};
-  for (const auto& [name, slot] : projections) {
-    ASSIGN_OR_RETURN(*slot, loader.LoadLinear(JoinPath(prefix, name)));
-  }
-  const int64_t width = a.to_q_->out_features();
-  for (const auto& [name, slot] : projections) {
-    if ((*slot)->out_features() != width || width % head_dim != 0 || width == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          prefix, ".", name, " gives ", (*slot)->out_features(), " features on this rank; the six ",
-          "q/k/v projections must agree and be a positive multiple of head_dim ", head_dim));
-    }
-  }
-  a.local_heads_ = width / head_dim;
+  ASSIGN_OR_RETURN(JointProjections proj, JointProjections::Load(loader, prefix, head_dim, /*joint=*/true));
+  QwenImageAttention a(std::move(proj));
   ASSIGN_OR_RETURN(a.norm_q_, LoadQkNorm(loader, JoinPath(prefix, "norm_q"), head_dim, eps));
   ASSIGN_OR_RETURN(a.norm_k_, LoadQkNorm(loader, JoinPath(prefix, "norm_k"), head_dim, eps));
   ASSIGN_OR_RETURN(a.norm_added_q_, LoadQkNorm(loader, JoinPath(prefix, "norm_added_q"), head_dim, eps));
   ASSIGN_OR_RETURN(a.norm_added_k_, LoadQkNorm(loader, JoinPath(prefix, "norm_added_k"), head_dim, eps));
-  ASSIGN_OR_RETURN(a.to_out_, loader.LoadLinear(JoinPath(prefix, "to_out.0")));
-  ASSIGN_OR_RETURN(a.to_add_out_, loader.LoadLinear(JoinPath(prefix, "to_add_out")));
-  for (const auto* out : {&a.to_out_, &a.to_add_out_}) {
-    if ((*out)->in_features() != width) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          prefix, ": an output projection takes ", (*out)->in_features(),
-          " features on this rank, the attention gives ", width));
-    }
-  }
   return a;
-}
-
-torch::Tensor QwenImageAttention::Heads(const torch::Tensor& t) const {
-  return t.reshape({t.size(0), t.size(1), local_heads_, head_dim_});
 }
 
 std::pair<torch::Tensor, torch::Tensor> QwenImageAttention::Forward(const torch::Tensor& x,
                                                                     const torch::Tensor& context,
                                                                     const QwenRopeFreqs& rope,
                                                                     const torch::Tensor& mask) const {
-  auto q = ApplyRotaryEmbComplex(norm_q_->Forward(Heads(to_q_->Forward(x))), rope.image);
-  auto k = ApplyRotaryEmbComplex(norm_k_->Forward(Heads(to_k_->Forward(x))), rope.image);
-  auto v = Heads(to_v_->Forward(x));
-  auto cq = ApplyRotaryEmbComplex(norm_added_q_->Forward(Heads(add_q_->Forward(context))), rope.text);
-  auto ck = ApplyRotaryEmbComplex(norm_added_k_->Forward(Heads(add_k_->Forward(context))), rope.text);
-  auto cv = Heads(add_v_->Forward(context));
+  const QkvViews img = proj_.Image(x);
+  const QkvViews txt = proj_.Text(context);
+  auto q = ApplyRotaryEmbComplex(norm_q_->Forward(img.q), rope.image);
+  auto k = ApplyRotaryEmbComplex(norm_k_->Forward(img.k), rope.image);
+  auto cq = ApplyRotaryEmbComplex(norm_added_q_->Forward(txt.q), rope.text);
+  auto ck = ApplyRotaryEmbComplex(norm_added_k_->Forward(txt.k), rope.text);
   auto joint_q = torch::cat({cq, q}, 1);
-  auto out = DotProductAttention(joint_q, torch::cat({ck, k}, 1), torch::cat({cv, v}, 1), mask)
+  auto out = DotProductAttention(joint_q, torch::cat({ck, k}, 1), torch::cat({txt.v, img.v}, 1), mask)
                  .to(joint_q.scalar_type());
-  const int64_t text_len = context.size(1);
-  auto text = out.narrow(1, 0, text_len);
-  auto image = out.narrow(1, text_len, out.size(1) - text_len);
-  return {to_out_->Forward(image), to_add_out_->Forward(text)};
+  return proj_.Project(out, context.size(1));
 }
 
 }  // namespace ditserve::models::qwenimage

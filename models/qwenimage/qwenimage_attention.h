@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "models/common/diffusers_rms_norm.h"
+#include "models/common/joint_projections.h"
 #include "models/common/module_loader.h"
 #include "models/qwenimage/qwenimage_rope.h"
 
@@ -32,15 +33,12 @@ class QwenImageAttention {
   std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& x, const torch::Tensor& context,
                                                   const QwenRopeFreqs& rope,
                                                   const torch::Tensor& mask) const;
-  int64_t local_heads() const { return local_heads_; }
+  int64_t local_heads() const { return proj_.local_heads(); }
 
  private:
-  QwenImageAttention() = default;
-  torch::Tensor Heads(const torch::Tensor& t) const;
+  explicit QwenImageAttention(JointProjections proj) : proj_(std::move(proj)) {}
 
-  int64_t head_dim_ = 0;
-  int64_t local_heads_ = 0;
-  std::shared_ptr<LinearLayer> to_q_, to_k_, to_v_, add_q_, add_k_, add_v_, to_out_, to_add_out_;
+  JointProjections proj_;
   std::shared_ptr<DiffusersRmsNorm> norm_q_, norm_k_, norm_added_q_, norm_added_k_;
 };
 

@@ -62,13 +62,13 @@ std::pair<torch::Tensor, torch::Tensor> QwenImageBlock::Forward(const torch::Ten
   auto nh = Modulate(LayerNormNoAffine(hidden, eps_), img1.scale, img1.shift);
   auto nc = Modulate(LayerNormNoAffine(context, eps_), txt1.scale, txt1.shift);
   auto [attn_img, attn_txt] = attn_.Forward(nh, nc, rope, mask);
-  auto h = hidden + img1.gate.unsqueeze(1) * attn_img;
-  auto c = context + txt1.gate.unsqueeze(1) * attn_txt;
+  auto h = GatedResidual(hidden, img1.gate, attn_img);
+  auto c = GatedResidual(context, txt1.gate, attn_txt);
 
-  h = h + img2.gate.unsqueeze(1) *
-              img_mlp_.Forward(Modulate(LayerNormNoAffine(h, eps_), img2.scale, img2.shift));
-  c = c + txt2.gate.unsqueeze(1) *
-              txt_mlp_.Forward(Modulate(LayerNormNoAffine(c, eps_), txt2.scale, txt2.shift));
+  h = GatedResidual(h, img2.gate,
+                    img_mlp_.Forward(Modulate(LayerNormNoAffine(h, eps_), img2.scale, img2.shift)));
+  c = GatedResidual(c, txt2.gate,
+                    txt_mlp_.Forward(Modulate(LayerNormNoAffine(c, eps_), txt2.scale, txt2.shift)));
   if (h.scalar_type() == torch::kFloat16) {
     h = h.clamp(-kFp16Max, kFp16Max);
     c = c.clamp(-kFp16Max, kFp16Max);

@@ -121,8 +121,9 @@ torch::Tensor QwenImageTransformer2DModel::ForwardImpl(const QwenImageForwardArg
   auto to_model = [&](const torch::Tensor& x) { return x.to(device_, dtype_); };
 
   auto h = img_in_->Forward(to_model(a.hidden_states));
-  // timestep.to(dtype) (a bf16 rounding in bf16), then ×1000 inside the fp32 sinusoid.
-  auto timestep = to_model(a.timestep.reshape({-1}));
+  // timestep in float32 (diffusers rounds it to the model dtype first; see FloatConditioning),
+  // then ×1000 inside the fp32 sinusoid.
+  auto timestep = FloatConditioning(a.timestep, device_);
   auto context = txt_in_->Forward(txt_norm_->Forward(to_model(a.encoder_hidden_states)));
   TimestepProjectionOptions proj;
   proj.num_channels = kTimeProjChannels;

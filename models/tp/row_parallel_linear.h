@@ -39,6 +39,7 @@ class RowParallelLinear : public LinearLayer {
   sharding::TpStyle style() const override { return style_; }
   std::vector<int64_t> local_blocks() const override { return local_blocks_; }
   const torch::Tensor& weight() const override { return weight_; }
+  const torch::Tensor& bias() const override { return bias_; }
 
  private:
   RowParallelLinear(torch::Tensor w, torch::Tensor b, sharding::TpStyle style,

@@ -10,6 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "ditserve/v1/ditserve.grpc.pb.h"
 #include "sharding/safetensors.h"
 #include "sharding/torch_tensor.h"
@@ -105,6 +108,19 @@ class ServerE2E : public ::testing::Test {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout);
     return Stub()->Generate(&ctx, r, resp);
+  }
+
+  // The value of one series of the frontend's /metrics ("name" or "name{labels}" exactly as
+  // exposed), or "" when absent.
+  static std::string MetricValue(const std::string& series) {
+    ProcessResult body = RunProcess({"/usr/bin/curl", "-s", "http://127.0.0.1:" +
+                                                               std::to_string(server_->metrics_port()) +
+                                                               "/metrics"},
+                                    {}, 30);
+    for (absl::string_view line : absl::StrSplit(body.out, '\n')) {
+      if (absl::ConsumePrefix(&line, series + " ")) return std::string(line);
+    }
+    return "";
   }
 
   static ServerProcess* server_;
@@ -293,6 +309,8 @@ TEST_F(ServerE2E, DeadlineShorterThanTheJob) {
 }
 
 TEST_F(ServerE2E, QueueOverflowIsResourceExhausted) {
+  const std::string kDroppedCancelled = "ditserve_queue_dropped_total{reason=\"cancelled\"}";
+  const int dropped_before = std::stoi(MetricValue(kDroppedCancelled));
   auto stub = Stub();
   auto running = StartRunning(stub.get(), SlowRequest());
   ASSERT_NE(running, nullptr);
@@ -315,6 +333,19 @@ TEST_F(ServerE2E, QueueOverflowIsResourceExhausted) {
   running->ctx.TryCancel();
   for (auto& q : queued) q->reader->Finish();
   running->reader->Finish();
+  // The server learns of a client's cancel asynchronously (its handler polls every 50 ms); then the
+  // queued requests leave the queue at once, not when the dispatcher next looks (the running job is
+  // still stopping). Their slots must be free within a second.
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  std::string depth;
+  while (std::chrono::steady_clock::now() - cancelled_at < std::chrono::seconds(5)) {
+    depth = MetricValue("ditserve_queue_depth");
+    if (depth == "0") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(depth, "0");
+  EXPECT_LT(std::chrono::steady_clock::now() - cancelled_at, std::chrono::seconds(1));
+  EXPECT_EQ(std::stoi(MetricValue(kDroppedCancelled)), dropped_before + 2);
   grpc::Status ok = Generate(FixtureRequest(), &resp, std::chrono::seconds(60));
   EXPECT_TRUE(ok.ok()) << ok.error_message();
 }

@@ -53,12 +53,31 @@ TEST(AdmissionQueue, DropsCancelledAndExpiredRequests) {
   cancelled->Cancel();
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   int dropped = 0;
-  auto batch = q.PopBatch(4, [&](const PendingRequest&, const absl::Status&) { ++dropped; });
+  q.SetDropObserver([&](const PendingRequest&, const absl::Status&) { ++dropped; });
+  auto batch = q.PopBatch(4);
   ASSERT_EQ(batch.size(), 1u);
   EXPECT_EQ(batch[0]->id(), "z");
   EXPECT_EQ(dropped, 2);
   EXPECT_EQ(cancelled->status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(expired->status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(AdmissionQueue, CancelledRequestsFreeTheirSlotsWithoutADispatcher) {
+  AdmissionQueue q(2);
+  int dropped = 0;
+  q.SetDropObserver([&](const PendingRequest&, const absl::Status&) { ++dropped; });
+  auto a = Make("a", 64), b = Make("b", 64);
+  ASSERT_TRUE(q.Push(a).ok());
+  ASSERT_TRUE(q.Push(b).ok());
+  a->Cancel();
+  q.DropCancelled();  // what the RPC handler does right after it cancels
+  EXPECT_EQ(q.size(), 1u);
+  EXPECT_EQ(a->status().code(), absl::StatusCode::kCancelled);
+  b->Cancel();  // no DropCancelled: Push itself makes room
+  EXPECT_TRUE(q.Push(Make("c", 64)).ok());
+  EXPECT_TRUE(q.Push(Make("d", 64)).ok());
+  EXPECT_EQ(q.Push(Make("e", 64)).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(dropped, 2);
 }
 
 TEST(AdmissionQueue, CloseFinishesWaitersAndUnblocksPop) {

@@ -154,11 +154,10 @@ TEST(Flux1Transformer, Bfloat16RunsCloseToReference) {
   auto out = RunTp1(sharding::ShardedStateDict(0, 1, std::move(bf16), {}));
   ASSERT_TRUE(out.defined());
   EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
-  // A bf16 model embeds guidance bf16(bf16(3.5)·1000) = 3504, not 3500 (SPEC §7.3), which moves
-  // the high-frequency sinusoids a lot on this tiny model. The fair fp32 counterpart: bf16-rounded
-  // weights and the guidance value the bf16 chain produces.
+  // diffusers would embed guidance bf16(bf16(3.5)·1000) = 3504 (SPEC §7.3); we keep timestep and
+  // guidance in float32 up to the sinusoid (FloatConditioning), so the bf16 run meets the fixture
+  // README's bf16 bar against the float32 reference itself.
   auto args = Step0Inputs();
-  args["guidance"] = (args["guidance"].to(torch::kBFloat16) * 1000).to(torch::kFloat32) / 1000;
   auto comm = comm::MakeSingleRankCommunicator();
   sharding::ShardedStateDict rounded_sd(0, 1, std::move(rounded), {});
   auto model = models::CreateTransformer(Config(), rounded_sd, comm.get());
@@ -171,7 +170,7 @@ TEST(Flux1Transformer, Bfloat16RunsCloseToReference) {
               vs_counterpart, vs_reference);
   EXPECT_GT(vs_counterpart, 0.0);  // it really ran in bf16
   EXPECT_LT(vs_counterpart, 2e-2);
-  EXPECT_LT(vs_reference, 5e-2);
+  EXPECT_LT(vs_reference, 2e-2);
 }
 
 TEST(Flux1Transformer, RejectsBadArguments) {

@@ -1,4 +1,6 @@
-// FLUX.1 attention (diffusers FluxAttention + FluxAttnProcessor), SPEC §2.1.
+// FLUX.1 attention (diffusers FluxAttention + FluxAttnProcessor), SPEC §2.1, which FLUX.2's
+// double-stream attention (Flux2Attention + Flux2AttnProcessor, SPEC §2.2 step 5) repeats exactly:
+// one class serves both.
 //
 // Image stream: to_q/k/v → per-head torch RMSNorm (norm_q/k) → ... ; with a text stream (double
 // blocks) the text q/k/v come from add_{q,k,v}_proj with norm_added_q/k and are concatenated in
@@ -7,7 +9,8 @@
 // (pre_only) return the attention output itself, (B, S, local heads · hd).
 //
 // Tensor parallelism: the projections are whatever the plan makes them (colwise in FLUX.1's); the
-// local head count is the q weight's rows / head_dim, so nothing else changes per rank.
+// local head count is the q weight's rows / head_dim, so nothing else changes per rank. q, k and v
+// (and the text stream's three) run as one GEMM each (FusedLinear).
 #pragma once
 
 #include <memory>
@@ -17,17 +20,19 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "models/common/joint_projections.h"
 #include "models/common/module_loader.h"
 #include "models/common/rms_norm.h"
 #include "models/common/rope.h"
 
-namespace ditserve::models::flux1 {
+namespace ditserve::models {
 
 class FluxAttention {
  public:
   // `joint`: double-block attention (text projections and output projections present).
+  // `qk_norm_eps`: the eps of the per-head q/k RMSNorms (1e-6 in FLUX.1 and FLUX.2).
   static absl::StatusOr<FluxAttention> Load(const ModuleLoader& loader, const std::string& prefix,
-                                            int64_t head_dim, bool joint);
+                                            int64_t head_dim, bool joint, double qk_norm_eps = 1e-6);
 
   // Double block: returns (image output, text output), each projected. x: (B, N, D) normed image
   // stream, context: (B, T, D) normed text stream.
@@ -37,20 +42,20 @@ class FluxAttention {
   // Single block: x is the joint (B, S, D) stream; returns (B, S, local heads · hd), unprojected.
   torch::Tensor ForwardSingle(const torch::Tensor& x, const RopeTables& rope) const;
 
-  int64_t local_heads() const { return local_heads_; }
+  int64_t local_heads() const { return proj_.local_heads(); }
 
  private:
-  FluxAttention() = default;
-  // (B, S, width) → (B, S, local_heads, hd)
-  torch::Tensor Heads(const torch::Tensor& t) const;
+  explicit FluxAttention(JointProjections proj) : proj_(std::move(proj)) {}
 
-  int64_t head_dim_ = 0;
-  int64_t local_heads_ = 0;
-  std::shared_ptr<LinearLayer> to_q_, to_k_, to_v_;
+  JointProjections proj_;
   std::shared_ptr<TorchRmsNorm> norm_q_, norm_k_;
   // Joint attention only:
-  std::shared_ptr<LinearLayer> add_q_, add_k_, add_v_, to_out_, to_add_out_;
   std::shared_ptr<TorchRmsNorm> norm_added_q_, norm_added_k_;
 };
 
-}  // namespace ditserve::models::flux1
+// Per-head q/k RMSNorm at `path`, checked to have head_dim elements.
+absl::StatusOr<std::shared_ptr<TorchRmsNorm>> LoadQkNorm(const ModuleLoader& loader,
+                                                         const std::string& path, int64_t head_dim,
+                                                         double eps);
+
+}  // namespace ditserve::models

@@ -1,0 +1,53 @@
+#include "models/common/flux_attention.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/common/attention.h"
+
+namespace ditserve::models {
+
+absl::StatusOr<std::shared_ptr<TorchRmsNorm>> LoadQkNorm(const ModuleLoader& loader,
+                                                         const std::string& path, int64_t head_dim,
+                                                         double eps) {
+  ASSIGN_OR_RETURN(auto norm, TorchRmsNorm::Load(loader, path, eps));
+  if (norm.dim() != head_dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ".weight has ", norm.dim(), " elements, expected head_dim ", head_dim));
+  }
+  return std::make_shared<TorchRmsNorm>(std::move(norm));
+}
+
+absl::StatusOr<FluxAttention> FluxAttention::Load(const ModuleLoader& loader,
+                                                  const std::string& prefix, int64_t head_dim,
+                                                  bool joint, double qk_norm_eps) {
+  ASSIGN_OR_RETURN(JointProjections proj, JointProjections::Load(loader, prefix, head_dim, joint));
+  FluxAttention a(std::move(proj));
+  ASSIGN_OR_RETURN(a.norm_q_, LoadQkNorm(loader, JoinPath(prefix, "norm_q"), head_dim, qk_norm_eps));
+  ASSIGN_OR_RETURN(a.norm_k_, LoadQkNorm(loader, JoinPath(prefix, "norm_k"), head_dim, qk_norm_eps));
+  if (!joint) return a;
+  ASSIGN_OR_RETURN(a.norm_added_q_, LoadQkNorm(loader, JoinPath(prefix, "norm_added_q"), head_dim, qk_norm_eps));
+  ASSIGN_OR_RETURN(a.norm_added_k_, LoadQkNorm(loader, JoinPath(prefix, "norm_added_k"), head_dim, qk_norm_eps));
+  return a;
+}
+
+std::pair<torch::Tensor, torch::Tensor> FluxAttention::ForwardJoint(const torch::Tensor& x,
+                                                                    const torch::Tensor& context,
+                                                                    const RopeTables& rope) const {
+  const QkvViews img = proj_.Image(x);
+  const QkvViews txt = proj_.Text(context);
+  auto q = ApplyRotaryEmbInterleaved(
+      torch::cat({norm_added_q_->Forward(txt.q), norm_q_->Forward(img.q)}, 1), rope);
+  auto k = ApplyRotaryEmbInterleaved(
+      torch::cat({norm_added_k_->Forward(txt.k), norm_k_->Forward(img.k)}, 1), rope);
+  auto v = torch::cat({txt.v, img.v}, 1);
+  return proj_.Project(DotProductAttention(q, k, v), context.size(1));
+}
+
+torch::Tensor FluxAttention::ForwardSingle(const torch::Tensor& x, const RopeTables& rope) const {
+  const QkvViews qkv = proj_.Image(x);
+  auto q = ApplyRotaryEmbInterleaved(norm_q_->Forward(qkv.q), rope);
+  auto k = ApplyRotaryEmbInterleaved(norm_k_->Forward(qkv.k), rope);
+  return DotProductAttention(q, k, qkv.v);
+}
+
+}  // namespace ditserve::models

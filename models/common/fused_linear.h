@@ -1,0 +1,48 @@
+// FusedLinear: several local Linears that read the same input (attention's q/k/v, FLUX.2's
+// q/k/v/mlp) run as one GEMM with the weights stacked along the output dim; Forward splits the
+// result back into the parts (views, no copy). One large GEMM keeps the tensor cores busier than
+// three small ones, and the input is read once.
+//
+// Only layers whose Forward is purely local may be fused (replicated, colwise, packed colwise:
+// IsLocalLinear): a colwise shard's rows are this rank's rows, so stacking the local shards of
+// q, k and v is exactly the local shard of the stacked projection, at every tp degree.
+//
+// Memory: Fuse copies the parts' weights into one buffer and re-points every part's weight and
+// bias tensor (and therefore the ShardedStateDict entries that share them) at its slice of that
+// buffer, so the separate copies are freed at once and a model never holds both. The parts stay
+// usable (their Forward reads the views).
+// Thread-safety: immutable after Fuse.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "models/common/linear_layer.h"
+
+namespace ditserve::models {
+
+class FusedLinear {
+ public:
+  // `what` names the module in errors. INVALID_ARGUMENT when a part is rowwise, the parts disagree
+  // on in_features, dtype or device, or some have a bias and others not.
+  static absl::StatusOr<FusedLinear> Fuse(const std::vector<std::shared_ptr<LinearLayer>>& parts,
+                                          const std::string& what);
+
+  // One output per part, in order: (..., out_features(i)) views of one GEMM result.
+  std::vector<torch::Tensor> Forward(const torch::Tensor& x) const;
+  int64_t in_features() const { return weight_.size(1); }
+  int64_t out_features(size_t i) const { return widths_.at(i); }
+  size_t parts() const { return widths_.size(); }
+
+ private:
+  FusedLinear(torch::Tensor w, torch::Tensor b, std::vector<int64_t> widths)
+      : weight_(std::move(w)), bias_(std::move(b)), widths_(std::move(widths)) {}
+  torch::Tensor weight_, bias_;
+  std::vector<int64_t> widths_;
+};
+
+}  // namespace ditserve::models
