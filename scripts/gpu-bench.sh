@@ -1,44 +1,82 @@
 #!/usr/bin/env bash
-# One command on the GPU host: build the CUDA variant (scripts/gpu-build.sh with the offline
-# bundle), run the GPU-labelled tests, check FLUX.1 bf16 parity on the tiny fixture, and time one
-# full-size FLUX.1-dev transformer step (random weights, bf16, 4096 image + 512 text tokens).
-# Usage: scripts/gpu-bench.sh BUNDLE_TGZ OUT_DIR
+# One command on the GPU host, in stages ordered by value so that a run cut short by its time limit
+# still leaves the earlier results in OUT_DIR (each stage writes its own file as it goes):
+#   1. build ditserve-flux1-bench; time a full-size FLUX.1-dev step (random weights, bf16, 4096 image
+#      + 512 text tokens)                                                   -> flux1_bench.txt
+#   2. build ditserve-tool; bf16 and float32 forwards of the FLUX.1, FLUX.2 and Qwen-Image tiny
+#      fixtures on the GPU against diffusers' float32 outputs (limits 2e-2 / 1e-4) -> parity.txt
+#   3. build ditserve-flux1-profile; per-kernel table of one FLUX.1 step    -> flux1_profile.tsv
+#   4. build and time the FLUX.2-dev and Qwen-Image steps                   -> flux2_bench.txt, qwenimage_bench.txt
+#   5. optionally (FULL=1) the rest of the CUDA build and the gpu-labelled tests -> gpu_tests.txt
+# Usage: scripts/gpu-bench.sh BUNDLE_TGZ OUT_DIR [FIXTURES_DIR]
+#   FIXTURES_DIR defaults to ../shared/fixtures (a copy can be carried next to the bundle).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle_tgz="$1"
 out="$2"
+fixtures="${3:-$(pwd)/../shared/fixtures}"
 mkdir -p "$out" /tmp/ditserve-deps
 tar xzf "$bundle_tgz" -C /tmp/ditserve-deps
 bundle=$(ls -d /tmp/ditserve-deps/*/ | head -1)
-fixtures="$(pwd)/../shared/fixtures"
+t0=$(date +%s)
+log() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 
-start=$(date +%s)
-scripts/gpu-build.sh --bundle "$bundle" --build-dir build-cuda --jobs "$(nproc)" \
-  --target ditserve-tool --target ditserve-flux1-bench --target ditserve-worker \
-  --target ditserve-frontend --target ditserve-cli -- -DDITSERVE_TESTS=ON > "$out/build.log" 2>&1
-grep -E "error|FAILED" -A3 "$out/build.log" | head -60
-tail -3 "$out/build.log"
-echo "gpu-bench: build took $(( $(date +%s) - start )) s"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+build() {  # build the given targets (configures on first use); log to $out/build.log
+  local args=()
+  for t in "$@"; do args+=(--target "$t"); done
+  scripts/gpu-build.sh --bundle "$bundle" --build-dir build-cuda --jobs "$(nproc)" "${args[@]}" \
+    -- -DDITSERVE_TESTS=ON >> "$out/build.log" 2>&1
+  local rc=$?
+  [ $rc = 0 ] || { grep -E "error|FAILED" -A3 "$out/build.log" | head -40; log "build of $* failed"; }
+  return $rc
+}
 
-echo "== FLUX.1 tiny fixture, bf16 on cuda, tp=1 (reference: float32 diffusers)"
-build-cuda/tools/ditserve-tool forward --model "$fixtures/flux1-tiny" \
-  --inputs "$fixtures/reference.safetensors" --prefix flux1.step0.in. \
-  --output "$out/flux1_bf16.safetensors" --device cuda --dtype bfloat16
-python3 - "$out/flux1_bf16.safetensors" "$fixtures/reference.safetensors" <<'PY'
-import json, struct, sys
-import numpy as np
-def read(path, name):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        h = json.loads(f.read(n))
-        b, e = h[name]["data_offsets"]
-        f.seek(8 + n + b)
-        return np.frombuffer(f.read(e - b), dtype=np.float32).reshape(h[name]["shape"])
-ours, ref = read(sys.argv[1], "out"), read(sys.argv[2], "flux1.step0.out")
-err = float(np.linalg.norm(ours.astype(np.float64) - ref) / np.linalg.norm(ref))
-print(f"flux1.step0.out bf16 relative error {err:.3e} (limit 2e-2): {'PASS' if err < 2e-2 else 'FAIL'}")
-PY
+log "stage 1: FLUX.1-dev step"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+if build ditserve-flux1-bench; then
+  log "built"
+  build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 2>&1 |
+    tee "$out/flux1_bench.txt" | tail -3
+fi
 
-echo "== FLUX.1-dev transformer step, random weights, bf16, 4096 + 512 tokens, tp=1"
-build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 2>&1 | tail -15
+log "stage 2: bf16 parity on the tiny fixtures"
+if build ditserve-tool; then
+  for m in flux1:flux1-tiny:flux1.step0.in.:flux1.step0.out \
+           flux2:flux2-tiny/transformer:flux2.:flux2.out \
+           qwenimage:qwenimage-tiny/transformer:qwenimage.:qwenimage.out; do
+    IFS=: read -r name dir prefix ref <<< "$m"
+    for dt in bfloat16:2e-2 float32:1e-4; do
+      IFS=: read -r dtype limit <<< "$dt"
+      build-cuda/tools/ditserve-tool forward --model "$fixtures/$dir" \
+        --inputs "$fixtures/reference.safetensors" --prefix "$prefix" \
+        --output "$out/$name.safetensors" --device cuda --dtype "$dtype" > /dev/null 2>> "$out/parity.txt"
+      python3 scripts/relative_error.py "$out/$name.safetensors" out \
+        "$fixtures/reference.safetensors" "$ref" --limit "$limit" --label "$name $dtype cuda" |
+        tee -a "$out/parity.txt"
+      rm -f "$out/$name.safetensors"
+    done
+  done
+fi
+
+log "stage 3: FLUX.1 kernel profile"
+if build ditserve-flux1-profile; then
+  build-cuda/models/flux1/ditserve-flux1-profile --device cuda --runs 3 --warmup 2 \
+    --profile "$out/flux1_profile.tsv" 2>&1 | tail -2
+  rm -f "$out/flux1_profile.tsv.json"
+  head -25 "$out/flux1_profile.tsv" | cut -c1-160
+fi
+
+log "stage 4: FLUX.2-dev and Qwen-Image steps"
+if build ditserve-flux2-bench ditserve-qwenimage-bench; then
+  build-cuda/models/qwenimage/ditserve-qwenimage-bench --device cuda --runs 5 --warmup 2 2>&1 |
+    tee "$out/qwenimage_bench.txt" | tail -1
+  build-cuda/models/flux2/ditserve-flux2-bench --device cuda --runs 5 --warmup 2 2>&1 |
+    tee "$out/flux2_bench.txt" | tail -1
+fi
+
+if [ "${FULL:-0}" = 1 ]; then
+  log "stage 5: full CUDA build and gpu tests"
+  build && (cd build-cuda && . ./ditserve-env.sh && ctest -L gpu --output-on-failure) > "$out/gpu_tests.txt" 2>&1
+  tail -5 "$out/gpu_tests.txt"
+fi
+log "done"

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Relative error ||ours - ref|| / ||ref|| between two float32 tensors of safetensors files (numpy
+only, no torch): relative_error.py OURS.safetensors NAME REF.safetensors REF_NAME [--limit L]
+[--label TEXT]. Prints one line; exits 1 when the error is not below the limit."""
+import argparse
+import json
+import struct
+import sys
+
+import numpy as np
+
+
+def read(path, name):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        meta = header[name]
+        if meta["dtype"] != "F32":
+            sys.exit(f"{path}: {name} is {meta['dtype']}, expected F32")
+        begin, end = meta["data_offsets"]
+        f.seek(8 + n + begin)
+        return np.frombuffer(f.read(end - begin), dtype=np.float32).reshape(meta["shape"])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("ours")
+    p.add_argument("name")
+    p.add_argument("ref")
+    p.add_argument("ref_name")
+    p.add_argument("--limit", type=float, default=None)
+    p.add_argument("--label", default="")
+    a = p.parse_args()
+    ours, ref = read(a.ours, a.name).astype(np.float64), read(a.ref, a.ref_name).astype(np.float64)
+    if ours.shape != ref.shape:
+        sys.exit(f"shape {ours.shape} != {ref.shape}")
+    err = float(np.linalg.norm(ours - ref) / np.linalg.norm(ref))
+    verdict = "" if a.limit is None else (" PASS" if err < a.limit else " FAIL") + f" (limit {a.limit:g})"
+    print(f"{a.label or a.ref_name}: relative error {err:.3e}{verdict}")
+    sys.exit(0 if a.limit is None or err < a.limit else 1)
+
+
+if __name__ == "__main__":
+    main()
