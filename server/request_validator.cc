@@ -193,9 +193,14 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   if (!v1::OutputFormat_IsValid(r.output_format())) {
     return Invalid(absl::StrCat("output_format ", r.output_format(), " is not a known format"));
   }
-  v1::OutputFormat format = r.output_format() == v1::OUTPUT_FORMAT_UNSPECIFIED
-                                ? v1::OUTPUT_FORMAT_PNG
-                                : r.output_format();
+  // Unspecified: PNG, or the model's first format when it cannot make images (latents-only models).
+  v1::OutputFormat format = r.output_format();
+  if (format == v1::OUTPUT_FORMAT_UNSPECIFIED) {
+    format = v1::OUTPUT_FORMAT_PNG;
+    bool png = spec.output_formats_size() == 0;
+    for (int f : spec.output_formats()) png = png || f == v1::OUTPUT_FORMAT_PNG;
+    if (!png) format = static_cast<v1::OutputFormat>(spec.output_formats(0));
+  }
 
   if (spec.output_formats_size() > 0) {
     bool supported = false;

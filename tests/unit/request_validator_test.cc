@@ -195,10 +195,23 @@ TEST(RequestValidator, RefusesOutputFormatsTheModelCannotProduce) {
   model.mutable_inputs()->add_output_formats(v1::OUTPUT_FORMAT_LATENTS);
   v1::GenerateRequest r;
   *r.mutable_prompt_embeddings()->mutable_prompt_embeds() = Floats({1, 10, 8});
+  r.set_output_format(v1::OUTPUT_FORMAT_PNG);
   ExpectInvalid(r, "output_format OUTPUT_FORMAT_PNG is not available for model family 'qwenimage' "
                    "(supported: OUTPUT_FORMAT_LATENTS)", model);
   r.set_output_format(v1::OUTPUT_FORMAT_LATENTS);
   EXPECT_TRUE(ValidateRequest(r, model, RequestLimits()).ok());
+  // Unspecified means the model's own format when it cannot make images.
+  r.clear_output_format();
+  auto v = ValidateRequest(r, model, RequestLimits());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->shape.output_format, v1::OUTPUT_FORMAT_LATENTS);
+  auto png = ValidateRequest(r, Flux1(), RequestLimits());
+  ASSERT_FALSE(png.ok());  // no prompt for FLUX.1, but the format is not what failed
+  r.set_prompt("a");
+  r.clear_prompt_embeddings();
+  auto flux = ValidateRequest(r, Flux1(), RequestLimits());
+  ASSERT_TRUE(flux.ok()) << flux.status();
+  EXPECT_EQ(flux->shape.output_format, v1::OUTPUT_FORMAT_PNG);
 }
 
 TEST(RequestValidator, RandomSeedWhenAbsent) {
