@@ -1,5 +1,7 @@
 #include "server/worker_group.h"
 
+#include <condition_variable>
+
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
@@ -374,11 +376,34 @@ std::vector<worker::v1::WorkerStatus> WorkerGroup::CollectStatus(
   }
   std::vector<worker::v1::WorkerStatus> out;
   if (!ready()) return out;
-  for (auto& r : ranks) {
+  // All ranks at once (callback API), so one slow rank costs one timeout, not one per rank.
+  struct Call {
     grpc::ClientContext ctx;
-    ctx.set_deadline(After(timeout));
-    worker::v1::WorkerStatus st;
-    if (r->stub->GetStatus(&ctx, worker::v1::GetStatusRequest(), &st).ok()) out.push_back(st);
+    worker::v1::GetStatusRequest request;
+    worker::v1::WorkerStatus status;
+    bool ok = false;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t pending = ranks.size();
+  for (auto& r : ranks) {
+    calls.push_back(std::make_unique<Call>());
+    Call* c = calls.back().get();
+    c->ctx.set_deadline(After(timeout));
+    r->stub->async()->GetStatus(&c->ctx, &c->request, &c->status, [&, c](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      c->ok = s.ok();
+      if (--pending == 0) cv.notify_all();
+    });
+  }
+  {
+    // Every call ends by its deadline; wait for all callbacks, since they touch `calls`.
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return pending == 0; });
+  }
+  for (auto& c : calls) {
+    if (c->ok) out.push_back(std::move(c->status));
   }
   return out;
 }
