@@ -1,5 +1,7 @@
-// Helpers for the transformer step benchmarks (ditserve-*-bench): a state dict of random weights
-// for given shapes, and the median wall time of a forward. Header-only; not used by serving code.
+// Helpers for the transformer step benchmarks (ditserve-*-bench): the flags they share, a state
+// dict of random weights for given shapes, the median wall time of a forward, and the main()
+// around it. Header-only; not used by serving code. A TU compiled with DITSERVE_BENCH_PROFILER
+// (the CUDA build's ditserve-*-profile targets) also honours --profile.
 #pragma once
 
 #include <algorithm>
@@ -12,9 +14,21 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+#include <cstdio>
+
+#include <torch/cuda.h>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/flags.h"
+#include "common/status_macros.h"
 #include "common/torch_compat.h"
 #include "sharding/state_dict.h"
+#ifdef DITSERVE_BENCH_PROFILER
+#include "models/common/bench_profiler.h"
+#endif
 
 namespace ditserve::models {
 
@@ -66,6 +80,104 @@ inline absl::StatusOr<StepTimes> TimeSteps(const std::function<absl::StatusOr<to
   t.min_ms = ms.front();
   t.max_ms = ms.back();
   return t;
+}
+
+// The flags every step benchmark has (the model's own shape flags come on top).
+struct CommonBenchOptions {
+  int64_t image_tokens = 4096, text_tokens = 512, batch = 1;
+  std::string device = "cpu", dtype = "bfloat16";
+  int64_t warmup = 2, runs = 5;
+  uint64_t seed = 0;
+  std::string profile;  // per-kernel table path (ditserve-*-profile builds only)
+};
+
+inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
+  p->AddInt("image-tokens", &o->image_tokens, "image tokens (4096 = 1024x1024)");
+  p->AddInt("text-tokens", &o->text_tokens, "text tokens");
+  p->AddInt("batch", &o->batch, "batch size");
+  p->AddString("device", &o->device, "cpu | cuda");
+  p->AddString("dtype", &o->dtype, "bfloat16 | float32");
+  p->AddInt("warmup", &o->warmup, "untimed runs first");
+  p->AddInt("runs", &o->runs, "timed runs");
+  p->AddUint("seed", &o->seed, "weight seed");
+  p->AddString("profile", &o->profile,
+               "after timing, profile one step and write a per-kernel table here (CUDA profile build)");
+}
+
+// What the common flags resolve to, validated.
+struct BenchTarget {
+  torch::Device device = torch::kCPU;
+  torch::ScalarType dtype = torch::kBFloat16;
+  torch::TensorOptions options() const { return torch::TensorOptions().dtype(dtype).device(device); }
+};
+
+inline absl::StatusOr<BenchTarget> ResolveBenchTarget(const CommonBenchOptions& o) {
+  if (o.dtype != "float32" && o.dtype != "bfloat16") {
+    return absl::InvalidArgumentError("--dtype must be float32 or bfloat16");
+  }
+  if (o.device != "cpu" && o.device != "cuda") return absl::InvalidArgumentError("--device must be cpu or cuda");
+  if (o.device == "cuda" && !torch::cuda::is_available()) return absl::FailedPreconditionError("no CUDA device");
+  if (o.image_tokens < 1 || o.text_tokens < 1 || o.batch < 1) {
+    return absl::InvalidArgumentError("--image-tokens, --text-tokens and --batch must be >= 1");
+  }
+  BenchTarget t;
+  t.device = o.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  t.dtype = o.dtype == "float32" ? torch::kFloat32 : torch::kBFloat16;
+  return t;
+}
+
+// "16,56,56" → {16, 56, 56}.
+inline absl::StatusOr<std::vector<int64_t>> ParseAxesFlag(const std::string& text) {
+  std::vector<int64_t> axes;
+  for (absl::string_view a : absl::StrSplit(text, ',')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(a, &v) || v <= 0) {
+      return absl::InvalidArgumentError("--axes: comma-separated positive ints");
+    }
+    axes.push_back(v);
+  }
+  return axes;
+}
+
+// The column count of the most square rows × cols grid holding n tokens (rows = n / cols).
+inline int64_t SquarestGridColumns(int64_t n) {
+  int64_t cols = static_cast<int64_t>(std::sqrt(static_cast<double>(n)));
+  while (cols > 1 && n % cols != 0) --cols;
+  return std::max<int64_t>(cols, 1);
+}
+
+// Times `step` (warm-up + runs), prints the median line, then profiles one more step if asked.
+inline absl::Status TimeAndReport(const std::function<absl::StatusOr<torch::Tensor>()>& step,
+                                  const BenchTarget& target, const CommonBenchOptions& o) {
+  ASSIGN_OR_RETURN(StepTimes times, TimeSteps(step, target.device, o.warmup, o.runs));
+  std::printf("median %.3f ms/step  (min %.3f, max %.3f, %zu runs after %lld warmup)\n",
+              times.median_ms, times.min_ms, times.max_ms, times.runs,
+              static_cast<long long>(o.warmup));
+  if (o.profile.empty()) return absl::OkStatus();
+#ifdef DITSERVE_BENCH_PROFILER
+  return ProfileKernels([&] { return step().status(); }, o.profile);
+#else
+  return absl::UnimplementedError("--profile needs a CUDA build's ditserve-*-profile binary");
+#endif
+}
+
+// main() of a benchmark: parses the flags `add_flags` registered (plus --help), runs `run`, and
+// maps the outcome to an exit status (2 on bad flags, 1 on failure).
+inline int BenchMain(int argc, char** argv, FlagParser& parser,
+                     const std::function<absl::Status()>& run) {
+  if (auto s = parser.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), parser.Help().c_str());
+    return 2;
+  }
+  if (parser.HelpRequested()) {
+    std::printf("%s", parser.Help().c_str());
+    return 0;
+  }
+  if (absl::Status s = run(); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], s.ToString().c_str());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace ditserve::models

@@ -24,9 +24,6 @@
 #include "common/status_macros.h"
 #include "models/common/bench_support.h"
 #include "models/flux1/flux1_transformer.h"
-#ifdef DITSERVE_BENCH_PROFILER
-#include "models/common/bench_profiler.h"
-#endif
 #include "worker/comm/local_communicator.h"
 
 namespace ditserve::models::flux1 {
@@ -37,11 +34,7 @@ struct BenchOptions {
   int64_t joint_dim = 4096, pooled_dim = 768, in_channels = 64;
   std::string axes = "16,56,56";
   bool no_guidance = false;
-  int64_t image_tokens = 4096, text_tokens = 512, batch = 1;
-  std::string device = "cpu", dtype = "bfloat16";
-  int64_t warmup = 2, runs = 5;
-  uint64_t seed = 0;
-  std::string profile;  // kernel table path (ditserve-flux1-profile only)
+  CommonBenchOptions common;
 };
 
 // Every tensor of FluxTransformer2DModel (SPEC §2.1 state dict) with its shape.
@@ -101,12 +94,7 @@ absl::Status Run(const BenchOptions& o) {
   c.pooled_projection_dim = o.pooled_dim;
   c.in_channels = c.out_channels = o.in_channels;
   c.guidance_embeds = !o.no_guidance;
-  c.axes_dims_rope.clear();
-  for (absl::string_view a : absl::StrSplit(o.axes, ',')) {
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(a, &v)) return absl::InvalidArgumentError("--axes: comma-separated ints");
-    c.axes_dims_rope.push_back(v);
-  }
+  ASSIGN_OR_RETURN(c.axes_dims_rope, ParseAxesFlag(o.axes));
   // Re-validate through the same parser the checkpoints go through.
   nlohmann::json j = {{"num_layers", c.num_layers}, {"num_single_layers", c.num_single_layers},
                       {"num_attention_heads", c.num_attention_heads},
@@ -117,63 +105,44 @@ absl::Status Run(const BenchOptions& o) {
                       {"axes_dims_rope", c.axes_dims_rope}};
   ASSIGN_OR_RETURN(c, ParseFluxTransformerConfig(j));
 
-  torch::ScalarType dtype = o.dtype == "float32" ? torch::kFloat32 : torch::kBFloat16;
-  if (o.dtype != "float32" && o.dtype != "bfloat16") {
-    return absl::InvalidArgumentError("--dtype must be float32 or bfloat16");
-  }
-  const bool cuda = o.device == "cuda";
-  if (cuda && !torch::cuda::is_available()) return absl::FailedPreconditionError("no CUDA device");
-  if (!cuda && o.device != "cpu") return absl::InvalidArgumentError("--device must be cpu or cuda");
-  const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-
+  ASSIGN_OR_RETURN(const BenchTarget target, ResolveBenchTarget(o.common));
+  const torch::Device device = target.device;
   torch::NoGradGuard no_grad;
-  auto opts = torch::TensorOptions().dtype(dtype).device(device);
+  const auto opts = target.options();
   int64_t params = 0;
-  sharding::ShardedStateDict sd = RandomStateDict(StateDictShapes(c), opts, o.seed, &params);
+  sharding::ShardedStateDict sd = RandomStateDict(StateDictShapes(c), opts, o.common.seed, &params);
   auto comm = comm::MakeSingleRankCommunicator();
   ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(c, sd, comm.get()));
 
   FluxForwardArgs a;
-  const int64_t b = o.batch, n = o.image_tokens, t = o.text_tokens;
+  const int64_t b = o.common.batch, n = o.common.image_tokens, t = o.common.text_tokens;
   a.hidden_states = torch::randn({b, n, c.in_channels}, opts);
   a.encoder_hidden_states = torch::randn({b, t, c.joint_attention_dim}, opts);
   a.pooled_projections = torch::randn({b, c.pooled_projection_dim}, opts);
   a.timestep = torch::full({b}, 1.0, opts);
   a.guidance = torch::full({b}, 3.5, opts);
   // Image ids on a square-ish grid [0, y, x]; text ids all zero (as the FLUX.1 pipeline).
-  int64_t cols = static_cast<int64_t>(std::sqrt(static_cast<double>(n)));
-  while (cols > 1 && n % cols != 0) --cols;
+  const int64_t cols = SquarestGridColumns(n);
   auto idx = torch::arange(n, torch::TensorOptions().dtype(torch::kFloat32));
   a.img_ids = torch::stack({torch::zeros_like(idx), torch::floor(idx / cols), torch::fmod(idx, cols)}, 1)
-                  .to(device, dtype);
+                  .to(device, target.dtype);
   a.txt_ids = torch::zeros({t, 3}, opts);
 
   std::printf("FLUX.1 transformer: %lld double + %lld single blocks, %lld heads x %lld, %.3f B params, "
               "%s %s, batch %lld, %lld image + %lld text tokens\n",
               static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
               static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.attention_head_dim),
-              params / 1e9, o.device.c_str(), o.dtype.c_str(), static_cast<long long>(b),
+              params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
               static_cast<long long>(n), static_cast<long long>(t));
-  ASSIGN_OR_RETURN(StepTimes times,
-                   TimeSteps([&] { return model->Forward(a); }, device, o.warmup, o.runs));
-  std::printf("median %.3f ms/step  (min %.3f, max %.3f, %zu runs after %lld warmup)\n",
-              times.median_ms, times.min_ms, times.max_ms, times.runs,
-              static_cast<long long>(o.warmup));
-  if (!o.profile.empty()) {
-#ifdef DITSERVE_BENCH_PROFILER
-    RETURN_IF_ERROR(ProfileKernels([&] { return model->Forward(a).status(); }, o.profile));
-#else
-    return absl::UnimplementedError("--profile needs the CUDA build's ditserve-flux1-profile");
-#endif
-  }
-  return absl::OkStatus();
+  return TimeAndReport([&] { return model->Forward(a); }, target, o.common);
 }
 
 }  // namespace
 }  // namespace ditserve::models::flux1
 
 int main(int argc, char** argv) {
-  ditserve::models::flux1::BenchOptions o;
+  using ditserve::models::flux1::BenchOptions;
+  BenchOptions o;
   ditserve::FlagParser p("ditserve-flux1-bench",
                          "Median ms per FLUX.1 transformer forward with random weights.");
   p.AddInt("layers", &o.layers, "double-stream blocks");
@@ -185,28 +154,6 @@ int main(int argc, char** argv) {
   p.AddInt("in-channels", &o.in_channels, "packed latent channels");
   p.AddString("axes", &o.axes, "axes_dims_rope, comma-separated (sum = head dim)");
   p.AddBool("no-guidance", &o.no_guidance, "no guidance embedder (schnell)");
-  p.AddInt("image-tokens", &o.image_tokens, "image tokens (4096 = 1024x1024)");
-  p.AddInt("text-tokens", &o.text_tokens, "text tokens");
-  p.AddInt("batch", &o.batch, "batch size");
-  p.AddString("device", &o.device, "cpu | cuda");
-  p.AddString("dtype", &o.dtype, "bfloat16 | float32");
-  p.AddInt("warmup", &o.warmup, "untimed runs first");
-  p.AddInt("runs", &o.runs, "timed runs");
-  p.AddUint("seed", &o.seed, "weight seed");
-  p.AddString("profile", &o.profile,
-              "after timing, profile one step and write a per-kernel table here (CUDA profile build)");
-  if (auto s = p.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), p.Help().c_str());
-    return 2;
-  }
-  if (p.HelpRequested()) {
-    std::printf("%s", p.Help().c_str());
-    return 0;
-  }
-  auto status = ditserve::models::flux1::Run(o);
-  if (!status.ok()) {
-    std::fprintf(stderr, "ditserve-flux1-bench: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  ditserve::models::AddCommonBenchFlags(&p, &o.common);
+  return ditserve::models::BenchMain(argc, argv, p, [&] { return ditserve::models::flux1::Run(o); });
 }
