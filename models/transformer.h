@@ -9,6 +9,7 @@
 // Thread-safety: one Forward at a time per instance.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 
 namespace ditserve::models {
 
@@ -34,5 +36,27 @@ class DiffusionTransformer {
   // The predicted velocity, (B, tokens, out_channels), in the model's dtype on its device.
   virtual absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) = 0;
 };
+
+// For implementations of Forward(map): INVALID_ARGUMENT naming the first argument that `model`
+// neither requires nor accepts ("<what> forward: unknown argument 'x'").
+inline absl::Status CheckArgumentNames(const DiffusionTransformer& model,
+                                       const std::map<std::string, torch::Tensor>& args,
+                                       const char* what) {
+  const auto req = model.RequiredArguments(), opt = model.OptionalArguments();
+  for (const auto& [name, t] : args) {
+    if (std::find(req.begin(), req.end(), name) == req.end() &&
+        std::find(opt.begin(), opt.end(), name) == opt.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " forward: unknown argument '", name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The named argument, or an undefined tensor when absent.
+inline torch::Tensor ArgumentOrUndefined(const std::map<std::string, torch::Tensor>& args,
+                                         const std::string& name) {
+  auto it = args.find(name);
+  return it == args.end() ? torch::Tensor() : it->second;
+}
 
 }  // namespace ditserve::models

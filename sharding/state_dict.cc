@@ -1,6 +1,8 @@
 #include "sharding/state_dict.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace ditserve::sharding {
 
@@ -18,6 +20,18 @@ absl::StatusOr<torch::Tensor> ShardedStateDict::Get(const std::string& name) con
     return absl::NotFoundError(absl::StrCat("checkpoint has no tensor named '", name, "'"));
   }
   return it->second;
+}
+
+absl::StatusOr<torch::Tensor> ShardedStateDict::GetWithShape(const std::string& name,
+                                                             const std::vector<int64_t>& shape) const {
+  ASSIGN_OR_RETURN(torch::Tensor t, Get(name));
+  const auto sizes = t.sizes().vec();
+  if (sizes != shape) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape [",
+                                                   absl::StrJoin(sizes, ", "), "], expected [",
+                                                   absl::StrJoin(shape, ", "), "]"));
+  }
+  return t;
 }
 
 ModuleSharding ShardedStateDict::ShardingOf(const std::string& module_path) const {

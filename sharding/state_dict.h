@@ -35,6 +35,10 @@ class ShardedStateDict {
   bool Contains(const std::string& name) const { return tensors_.count(name) != 0; }
   // This rank's tensor, or NOT_FOUND naming the tensor.
   absl::StatusOr<torch::Tensor> Get(const std::string& name) const;
+  // Get, and INVALID_ARGUMENT naming the tensor and both shapes unless it has exactly `shape`: a
+  // wrong or truncated checkpoint fails at construction, not deep inside a forward pass.
+  absl::StatusOr<torch::Tensor> GetWithShape(const std::string& name,
+                                             const std::vector<int64_t>& shape) const;
   // Sharding of a module path ("transformer_blocks.0.attn.to_q"); kReplicated when unplanned.
   ModuleSharding ShardingOf(const std::string& module_path) const;
 

@@ -4,38 +4,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 
 namespace ditserve::models::flux1 {
-namespace {
-
-absl::Status ReadInt(const nlohmann::json& j, const char* key, int64_t* out) {
-  if (!j.contains(key) || j[key].is_null()) return absl::OkStatus();
-  if (!j[key].is_number_integer()) {
-    return absl::InvalidArgumentError(absl::StrCat("transformer config: '", key, "' must be an integer"));
-  }
-  *out = j[key].get<int64_t>();
-  if (*out <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("transformer config: '", key, "' must be positive"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<FluxTransformerConfig> ParseFluxTransformerConfig(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("transformer config is not a JSON object");
   FluxTransformerConfig c;
-  RETURN_IF_ERROR(ReadInt(j, "patch_size", &c.patch_size));
-  RETURN_IF_ERROR(ReadInt(j, "in_channels", &c.in_channels));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "patch_size", &c.patch_size));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "in_channels", &c.in_channels));
   c.out_channels = c.in_channels;
-  RETURN_IF_ERROR(ReadInt(j, "out_channels", &c.out_channels));
-  RETURN_IF_ERROR(ReadInt(j, "num_layers", &c.num_layers));
-  RETURN_IF_ERROR(ReadInt(j, "num_single_layers", &c.num_single_layers));
-  RETURN_IF_ERROR(ReadInt(j, "attention_head_dim", &c.attention_head_dim));
-  RETURN_IF_ERROR(ReadInt(j, "num_attention_heads", &c.num_attention_heads));
-  RETURN_IF_ERROR(ReadInt(j, "joint_attention_dim", &c.joint_attention_dim));
-  RETURN_IF_ERROR(ReadInt(j, "pooled_projection_dim", &c.pooled_projection_dim));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "out_channels", &c.out_channels));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "num_layers", &c.num_layers));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "num_single_layers", &c.num_single_layers));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "attention_head_dim", &c.attention_head_dim));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "num_attention_heads", &c.num_attention_heads));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "joint_attention_dim", &c.joint_attention_dim));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "pooled_projection_dim", &c.pooled_projection_dim));
   if (j.contains("guidance_embeds") && !j["guidance_embeds"].is_null()) {
     if (!j["guidance_embeds"].is_boolean()) {
       return absl::InvalidArgumentError("transformer config: 'guidance_embeds' must be a boolean");

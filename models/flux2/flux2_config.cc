@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 
 namespace ditserve::models::flux2 {
@@ -17,37 +18,21 @@ bool Present(const nlohmann::json& j, const char* key) {
   return j.contains(key) && !j[key].is_null();
 }
 
-absl::Status ReadInt(const nlohmann::json& j, const char* key, int64_t* out) {
-  if (!Present(j, key)) return absl::OkStatus();
-  if (!j[key].is_number_integer()) return Bad(key, "must be an integer");
-  *out = j[key].get<int64_t>();
-  if (*out <= 0) return Bad(key, "must be positive");
-  return absl::OkStatus();
-}
-
-absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double* out) {
-  if (!Present(j, key)) return absl::OkStatus();
-  if (!j[key].is_number()) return Bad(key, "must be a number");
-  *out = j[key].get<double>();
-  if (!(*out > 0)) return Bad(key, "must be positive");
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<Flux2TransformerConfig> ParseFlux2TransformerConfig(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("transformer config is not a JSON object");
   Flux2TransformerConfig c;
-  RETURN_IF_ERROR(ReadInt(j, "patch_size", &c.patch_size));
-  RETURN_IF_ERROR(ReadInt(j, "in_channels", &c.in_channels));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "patch_size", &c.patch_size));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "in_channels", &c.in_channels));
   c.out_channels = c.in_channels;
-  RETURN_IF_ERROR(ReadInt(j, "out_channels", &c.out_channels));
-  RETURN_IF_ERROR(ReadInt(j, "num_layers", &c.num_layers));
-  RETURN_IF_ERROR(ReadInt(j, "num_single_layers", &c.num_single_layers));
-  RETURN_IF_ERROR(ReadInt(j, "attention_head_dim", &c.attention_head_dim));
-  RETURN_IF_ERROR(ReadInt(j, "num_attention_heads", &c.num_attention_heads));
-  RETURN_IF_ERROR(ReadInt(j, "joint_attention_dim", &c.joint_attention_dim));
-  RETURN_IF_ERROR(ReadInt(j, "timestep_guidance_channels", &c.timestep_guidance_channels));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "out_channels", &c.out_channels));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "num_layers", &c.num_layers));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "num_single_layers", &c.num_single_layers));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "attention_head_dim", &c.attention_head_dim));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "num_attention_heads", &c.num_attention_heads));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "joint_attention_dim", &c.joint_attention_dim));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "timestep_guidance_channels", &c.timestep_guidance_channels));
   RETURN_IF_ERROR(ReadPositiveDouble(j, "mlp_ratio", &c.mlp_ratio));
   RETURN_IF_ERROR(ReadPositiveDouble(j, "rope_theta", &c.rope_theta));
   RETURN_IF_ERROR(ReadPositiveDouble(j, "eps", &c.eps));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 
 namespace ditserve::models::qwenimage {
@@ -17,28 +18,20 @@ bool Present(const nlohmann::json& j, const char* key) {
   return j.contains(key) && !j[key].is_null();
 }
 
-absl::Status ReadInt(const nlohmann::json& j, const char* key, int64_t* out) {
-  if (!Present(j, key)) return absl::OkStatus();
-  if (!j[key].is_number_integer()) return Bad(key, "must be an integer");
-  *out = j[key].get<int64_t>();
-  if (*out <= 0) return Bad(key, "must be positive");
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<QwenImageTransformerConfig> ParseQwenImageTransformerConfig(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("transformer config is not a JSON object");
   QwenImageTransformerConfig c;
-  RETURN_IF_ERROR(ReadInt(j, "patch_size", &c.patch_size));
-  RETURN_IF_ERROR(ReadInt(j, "in_channels", &c.in_channels));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "patch_size", &c.patch_size));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "in_channels", &c.in_channels));
   // Absent: the class default 16; null: `out_channels or in_channels`.
   c.out_channels = j.contains("out_channels") ? c.in_channels : 16;
-  RETURN_IF_ERROR(ReadInt(j, "out_channels", &c.out_channels));
-  RETURN_IF_ERROR(ReadInt(j, "num_layers", &c.num_layers));
-  RETURN_IF_ERROR(ReadInt(j, "attention_head_dim", &c.attention_head_dim));
-  RETURN_IF_ERROR(ReadInt(j, "num_attention_heads", &c.num_attention_heads));
-  RETURN_IF_ERROR(ReadInt(j, "joint_attention_dim", &c.joint_attention_dim));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "out_channels", &c.out_channels));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "num_layers", &c.num_layers));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "attention_head_dim", &c.attention_head_dim));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "num_attention_heads", &c.num_attention_heads));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "joint_attention_dim", &c.joint_attention_dim));
   for (const char* flag : {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"}) {
     if (!Present(j, flag)) continue;
     if (!j[flag].is_boolean()) return Bad(flag, "must be a boolean");

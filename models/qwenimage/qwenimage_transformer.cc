@@ -162,18 +162,8 @@ absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(const QwenIma
 
 absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(
     const std::map<std::string, torch::Tensor>& args) {
-  const auto req = RequiredArguments(), opt = OptionalArguments();
-  for (const auto& [name, t] : args) {
-    if (std::find(req.begin(), req.end(), name) == req.end() &&
-        std::find(opt.begin(), opt.end(), name) == opt.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Qwen-Image forward: unknown argument '", name, "'"));
-    }
-  }
-  auto get = [&](const char* name) {
-    auto it = args.find(name);
-    return it == args.end() ? torch::Tensor() : it->second;
-  };
+  RETURN_IF_ERROR(CheckArgumentNames(*this, args, "Qwen-Image"));
+  auto get = [&](const char* name) { return ArgumentOrUndefined(args, name); };
   QwenImageForwardArgs a;
   a.hidden_states = get("hidden_states");
   a.encoder_hidden_states = get("encoder_hidden_states");

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "models/text/config_json.h"
+#include "common/config_json.h"
 
 namespace ditserve::text {
 

@@ -3,7 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
-#include "models/text/checked_weight.h"
 #include "models/text/input_ids.h"
 
 namespace ditserve::text {
@@ -15,7 +14,7 @@ absl::StatusOr<ClipTextModel> ClipTextModel::Create(const ClipTextConfig& config
   const int64_t d = config.hidden_size;
   const int64_t f = config.intermediate_size;
   auto get = [&](const std::string& name, std::vector<int64_t> shape) {
-    return CheckedWeight(state, prefix + name, shape);
+    return state.GetWithShape(prefix + name, shape);
   };
 
   ClipTextModel m;

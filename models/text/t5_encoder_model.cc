@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
-#include "models/text/checked_weight.h"
 #include "models/text/input_ids.h"
 #include "models/text/t5_relative_position.h"
 
@@ -20,11 +19,10 @@ absl::StatusOr<T5EncoderModel> T5EncoderModel::Create(const T5Config& config,
       !state.Contains("shared.weight") && state.Contains("encoder.embed_tokens.weight")
           ? "encoder.embed_tokens.weight"
           : "shared.weight";
-  ASSIGN_OR_RETURN(m.embedding_, CheckedWeight(state, embedding_name, {config.vocab_size, d}));
+  ASSIGN_OR_RETURN(m.embedding_, state.GetWithShape(embedding_name, {config.vocab_size, d}));
   if (config.num_layers > 0) {
     ASSIGN_OR_RETURN(m.relative_attention_bias_,
-                     CheckedWeight(state,
-                                   "encoder.block.0.layer.0.SelfAttention.relative_attention_bias"
+                     state.GetWithShape("encoder.block.0.layer.0.SelfAttention.relative_attention_bias"
                                    ".weight",
                                    {config.relative_attention_num_buckets, config.num_heads}));
   }
@@ -32,22 +30,22 @@ absl::StatusOr<T5EncoderModel> T5EncoderModel::Create(const T5Config& config,
     const std::string a = absl::StrCat("encoder.block.", i, ".layer.0.");
     const std::string f = absl::StrCat("encoder.block.", i, ".layer.1.");
     Block b;
-    ASSIGN_OR_RETURN(b.attn_ln_w, CheckedWeight(state, a + "layer_norm.weight", {d}));
-    ASSIGN_OR_RETURN(b.q_w, CheckedWeight(state, a + "SelfAttention.q.weight", {inner, d}));
-    ASSIGN_OR_RETURN(b.k_w, CheckedWeight(state, a + "SelfAttention.k.weight", {inner, d}));
-    ASSIGN_OR_RETURN(b.v_w, CheckedWeight(state, a + "SelfAttention.v.weight", {inner, d}));
-    ASSIGN_OR_RETURN(b.o_w, CheckedWeight(state, a + "SelfAttention.o.weight", {d, inner}));
-    ASSIGN_OR_RETURN(b.ff_ln_w, CheckedWeight(state, f + "layer_norm.weight", {d}));
+    ASSIGN_OR_RETURN(b.attn_ln_w, state.GetWithShape(a + "layer_norm.weight", {d}));
+    ASSIGN_OR_RETURN(b.q_w, state.GetWithShape(a + "SelfAttention.q.weight", {inner, d}));
+    ASSIGN_OR_RETURN(b.k_w, state.GetWithShape(a + "SelfAttention.k.weight", {inner, d}));
+    ASSIGN_OR_RETURN(b.v_w, state.GetWithShape(a + "SelfAttention.v.weight", {inner, d}));
+    ASSIGN_OR_RETURN(b.o_w, state.GetWithShape(a + "SelfAttention.o.weight", {d, inner}));
+    ASSIGN_OR_RETURN(b.ff_ln_w, state.GetWithShape(f + "layer_norm.weight", {d}));
     if (config.is_gated_act) {
-      ASSIGN_OR_RETURN(b.wi_0_w, CheckedWeight(state, f + "DenseReluDense.wi_0.weight", {ff, d}));
-      ASSIGN_OR_RETURN(b.wi_1_w, CheckedWeight(state, f + "DenseReluDense.wi_1.weight", {ff, d}));
+      ASSIGN_OR_RETURN(b.wi_0_w, state.GetWithShape(f + "DenseReluDense.wi_0.weight", {ff, d}));
+      ASSIGN_OR_RETURN(b.wi_1_w, state.GetWithShape(f + "DenseReluDense.wi_1.weight", {ff, d}));
     } else {
-      ASSIGN_OR_RETURN(b.wi_0_w, CheckedWeight(state, f + "DenseReluDense.wi.weight", {ff, d}));
+      ASSIGN_OR_RETURN(b.wi_0_w, state.GetWithShape(f + "DenseReluDense.wi.weight", {ff, d}));
     }
-    ASSIGN_OR_RETURN(b.wo_w, CheckedWeight(state, f + "DenseReluDense.wo.weight", {d, ff}));
+    ASSIGN_OR_RETURN(b.wo_w, state.GetWithShape(f + "DenseReluDense.wo.weight", {d, ff}));
     m.blocks_.push_back(std::move(b));
   }
-  ASSIGN_OR_RETURN(m.final_ln_w_, CheckedWeight(state, "encoder.final_layer_norm.weight", {d}));
+  ASSIGN_OR_RETURN(m.final_ln_w_, state.GetWithShape("encoder.final_layer_norm.weight", {d}));
   return m;
 }
 

@@ -6,21 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 
 namespace ditserve::vae {
 namespace {
-
-template <typename T>
-absl::StatusOr<T> Field(const nlohmann::json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("config field '", key, "': ", e.what()));
-  }
-}
 
 absl::StatusOr<VaeActivation> ParseAct(const std::string& name) {
   if (name == "silu" || name == "swish") return VaeActivation::kSilu;
@@ -38,22 +28,22 @@ absl::StatusOr<AutoencoderKLConfig> ParseAutoencoderKLConfig(const std::string& 
     return absl::InvalidArgumentError("VAE config is not a JSON object");
   }
   AutoencoderKLConfig c;
-  ASSIGN_OR_RETURN(c.latent_channels, Field<int64_t>(j, "latent_channels", c.latent_channels));
-  ASSIGN_OR_RETURN(c.out_channels, Field<int64_t>(j, "out_channels", c.out_channels));
+  ASSIGN_OR_RETURN(c.latent_channels, JsonField<int64_t>(j, "latent_channels", c.latent_channels));
+  ASSIGN_OR_RETURN(c.out_channels, JsonField<int64_t>(j, "out_channels", c.out_channels));
   ASSIGN_OR_RETURN(c.block_out_channels,
-                   Field<std::vector<int64_t>>(j, "block_out_channels", c.block_out_channels));
-  ASSIGN_OR_RETURN(c.layers_per_block, Field<int64_t>(j, "layers_per_block", c.layers_per_block));
-  ASSIGN_OR_RETURN(c.norm_num_groups, Field<int64_t>(j, "norm_num_groups", c.norm_num_groups));
-  ASSIGN_OR_RETURN(std::string act, Field<std::string>(j, "act_fn", "silu"));
+                   JsonField<std::vector<int64_t>>(j, "block_out_channels", c.block_out_channels));
+  ASSIGN_OR_RETURN(c.layers_per_block, JsonField<int64_t>(j, "layers_per_block", c.layers_per_block));
+  ASSIGN_OR_RETURN(c.norm_num_groups, JsonField<int64_t>(j, "norm_num_groups", c.norm_num_groups));
+  ASSIGN_OR_RETURN(std::string act, JsonField<std::string>(j, "act_fn", "silu"));
   ASSIGN_OR_RETURN(c.act_fn, ParseAct(act));
   ASSIGN_OR_RETURN(c.mid_block_add_attention,
-                   Field<bool>(j, "mid_block_add_attention", c.mid_block_add_attention));
+                   JsonField<bool>(j, "mid_block_add_attention", c.mid_block_add_attention));
   ASSIGN_OR_RETURN(c.use_post_quant_conv,
-                   Field<bool>(j, "use_post_quant_conv", c.use_post_quant_conv));
-  ASSIGN_OR_RETURN(c.scaling_factor, Field<double>(j, "scaling_factor", c.scaling_factor));
-  ASSIGN_OR_RETURN(c.shift_factor, Field<double>(j, "shift_factor", c.shift_factor));
+                   JsonField<bool>(j, "use_post_quant_conv", c.use_post_quant_conv));
+  ASSIGN_OR_RETURN(c.scaling_factor, JsonField<double>(j, "scaling_factor", c.scaling_factor));
+  ASSIGN_OR_RETURN(c.shift_factor, JsonField<double>(j, "shift_factor", c.shift_factor));
 
-  ASSIGN_OR_RETURN(auto up_types, Field<std::vector<std::string>>(
+  ASSIGN_OR_RETURN(auto up_types, JsonField<std::vector<std::string>>(
                                       j, "up_block_types", {"UpDecoderBlock2D"}));
   for (const auto& t : up_types) {
     if (t != "UpDecoderBlock2D") {

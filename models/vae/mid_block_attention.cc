@@ -2,7 +2,6 @@
 
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
-#include "models/vae/checked_weight.h"
 
 namespace ditserve::vae {
 
@@ -12,14 +11,14 @@ absl::StatusOr<MidBlockAttention> MidBlockAttention::Load(const sharding::Sharde
   const int64_t c = channels;
   MidBlockAttention a;
   ASSIGN_OR_RETURN(a.norm_, GroupNorm::Load(state, prefix + ".group_norm", c, groups, kVaeNormEps));
-  ASSIGN_OR_RETURN(a.q_w_, CheckedWeight(state, prefix + ".to_q.weight", {c, c}));
-  ASSIGN_OR_RETURN(a.q_b_, CheckedWeight(state, prefix + ".to_q.bias", {c}));
-  ASSIGN_OR_RETURN(a.k_w_, CheckedWeight(state, prefix + ".to_k.weight", {c, c}));
-  ASSIGN_OR_RETURN(a.k_b_, CheckedWeight(state, prefix + ".to_k.bias", {c}));
-  ASSIGN_OR_RETURN(a.v_w_, CheckedWeight(state, prefix + ".to_v.weight", {c, c}));
-  ASSIGN_OR_RETURN(a.v_b_, CheckedWeight(state, prefix + ".to_v.bias", {c}));
-  ASSIGN_OR_RETURN(a.out_w_, CheckedWeight(state, prefix + ".to_out.0.weight", {c, c}));
-  ASSIGN_OR_RETURN(a.out_b_, CheckedWeight(state, prefix + ".to_out.0.bias", {c}));
+  ASSIGN_OR_RETURN(a.q_w_, state.GetWithShape(prefix + ".to_q.weight", {c, c}));
+  ASSIGN_OR_RETURN(a.q_b_, state.GetWithShape(prefix + ".to_q.bias", {c}));
+  ASSIGN_OR_RETURN(a.k_w_, state.GetWithShape(prefix + ".to_k.weight", {c, c}));
+  ASSIGN_OR_RETURN(a.k_b_, state.GetWithShape(prefix + ".to_k.bias", {c}));
+  ASSIGN_OR_RETURN(a.v_w_, state.GetWithShape(prefix + ".to_v.weight", {c, c}));
+  ASSIGN_OR_RETURN(a.v_b_, state.GetWithShape(prefix + ".to_v.bias", {c}));
+  ASSIGN_OR_RETURN(a.out_w_, state.GetWithShape(prefix + ".to_out.0.weight", {c, c}));
+  ASSIGN_OR_RETURN(a.out_b_, state.GetWithShape(prefix + ".to_out.0.bias", {c}));
   return a;
 }
 

@@ -1,7 +1,6 @@
 #include "models/vae/vae_layers.h"
 
 #include "common/status_macros.h"
-#include "models/vae/checked_weight.h"
 
 namespace ditserve::vae {
 
@@ -9,8 +8,8 @@ absl::StatusOr<Conv2d> Conv2d::Load(const sharding::ShardedStateDict& state,
                                     const std::string& prefix, int64_t in, int64_t out,
                                     int64_t kernel) {
   Conv2d c;
-  ASSIGN_OR_RETURN(c.weight, CheckedWeight(state, prefix + ".weight", {out, in, kernel, kernel}));
-  ASSIGN_OR_RETURN(c.bias, CheckedWeight(state, prefix + ".bias", {out}));
+  ASSIGN_OR_RETURN(c.weight, state.GetWithShape(prefix + ".weight", {out, in, kernel, kernel}));
+  ASSIGN_OR_RETURN(c.bias, state.GetWithShape(prefix + ".bias", {out}));
   return c;
 }
 
@@ -23,8 +22,8 @@ absl::StatusOr<GroupNorm> GroupNorm::Load(const sharding::ShardedStateDict& stat
                                           const std::string& prefix, int64_t channels,
                                           int64_t groups, double eps) {
   GroupNorm n;
-  ASSIGN_OR_RETURN(n.weight, CheckedWeight(state, prefix + ".weight", {channels}));
-  ASSIGN_OR_RETURN(n.bias, CheckedWeight(state, prefix + ".bias", {channels}));
+  ASSIGN_OR_RETURN(n.weight, state.GetWithShape(prefix + ".weight", {channels}));
+  ASSIGN_OR_RETURN(n.bias, state.GetWithShape(prefix + ".bias", {channels}));
   n.groups = groups;
   n.eps = eps;
   return n;

@@ -1,0 +1,37 @@
+// Reading a Hugging Face config.json (transformers, text encoders, VAE): the file's text, and typed
+// field access with defaults and errors that name the key. Used by the config parsers' .cc files
+// (nlohmann stays out of the public model headers).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+namespace ditserve {
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& text);
+
+// j[key] as T, or `fallback` when absent or null; INVALID_ARGUMENT naming the key on a type error.
+template <typename T>
+absl::StatusOr<T> JsonField(const nlohmann::json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config field '", key, "': ", e.what()));
+  }
+}
+
+// Optional positive numbers (absent or null: *out keeps its default): INVALID_ARGUMENT
+// "<context>: 'key' must be an integer / a number / positive".
+absl::Status ReadPositiveInt(const nlohmann::json& j, const char* key, int64_t* out,
+                             const char* context = "transformer config");
+absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double* out,
+                                const char* context = "transformer config");
+
+}  // namespace ditserve
