@@ -1,7 +1,10 @@
 #include "common/config_json.h"
 
 #include <fstream>
+#include <numeric>
 #include <sstream>
+
+#include "absl/strings/str_join.h"
 
 namespace ditserve {
 
@@ -43,6 +46,43 @@ absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double
   *out = it->get<double>();
   if (!(*out > 0)) return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be positive"));
   return absl::OkStatus();
+}
+
+absl::Status ReadBool(const nlohmann::json& j, const char* key, bool* out, const char* context) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_boolean()) {
+    return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be a boolean"));
+  }
+  *out = it->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadPositiveEvenIntList(const nlohmann::json& j, const char* key,
+                                     std::vector<int64_t>* out, const char* context) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_array() || it->empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be a non-empty list"));
+  }
+  std::vector<int64_t> values;
+  for (const auto& v : *it) {
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() % 2 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(context, ": '", key, "' entries must be positive even integers"));
+    }
+    values.push_back(v.get<int64_t>());
+  }
+  *out = std::move(values);
+  return absl::OkStatus();
+}
+
+absl::Status CheckAxesDimsRopeSum(const std::vector<int64_t>& axes, int64_t attention_head_dim) {
+  const int64_t width = std::accumulate(axes.begin(), axes.end(), int64_t{0});
+  if (width == attention_head_dim) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("transformer config: axes_dims_rope [",
+                                                 absl::StrJoin(axes, ", "), "] sums to ", width,
+                                                 ", not attention_head_dim ", attention_head_dim));
 }
 
 }  // namespace ditserve

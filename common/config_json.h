@@ -3,7 +3,9 @@
 // (nlohmann stays out of the public model headers).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,5 +35,15 @@ absl::Status ReadPositiveInt(const nlohmann::json& j, const char* key, int64_t* 
                              const char* context = "transformer config");
 absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double* out,
                                 const char* context = "transformer config");
+
+// Optional boolean (absent or null: *out keeps its default).
+absl::Status ReadBool(const nlohmann::json& j, const char* key, bool* out,
+                      const char* context = "transformer config");
+// Optional non-empty list of positive even integers (RoPE axis widths).
+absl::Status ReadPositiveEvenIntList(const nlohmann::json& j, const char* key,
+                                     std::vector<int64_t>* out,
+                                     const char* context = "transformer config");
+// RoPE axis widths must add up to the attention head dim.
+absl::Status CheckAxesDimsRopeSum(const std::vector<int64_t>& axes, int64_t attention_head_dim);
 
 }  // namespace ditserve

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "models/flux1/flux1_transformer.h"
 #include "models/flux2/flux2_transformer.h"
 #include "models/qwenimage/qwenimage_transformer.h"
@@ -15,11 +16,25 @@ namespace {
 using Factory = std::function<absl::StatusOr<std::unique_ptr<DiffusionTransformer>>(
     const nlohmann::json&, const sharding::ShardedStateDict&, comm::Communicator*)>;
 
+// config.json → the model's typed config (`parse`) → Model::Load on this rank's shard.
+template <typename Model, typename Parse>
+Factory MakeFactory(Parse parse) {
+  return [parse](const nlohmann::json& config, const sharding::ShardedStateDict& sd,
+                 comm::Communicator* comm) -> absl::StatusOr<std::unique_ptr<DiffusionTransformer>> {
+    ASSIGN_OR_RETURN(auto parsed, parse(config));
+    ASSIGN_OR_RETURN(auto model, Model::Load(parsed, sd, comm));
+    return std::unique_ptr<DiffusionTransformer>(std::move(model));
+  };
+}
+
 const std::map<std::string, Factory>& Factories() {
   static const auto* factories = new std::map<std::string, Factory>{
-      {"FluxTransformer2DModel", &flux1::CreateFluxTransformer},
-      {"Flux2Transformer2DModel", &flux2::CreateFlux2Transformer},
-      {"QwenImageTransformer2DModel", &qwenimage::CreateQwenImageTransformer},
+      {"FluxTransformer2DModel",
+       MakeFactory<flux1::FluxTransformer2DModel>(&flux1::ParseFluxTransformerConfig)},
+      {"Flux2Transformer2DModel",
+       MakeFactory<flux2::Flux2Transformer2DModel>(&flux2::ParseFlux2TransformerConfig)},
+      {"QwenImageTransformer2DModel",
+       MakeFactory<qwenimage::QwenImageTransformer2DModel>(&qwenimage::ParseQwenImageTransformerConfig)},
   };
   return *factories;
 }

@@ -212,11 +212,4 @@ absl::StatusOr<torch::Tensor> FluxTransformer2DModel::Forward(
   return Forward(a);
 }
 
-absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateFluxTransformer(
-    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm) {
-  ASSIGN_OR_RETURN(auto parsed, ParseFluxTransformerConfig(config));
-  ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(parsed, sd, comm));
-  return std::unique_ptr<DiffusionTransformer>(std::move(model));
-}
-
 }  // namespace ditserve::models::flux1

@@ -75,8 +75,5 @@ class FluxTransformer2DModel : public DiffusionTransformer {
   std::optional<AdaLayerNormContinuous> norm_out_;
 };
 
-// Factory entry for models/transformer_factory.cc.
-absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateFluxTransformer(
-    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm);
 
 }  // namespace ditserve::models::flux1

@@ -14,10 +14,6 @@ absl::Status Bad(const char* key, const char* what) {
   return absl::InvalidArgumentError(absl::StrCat("transformer config: '", key, "' ", what));
 }
 
-bool Present(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && !j[key].is_null();
-}
-
 }  // namespace
 
 absl::StatusOr<Flux2TransformerConfig> ParseFlux2TransformerConfig(const nlohmann::json& j) {
@@ -36,21 +32,8 @@ absl::StatusOr<Flux2TransformerConfig> ParseFlux2TransformerConfig(const nlohman
   RETURN_IF_ERROR(ReadPositiveDouble(j, "mlp_ratio", &c.mlp_ratio));
   RETURN_IF_ERROR(ReadPositiveDouble(j, "rope_theta", &c.rope_theta));
   RETURN_IF_ERROR(ReadPositiveDouble(j, "eps", &c.eps));
-  if (Present(j, "guidance_embeds")) {
-    if (!j["guidance_embeds"].is_boolean()) return Bad("guidance_embeds", "must be a boolean");
-    c.guidance_embeds = j["guidance_embeds"].get<bool>();
-  }
-  if (Present(j, "axes_dims_rope")) {
-    const auto& a = j["axes_dims_rope"];
-    if (!a.is_array() || a.empty()) return Bad("axes_dims_rope", "must be a non-empty list");
-    c.axes_dims_rope.clear();
-    for (const auto& v : a) {
-      if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() % 2 != 0) {
-        return Bad("axes_dims_rope", "entries must be positive even integers");
-      }
-      c.axes_dims_rope.push_back(v.get<int64_t>());
-    }
-  }
+  RETURN_IF_ERROR(ReadBool(j, "guidance_embeds", &c.guidance_embeds));
+  RETURN_IF_ERROR(ReadPositiveEvenIntList(j, "axes_dims_rope", &c.axes_dims_rope));
   // x_embedder takes already patchified tokens; diffusers' forward has no patch_size > 1 path.
   if (c.patch_size != 1) {
     return absl::InvalidArgumentError(
@@ -59,13 +42,7 @@ absl::StatusOr<Flux2TransformerConfig> ParseFlux2TransformerConfig(const nlohman
   if (c.timestep_guidance_channels % 2 != 0) {
     return Bad("timestep_guidance_channels", "must be even");
   }
-  const int64_t rope_width =
-      std::accumulate(c.axes_dims_rope.begin(), c.axes_dims_rope.end(), int64_t{0});
-  if (rope_width != c.attention_head_dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "transformer config: axes_dims_rope [", absl::StrJoin(c.axes_dims_rope, ", "), "] sums to ",
-        rope_width, ", not attention_head_dim ", c.attention_head_dim));
-  }
+  RETURN_IF_ERROR(CheckAxesDimsRopeSum(c.axes_dims_rope, c.attention_head_dim));
   if (c.mlp_hidden_dim() <= 0) return Bad("mlp_ratio", "gives an empty MLP");
   return c;
 }

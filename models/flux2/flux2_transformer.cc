@@ -204,11 +204,4 @@ absl::StatusOr<torch::Tensor> Flux2Transformer2DModel::Forward(
   return Forward(a);
 }
 
-absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateFlux2Transformer(
-    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm) {
-  ASSIGN_OR_RETURN(auto parsed, ParseFlux2TransformerConfig(config));
-  ASSIGN_OR_RETURN(auto model, Flux2Transformer2DModel::Load(parsed, sd, comm));
-  return std::unique_ptr<DiffusionTransformer>(std::move(model));
-}
-
 }  // namespace ditserve::models::flux2

@@ -81,8 +81,5 @@ class Flux2Transformer2DModel : public DiffusionTransformer {
   std::optional<AdaLayerNormContinuous> norm_out_;
 };
 
-// Factory entry for models/transformer_factory.cc.
-absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateFlux2Transformer(
-    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm);
 
 }  // namespace ditserve::models::flux2

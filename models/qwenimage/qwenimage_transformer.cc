@@ -173,11 +173,4 @@ absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(
   return Forward(a);
 }
 
-absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateQwenImageTransformer(
-    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm) {
-  ASSIGN_OR_RETURN(auto parsed, ParseQwenImageTransformerConfig(config));
-  ASSIGN_OR_RETURN(auto model, QwenImageTransformer2DModel::Load(parsed, sd, comm));
-  return std::unique_ptr<DiffusionTransformer>(std::move(model));
-}
-
 }  // namespace ditserve::models::qwenimage

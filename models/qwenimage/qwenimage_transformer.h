@@ -82,8 +82,5 @@ class QwenImageTransformer2DModel : public DiffusionTransformer {
   std::optional<AdaLayerNormContinuous> norm_out_;
 };
 
-// Factory entry for models/transformer_factory.cc.
-absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateQwenImageTransformer(
-    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm);
 
 }  // namespace ditserve::models::qwenimage
