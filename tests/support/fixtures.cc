@@ -63,4 +63,19 @@ sharding::ShardedStateDict LoadComponentFullFloat32(const std::string& component
   return sharding::ShardedStateDict(0, 1, std::move(tensors), {});
 }
 
+sharding::ShardedStateDict LoadComponentEdited(
+    const std::string& component_dir,
+    const std::function<void(std::map<std::string, torch::Tensor>&)>& edit) {
+  auto tensors = LoadComponentFullFloat32(component_dir).tensors();
+  edit(tensors);
+  return sharding::ShardedStateDict(0, 1, std::move(tensors), {});
+}
+
+sharding::ShardedStateDict CastWeights(const sharding::ShardedStateDict& sd,
+                                       torch::ScalarType dtype) {
+  std::map<std::string, torch::Tensor> cast;
+  for (const auto& [name, t] : sd.tensors()) cast[name] = t.to(dtype);
+  return sharding::ShardedStateDict(0, 1, std::move(cast), {});
+}
+
 }  // namespace ditserve::testing

@@ -2,16 +2,13 @@
 // tp = 1 and tp = 2 / 4 (in-process groups), plus the factory and argument checks.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <mutex>
-
-#include <nlohmann/json.hpp>
+#include <cstdio>
 
 #include "models/flux1/flux1_transformer.h"
 #include "models/transformer_factory.h"
-#include "sharding/loader.h"
 #include "sharding/tp_plan.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/transformer_harness.h"
 #include "tests/unit/tp_test_sharding.h"
 #include "worker/comm/local_communicator.h"
 
@@ -19,90 +16,33 @@ namespace ditserve {
 namespace {
 
 using models::flux1::FluxTransformer2DModel;
-using testing::FixturesDir;
 using testing::Ref;
 using testing::RelativeError;
 
-std::string TransformerDir() { return FixturesDir() + "/flux1-tiny/transformer"; }
+constexpr testing::FixtureTransformer kFlux1{"flux1-tiny", "FluxTransformer2DModel"};
 
-nlohmann::json Config() {
-  std::ifstream in(TransformerDir() + "/config.json");
-  return nlohmann::json::parse(in);
-}
-
-const sharding::ShardedStateDict& FullWeights() {
-  static const auto* sd =
-      new sharding::ShardedStateDict(testing::LoadComponentFullFloat32(TransformerDir()));
-  return *sd;
-}
+nlohmann::json Config() { return testing::TransformerConfig(kFlux1); }
+const sharding::ShardedStateDict& FullWeights() { return testing::TransformerFullWeights(kFlux1); }
 
 std::map<std::string, torch::Tensor> Step0Inputs() {
-  std::map<std::string, torch::Tensor> args;
-  for (const char* name : {"hidden_states", "encoder_hidden_states", "pooled_projections",
-                           "timestep", "img_ids", "txt_ids", "guidance"}) {
-    args[name] = Ref(std::string("flux1.step0.in.") + name);
-  }
-  return args;
-}
-
-torch::Tensor RunTp1(const sharding::ShardedStateDict& sd) {
-  auto comm = comm::MakeSingleRankCommunicator();
-  auto model = models::CreateTransformer(Config(), sd, comm.get());
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return {};
-  auto out = (*model)->Forward(Step0Inputs());
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? *out : torch::Tensor();
+  return testing::RefArguments("flux1.step0.in.",
+                               {"hidden_states", "encoder_hidden_states", "pooled_projections",
+                                "timestep", "img_ids", "txt_ids", "guidance"});
 }
 
 TEST(Flux1Transformer, Tp1MatchesDiffusers) {
-  auto out = RunTp1(FullWeights());
-  ASSERT_TRUE(out.defined());
-  EXPECT_EQ(out.sizes(), Ref("flux1.step0.out").sizes());
-  const double err = RelativeError(out, Ref("flux1.step0.out"));
-  EXPECT_LT(err, 1e-4) << "relative error " << err;
+  testing::ExpectTp1MatchesReference(kFlux1, Step0Inputs(), Ref("flux1.step0.out"));
 }
 
-// This rank's shard through the production loader with the built-in FLUX.1 plan.
-absl::StatusOr<sharding::ShardedStateDict> LoadRank(int rank, int world) {
-  auto plan = sharding::BuiltinTpPlan("FluxTransformer2DModel", Config());
-  if (!plan.ok()) return plan.status();
-  return sharding::LoadShard(TransformerDir(), &*plan, rank, world, sharding::LoadOptions{});
-}
-
+// The built-in FLUX.1 plan through the production loader; the factory builds every rank's model.
 void RunTensorParallel(int world) {
-  const auto tp1 = RunTp1(FullWeights());
-  ASSERT_TRUE(tp1.defined());
-  auto config = Config();
-  std::mutex mu;
-  std::vector<torch::Tensor> outs(world);
-  std::vector<uint64_t> allreduces(world);
-  auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
-    auto sd = LoadRank(comm.rank(), world);
-    if (!sd.ok()) return sd.status();
-    auto model = models::CreateTransformer(config, *sd, &comm);
-    if (!model.ok()) return model.status();
-    auto out = (*model)->Forward(Step0Inputs());
-    if (!out.ok()) return out.status();
-    std::lock_guard<std::mutex> lock(mu);
-    outs[comm.rank()] = *out;
-    allreduces[comm.rank()] = comm.Stats().allreduce_count;
-    return absl::OkStatus();
-  });
-  ASSERT_TRUE(status.ok()) << status;
-  const int64_t layers = config["num_layers"].get<int64_t>();
-  const int64_t singles = config["num_single_layers"].get<int64_t>();
-  for (int r = 0; r < world; ++r) {
-    ASSERT_TRUE(outs[r].defined());
-    const double err = RelativeError(outs[r], Ref("flux1.step0.out"));
-    EXPECT_LT(err, 1e-4) << "rank " << r << " of " << world;
-    const double vs_tp1 = RelativeError(outs[r], tp1);
-    EXPECT_LT(vs_tp1, 1e-5) << "rank " << r << " of " << world << " vs tp=1";
-    // SPEC §1.5: exactly 4 all-reduces per double block and 1 per single block.
-    EXPECT_EQ(allreduces[r], static_cast<uint64_t>(4 * layers + singles)) << "rank " << r;
-    // Every rank returns the same full output.
-    EXPECT_TRUE(torch::equal(outs[r], outs[0]));
-  }
+  const auto config = Config();
+  testing::TensorParallelExpectations expected;
+  expected.reference = Ref("flux1.step0.out");
+  // SPEC §1.5: exactly 4 all-reduces per double block and 1 per single block.
+  expected.allreduces = static_cast<uint64_t>(4 * config["num_layers"].get<int64_t>() +
+                                              config["num_single_layers"].get<int64_t>());
+  testing::ExpectTensorParallelMatches(kFlux1, world, Step0Inputs(), expected);
 }
 
 // The loader's shards are exactly SPEC §1.4's slices (test helper written from the SPEC).
@@ -111,7 +51,7 @@ TEST(Flux1Transformer, LoaderShardsMatchSpecSlicing) {
   ASSERT_TRUE(parsed.ok());
   for (int world : {2, 4}) {
     for (int r = 0; r < world; ++r) {
-      auto sd = LoadRank(r, world);
+      auto sd = testing::LoadTransformerShard(kFlux1, r, world);
       ASSERT_TRUE(sd.ok()) << sd.status();
       auto expected = testing::SliceForRank(FullWeights(), testing::Flux1TestPlan(parsed->inner_dim()),
                                             r, world);
@@ -146,25 +86,18 @@ TEST(Flux1Transformer, LocalHeadsFollowTheShard) {
 }
 
 TEST(Flux1Transformer, Bfloat16RunsCloseToReference) {
-  std::map<std::string, torch::Tensor> bf16, rounded;
-  for (const auto& [name, t] : FullWeights().tensors()) {
-    bf16[name] = t.to(torch::kBFloat16);
-    rounded[name] = bf16[name].to(torch::kFloat32);
-  }
-  auto out = RunTp1(sharding::ShardedStateDict(0, 1, std::move(bf16), {}));
-  ASSERT_TRUE(out.defined());
-  EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
   // diffusers would embed guidance bf16(bf16(3.5)·1000) = 3504 (SPEC §7.3); we keep timestep and
   // guidance in float32 up to the sinusoid (FloatConditioning), so the bf16 run meets the fixture
   // README's bf16 bar against the float32 reference itself.
-  auto args = Step0Inputs();
-  auto comm = comm::MakeSingleRankCommunicator();
-  sharding::ShardedStateDict rounded_sd(0, 1, std::move(rounded), {});
-  auto model = models::CreateTransformer(Config(), rounded_sd, comm.get());
-  ASSERT_TRUE(model.ok());
-  auto counterpart = (*model)->Forward(args);
-  ASSERT_TRUE(counterpart.ok());
-  const double vs_counterpart = RelativeError(out, *counterpart);
+  const auto out =
+      testing::ExpectBfloat16CloseToReference(kFlux1, Step0Inputs(), Ref("flux1.step0.out"));
+  ASSERT_TRUE(out.defined());
+  // The float32 counterpart: the same bf16-rounded weights, run in float32.
+  const auto rounded = testing::CastWeights(
+      testing::CastWeights(FullWeights(), torch::kBFloat16), torch::kFloat32);
+  const auto counterpart = testing::RunTransformerTp1(kFlux1, rounded, Step0Inputs());
+  ASSERT_TRUE(counterpart.defined());
+  const double vs_counterpart = RelativeError(out, counterpart);
   const double vs_reference = RelativeError(out, Ref("flux1.step0.out"));
   std::printf("bf16 relative error: %.4g vs the fp32 counterpart, %.4g vs diffusers fp32\n",
               vs_counterpart, vs_reference);
@@ -192,30 +125,22 @@ TEST(Flux1Transformer, RejectsBadArguments) {
 }
 
 TEST(Flux1Transformer, FactoryRefusesUnknownClassAndBadConfig) {
-  auto comm = comm::MakeSingleRankCommunicator();
   auto config = Config();
   config["_class_name"] = "NoSuchTransformer";
-  EXPECT_EQ(models::CreateTransformer(config, FullWeights(), comm.get()).status().code(),
+  EXPECT_EQ(testing::CreateTransformerStatus(config, FullWeights()).code(),
             absl::StatusCode::kUnimplemented);
   config = Config();
   config["axes_dims_rope"] = {4, 6, 8};  // sums to 18, head_dim is 16
-  EXPECT_EQ(models::CreateTransformer(config, FullWeights(), comm.get()).status().code(),
+  EXPECT_EQ(testing::CreateTransformerStatus(config, FullWeights()).code(),
             absl::StatusCode::kInvalidArgument);
   config = Config();
   config["num_layers"] = 3;  // the checkpoint has 2
-  EXPECT_EQ(models::CreateTransformer(config, FullWeights(), comm.get()).status().code(),
+  EXPECT_EQ(testing::CreateTransformerStatus(config, FullWeights()).code(),
             absl::StatusCode::kNotFound);
 }
 
 TEST(Flux1Transformer, RefusesTpDegreeNotDividingHeads) {
-  auto config = Config();
-  auto status = comm::RunLocalGroup(3, [&](comm::Communicator& comm) -> absl::Status {
-    sharding::ShardedStateDict sd(comm.rank(), 3, FullWeights().tensors(), {});
-    auto model = models::CreateTransformer(config, sd, &comm);
-    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
-    return absl::OkStatus();
-  });
-  EXPECT_TRUE(status.ok()) << status;
+  testing::ExpectTpDegreeRefused(kFlux1, 3);
 }
 
 // A communicator whose collectives fail as a broken group's do.

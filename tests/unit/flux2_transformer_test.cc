@@ -3,105 +3,52 @@
 // loader and the built-in plan), the packed layouts, the factory and the argument checks.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <fstream>
-#include <mutex>
-
-#include <nlohmann/json.hpp>
-
 #include "models/flux2/flux2_state_dict_shapes.h"
 #include "models/flux2/flux2_transformer.h"
 #include "models/transformer_factory.h"
-#include "sharding/loader.h"
 #include "sharding/tp_plan.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/transformer_harness.h"
 #include "worker/comm/local_communicator.h"
 
 namespace ditserve {
 namespace {
 
 using models::flux2::Flux2Transformer2DModel;
-using testing::FixturesDir;
 using testing::Ref;
 using testing::RelativeError;
 
-std::string TransformerDir() { return FixturesDir() + "/flux2-tiny/transformer"; }
+constexpr testing::FixtureTransformer kFlux2{"flux2-tiny", "Flux2Transformer2DModel"};
 
-nlohmann::json Config() {
-  std::ifstream in(TransformerDir() + "/config.json");
-  return nlohmann::json::parse(in);
-}
+nlohmann::json Config() { return testing::TransformerConfig(kFlux2); }
+const sharding::ShardedStateDict& FullWeights() { return testing::TransformerFullWeights(kFlux2); }
 
 models::flux2::Flux2TransformerConfig Parsed() {
-  auto parsed = models::flux2::ParseFlux2TransformerConfig(Config());
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return *parsed;
-}
-
-const sharding::ShardedStateDict& FullWeights() {
-  static const auto* sd =
-      new sharding::ShardedStateDict(testing::LoadComponentFullFloat32(TransformerDir()));
-  return *sd;
+  return testing::ValueOrAddFailure(models::flux2::ParseFlux2TransformerConfig(Config()));
 }
 
 std::map<std::string, torch::Tensor> Inputs() {
-  std::map<std::string, torch::Tensor> args;
-  for (const char* name :
-       {"hidden_states", "encoder_hidden_states", "timestep", "img_ids", "txt_ids", "guidance"}) {
-    args[name] = Ref(std::string("flux2.") + name);
-  }
-  return args;
+  return testing::RefArguments("flux2.", {"hidden_states", "encoder_hidden_states", "timestep",
+                                          "img_ids", "txt_ids", "guidance"});
 }
 
 torch::Tensor RunTp1(const sharding::ShardedStateDict& sd,
                      const std::map<std::string, torch::Tensor>& args = Inputs()) {
-  auto comm = comm::MakeSingleRankCommunicator();
-  auto model = models::CreateTransformer(Config(), sd, comm.get());
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return {};
-  EXPECT_EQ((*model)->class_name(), "Flux2Transformer2DModel");
-  auto out = (*model)->Forward(args);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? *out : torch::Tensor();
+  return testing::RunTransformerTp1(kFlux2, sd, args);
 }
 
 TEST(Flux2Transformer, Tp1MatchesDiffusers) {
-  auto out = RunTp1(FullWeights());
-  ASSERT_TRUE(out.defined());
-  EXPECT_EQ(out.sizes(), Ref("flux2.out").sizes());
-  const double err = RelativeError(out, Ref("flux2.out"));
-  EXPECT_LT(err, 1e-4) << "relative error " << err;
-  std::printf("tp 1 relative error vs diffusers: %.3g\n", err);
+  testing::ExpectTp1MatchesReference(kFlux2, Inputs(), Ref("flux2.out"));
 }
 
 // The state dict the model (and the benchmark's random weights) assume is exactly the checkpoint's.
 TEST(Flux2Transformer, StateDictShapesMatchTheCheckpoint) {
-  const auto shapes = models::flux2::Flux2StateDictShapes(Parsed());
-  const auto& tensors = FullWeights().tensors();
-  ASSERT_EQ(shapes.size(), tensors.size());
-  for (const auto& [name, t] : tensors) {
-    auto it = shapes.find(name);
-    ASSERT_NE(it, shapes.end()) << name;
-    EXPECT_EQ(it->second, t.sizes().vec()) << name;
-  }
+  testing::ExpectShapesMatchWeights(models::flux2::Flux2StateDictShapes(Parsed()), FullWeights());
 }
 
 // The default config is FLUX.2-dev: SPEC §2.2's parameter count (what the benchmark allocates).
 TEST(Flux2Transformer, DefaultShapesAreFlux2Dev) {
-  int64_t params = 0;
-  for (const auto& [name, shape] : models::flux2::Flux2StateDictShapes({})) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    params += n;
-  }
-  EXPECT_EQ(params, 32223281152LL);
-}
-
-// This rank's shard through the production loader with the built-in FLUX.2 plan.
-absl::StatusOr<sharding::ShardedStateDict> LoadRank(int rank, int world) {
-  auto plan = sharding::BuiltinTpPlan("Flux2Transformer2DModel", Config());
-  if (!plan.ok()) return plan.status();
-  return sharding::LoadShard(TransformerDir(), &*plan, rank, world, sharding::LoadOptions{});
+  EXPECT_EQ(testing::ParameterCount(models::flux2::Flux2StateDictShapes({})), 32223281152LL);
 }
 
 // Rows [o_k + r·s_k/n, o_k + (r+1)·s_k/n) of every block, concatenated (SPEC §1.4), along `dim`.
@@ -122,7 +69,7 @@ TEST(Flux2Transformer, PackedShardsFollowTheBlocks) {
   const auto& full = FullWeights();
   for (int world : {2, 4}) {
     for (int r = 0; r < world; ++r) {
-      auto sd = LoadRank(r, world);
+      auto sd = testing::LoadTransformerShard(kFlux2, r, world);
       ASSERT_TRUE(sd.ok()) << sd.status();
       const std::string fused = "single_transformer_blocks.1.attn.to_qkv_mlp_proj";
       EXPECT_TRUE(torch::equal(*sd->Get(fused + ".weight"),
@@ -142,43 +89,19 @@ TEST(Flux2Transformer, PackedShardsFollowTheBlocks) {
   }
 }
 
+// Every rank loads its shard with the built-in FLUX.2 plan and builds the model directly.
 void RunTensorParallel(int world) {
-  const auto tp1 = RunTp1(FullWeights());
-  ASSERT_TRUE(tp1.defined());
-  auto config = Config();
-  std::mutex mu;
-  std::vector<torch::Tensor> outs(world);
-  std::vector<uint64_t> allreduces(world);
-  std::vector<int64_t> heads(world);
-  auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
-    auto sd = LoadRank(comm.rank(), world);
-    if (!sd.ok()) return sd.status();
-    auto parsed = models::flux2::ParseFlux2TransformerConfig(config);
-    if (!parsed.ok()) return parsed.status();
-    auto model = Flux2Transformer2DModel::Load(*parsed, *sd, &comm);
-    if (!model.ok()) return model.status();
-    auto out = (*model)->Forward(Inputs());
-    if (!out.ok()) return out.status();
-    std::lock_guard<std::mutex> lock(mu);
-    outs[comm.rank()] = *out;
-    allreduces[comm.rank()] = comm.Stats().allreduce_count;
-    heads[comm.rank()] = (*model)->local_heads();
-    return absl::OkStatus();
-  });
-  ASSERT_TRUE(status.ok()) << status;
   const auto c = Parsed();
-  for (int r = 0; r < world; ++r) {
-    ASSERT_TRUE(outs[r].defined());
-    const double err = RelativeError(outs[r], Ref("flux2.out"));
-    EXPECT_LT(err, 1e-4) << "rank " << r << " of " << world;
-    const double vs_tp1 = RelativeError(outs[r], tp1);
-    if (r == 0) std::printf("tp %d relative error vs diffusers %.3g, vs tp 1 %.3g\n", world, err, vs_tp1);
-    EXPECT_LT(vs_tp1, 1e-5) << "rank " << r << " of " << world << " vs tp=1";
-    // SPEC §1.5: 4 all-reduces per double block and 1 per single block.
-    EXPECT_EQ(allreduces[r], static_cast<uint64_t>(4 * c.num_layers + c.num_single_layers));
-    EXPECT_EQ(heads[r], c.num_attention_heads / world);
-    EXPECT_TRUE(torch::equal(outs[r], outs[0]));
-  }
+  testing::TensorParallelExpectations expected;
+  expected.reference = Ref("flux2.out");
+  // SPEC §1.5: 4 all-reduces per double block and 1 per single block.
+  expected.allreduces = static_cast<uint64_t>(4 * c.num_layers + c.num_single_layers);
+  expected.local_heads = c.num_attention_heads / world;
+  testing::ExpectTensorParallelMatches(
+      kFlux2, world, Inputs(), expected,
+      [&](const sharding::ShardedStateDict& shard, comm::Communicator& comm) {
+        return testing::LoadRankModel<Flux2Transformer2DModel>(c, shard, comm);
+      });
 }
 
 TEST(Flux2Transformer, Tp2MatchesDiffusersAndTp1) { RunTensorParallel(2); }
@@ -207,15 +130,7 @@ TEST(Flux2Transformer, EveryInputMatters) {
 }
 
 TEST(Flux2Transformer, Bfloat16RunsCloseToReference) {
-  std::map<std::string, torch::Tensor> bf16;
-  for (const auto& [name, t] : FullWeights().tensors()) bf16[name] = t.to(torch::kBFloat16);
-  sharding::ShardedStateDict sd(0, 1, std::move(bf16), {});
-  auto out = RunTp1(sd);
-  ASSERT_TRUE(out.defined());
-  EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
-  const double err = RelativeError(out, Ref("flux2.out"));
-  EXPECT_LT(err, 2e-2) << "bf16 relative error " << err;
-  EXPECT_GT(err, 0.0);
+  testing::ExpectBfloat16CloseToReference(kFlux2, Inputs(), Ref("flux2.out"));
 }
 
 TEST(Flux2Transformer, RejectsBadArguments) {
@@ -249,18 +164,18 @@ TEST(Flux2Transformer, ConfigIsReadFromTheFile) {
   EXPECT_EQ(c.mlp_hidden_dim(), 192);
   EXPECT_EQ(c.axes_dims_rope, (std::vector<int64_t>{4, 4, 4, 4}));
   EXPECT_EQ(c.out_channels, c.in_channels);  // null → in_channels
-  auto comm = comm::MakeSingleRankCommunicator();
   auto config = Config();
   config["axes_dims_rope"] = {4, 4, 4, 6};
-  EXPECT_EQ(models::CreateTransformer(config, FullWeights(), comm.get()).status().code(),
+  EXPECT_EQ(testing::CreateTransformerStatus(config, FullWeights()).code(),
             absl::StatusCode::kInvalidArgument);
   config = Config();
   config["mlp_ratio"] = 4.0;  // linear_in would need 2·256 rows
-  EXPECT_FALSE(models::CreateTransformer(config, FullWeights(), comm.get()).ok());
+  EXPECT_FALSE(testing::CreateTransformerStatus(config, FullWeights()).ok());
   config = Config();
   config["num_single_layers"] = 3;
-  EXPECT_EQ(models::CreateTransformer(config, FullWeights(), comm.get()).status().code(),
+  EXPECT_EQ(testing::CreateTransformerStatus(config, FullWeights()).code(),
             absl::StatusCode::kNotFound);
+  auto comm = comm::MakeSingleRankCommunicator();
   config = Config();
   config["guidance_embeds"] = false;  // then guidance is optional and ignored
   auto no_guidance = models::CreateTransformer(config, FullWeights(), comm.get());
@@ -289,14 +204,7 @@ TEST(Flux2Transformer, RefusesPlainStylesOnPackedLayers) {
 }
 
 TEST(Flux2Transformer, RefusesTpDegreeNotDividingHeads) {
-  auto config = Config();
-  auto status = comm::RunLocalGroup(3, [&](comm::Communicator& comm) -> absl::Status {
-    sharding::ShardedStateDict sd(comm.rank(), 3, FullWeights().tensors(), {});
-    auto model = models::CreateTransformer(config, sd, &comm);
-    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
-    return absl::OkStatus();
-  });
-  EXPECT_TRUE(status.ok()) << status;
+  testing::ExpectTpDegreeRefused(kFlux2, 3);
 }
 
 }  // namespace

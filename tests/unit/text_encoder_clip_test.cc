@@ -2,38 +2,26 @@
 // pooling rule, causality, checkpoint-name layouts and error paths.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <functional>
 #include <iostream>
 
 #include "models/text/clip_text_model.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/text_encoder_fixtures.h"
+#include "tests/support/timing.h"
 
 namespace ditserve::text {
 namespace {
 
-using ::ditserve::testing::FixturesDir;
-using ::ditserve::testing::LoadComponentFullFloat32;
+using ::ditserve::testing::CastWeights;
+using ::ditserve::testing::ClipTextEncoderConfig;
+using ::ditserve::testing::ClipTextEncoderDir;
+using ::ditserve::testing::ClipTextEncoderWeights;
+using ::ditserve::testing::LoadComponentEdited;
 using ::ditserve::testing::Ref;
 using ::ditserve::testing::RelativeError;
 
-std::string Dir() { return FixturesDir() + "/flux1-tiny/text_encoder"; }
-
-ClipTextConfig Config() {
-  auto c = LoadClipTextConfig(Dir() + "/config.json");
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? *c : ClipTextConfig{};
-}
-
-sharding::ShardedStateDict Mutated(
-    const std::function<void(std::map<std::string, torch::Tensor>&)>& edit) {
-  auto tensors = LoadComponentFullFloat32(Dir()).tensors();
-  edit(tensors);
-  return sharding::ShardedStateDict(0, 1, std::move(tensors), {});
-}
-
 TEST(ClipTextModel, ConfigFromFixture) {
-  ClipTextConfig c = Config();
+  ClipTextConfig c = ClipTextEncoderConfig();
   EXPECT_EQ(c.hidden_size, 32);
   EXPECT_EQ(c.num_hidden_layers, 2);
   EXPECT_EQ(c.num_attention_heads, 4);
@@ -43,11 +31,11 @@ TEST(ClipTextModel, ConfigFromFixture) {
   EXPECT_FALSE(ParseClipTextConfig("[1, 2]").ok());
   EXPECT_FALSE(ParseClipTextConfig(R"({"hidden_act": "tanhshrink"})").ok());
   EXPECT_FALSE(ParseClipTextConfig(R"({"hidden_size": 30, "num_attention_heads": 4})").ok());
-  EXPECT_FALSE(LoadClipTextConfig(Dir() + "/no_such.json").ok());
+  EXPECT_FALSE(LoadClipTextConfig(ClipTextEncoderDir() + "/no_such.json").ok());
 }
 
 TEST(ClipTextModel, PooledOutputMatchesFluxPipeline) {
-  auto model = ClipTextModel::Create(Config(), LoadComponentFullFloat32(Dir()));
+  auto model = ClipTextModel::Create(ClipTextEncoderConfig(), ClipTextEncoderWeights());
   ASSERT_TRUE(model.ok()) << model.status();
   auto ids = Ref("clip.ids.0").unsqueeze(0);
   auto out = model->Forward(ids);
@@ -58,18 +46,15 @@ TEST(ClipTextModel, PooledOutputMatchesFluxPipeline) {
   const double err = RelativeError(out->pooler_output, ref);
   EXPECT_LT(err, 1e-4);
 
-  constexpr int kRuns = 20;
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kRuns; ++i) ASSERT_TRUE(model->Forward(ids).ok());
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
-      kRuns;
-  std::cout << "[timing] CLIP forward (1x77, tiny, cpu f32): " << ms << " ms; rel err " << err
+  const auto ms =
+      ::ditserve::testing::MeanMillis(20, [&] { return model->Forward(ids).status(); });
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  std::cout << "[timing] CLIP forward (1x77, tiny, cpu f32): " << *ms << " ms; rel err " << err
             << "\n";
 }
 
 TEST(ClipTextModel, BatchRowsAreIndependent) {
-  auto model = ClipTextModel::Create(Config(), LoadComponentFullFloat32(Dir()));
+  auto model = ClipTextModel::Create(ClipTextEncoderConfig(), ClipTextEncoderWeights());
   ASSERT_TRUE(model.ok()) << model.status();
   auto ids = torch::stack({Ref("clip.ids.2"), Ref("clip.ids.0")});
   auto out = model->Forward(ids);
@@ -78,7 +63,7 @@ TEST(ClipTextModel, BatchRowsAreIndependent) {
 }
 
 TEST(ClipTextModel, AttentionIsCausal) {
-  auto model = ClipTextModel::Create(Config(), LoadComponentFullFloat32(Dir()));
+  auto model = ClipTextModel::Create(ClipTextEncoderConfig(), ClipTextEncoderWeights());
   ASSERT_TRUE(model.ok()) << model.status();
   auto ids = Ref("clip.ids.2").unsqueeze(0).clone();
   auto changed = ids.clone();
@@ -95,15 +80,15 @@ TEST(ClipTextModel, AttentionIsCausal) {
 TEST(ClipTextModel, PoolingRuleFollowsEosTokenId) {
   auto ids = torch::tensor({{5, 700, 9, 42, 9, 3}}, torch::kLong);
   // Legacy (eos_token_id == 2): the position of the highest id.
-  auto legacy = ClipTextModel::Create(Config(), LoadComponentFullFloat32(Dir()));
+  auto legacy = ClipTextModel::Create(ClipTextEncoderConfig(), ClipTextEncoderWeights());
   ASSERT_TRUE(legacy.ok());
   auto out = legacy->Forward(ids);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(torch::equal(out->pooler_output[0], out->last_hidden_state[0][1]));
   // Any other eos id: its first occurrence.
-  ClipTextConfig c = Config();
+  ClipTextConfig c = ClipTextEncoderConfig();
   c.eos_token_id = 9;
-  auto modern = ClipTextModel::Create(c, LoadComponentFullFloat32(Dir()));
+  auto modern = ClipTextModel::Create(c, ClipTextEncoderWeights());
   ASSERT_TRUE(modern.ok());
   out = modern->Forward(ids);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -111,12 +96,12 @@ TEST(ClipTextModel, PoolingRuleFollowsEosTokenId) {
 }
 
 TEST(ClipTextModel, AcceptsTextModelPrefixedCheckpoint) {
-  auto prefixed = Mutated([](auto& t) {
+  auto prefixed = LoadComponentEdited(ClipTextEncoderDir(), [](auto& t) {
     std::map<std::string, torch::Tensor> renamed;
     for (auto& [k, v] : t) renamed["text_model." + k] = v;
     t = std::move(renamed);
   });
-  auto model = ClipTextModel::Create(Config(), prefixed);
+  auto model = ClipTextModel::Create(ClipTextEncoderConfig(), prefixed);
   ASSERT_TRUE(model.ok()) << model.status();
   auto out = model->Forward(Ref("clip.ids.0").unsqueeze(0));
   ASSERT_TRUE(out.ok());
@@ -124,8 +109,9 @@ TEST(ClipTextModel, AcceptsTextModelPrefixedCheckpoint) {
 }
 
 TEST(ClipTextModel, MissingTensorIsNamed) {
-  auto sd = Mutated([](auto& t) { t.erase("encoder.layers.1.mlp.fc2.weight"); });
-  auto model = ClipTextModel::Create(Config(), sd);
+  auto sd = LoadComponentEdited(ClipTextEncoderDir(),
+                                [](auto& t) { t.erase("encoder.layers.1.mlp.fc2.weight"); });
+  auto model = ClipTextModel::Create(ClipTextEncoderConfig(), sd);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(model.status().message().find("encoder.layers.1.mlp.fc2.weight"), std::string::npos)
@@ -133,15 +119,16 @@ TEST(ClipTextModel, MissingTensorIsNamed) {
 }
 
 TEST(ClipTextModel, MisShapedTensorIsNamed) {
-  auto sd = Mutated([](auto& t) { t["final_layer_norm.bias"] = torch::zeros({31}); });
-  auto model = ClipTextModel::Create(Config(), sd);
+  auto sd = LoadComponentEdited(ClipTextEncoderDir(),
+                                [](auto& t) { t["final_layer_norm.bias"] = torch::zeros({31}); });
+  auto model = ClipTextModel::Create(ClipTextEncoderConfig(), sd);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(model.status().message().find("final_layer_norm.bias"), std::string::npos);
 }
 
 TEST(ClipTextModel, RejectsBadInputIds) {
-  auto model = ClipTextModel::Create(Config(), LoadComponentFullFloat32(Dir()));
+  auto model = ClipTextModel::Create(ClipTextEncoderConfig(), ClipTextEncoderWeights());
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(model->Forward(torch::tensor({{1, 768}}, torch::kLong)).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -154,9 +141,8 @@ TEST(ClipTextModel, RejectsBadInputIds) {
 }
 
 TEST(ClipTextModel, RunsInBfloat16) {
-  auto tensors = LoadComponentFullFloat32(Dir()).tensors();
-  for (auto& [k, v] : tensors) v = v.to(torch::kBFloat16);
-  auto model = ClipTextModel::Create(Config(), sharding::ShardedStateDict(0, 1, tensors, {}));
+  const auto bf16 = CastWeights(ClipTextEncoderWeights(), torch::kBFloat16);
+  auto model = ClipTextModel::Create(ClipTextEncoderConfig(), bf16);
   ASSERT_TRUE(model.ok());
   auto out = model->Forward(Ref("clip.ids.0").unsqueeze(0));
   ASSERT_TRUE(out.ok()) << out.status();

@@ -3,39 +3,27 @@
 // error paths.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <functional>
 #include <iostream>
 
 #include "models/text/t5_encoder_model.h"
 #include "models/text/t5_relative_position.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/text_encoder_fixtures.h"
+#include "tests/support/timing.h"
 
 namespace ditserve::text {
 namespace {
 
-using ::ditserve::testing::FixturesDir;
-using ::ditserve::testing::LoadComponentFullFloat32;
+using ::ditserve::testing::CastWeights;
+using ::ditserve::testing::LoadComponentEdited;
 using ::ditserve::testing::Ref;
 using ::ditserve::testing::RelativeError;
-
-std::string Dir() { return FixturesDir() + "/flux1-tiny/text_encoder_2"; }
-
-T5Config Config() {
-  auto c = LoadT5Config(Dir() + "/config.json");
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? *c : T5Config{};
-}
-
-sharding::ShardedStateDict Mutated(
-    const std::function<void(std::map<std::string, torch::Tensor>&)>& edit) {
-  auto tensors = LoadComponentFullFloat32(Dir()).tensors();
-  edit(tensors);
-  return sharding::ShardedStateDict(0, 1, std::move(tensors), {});
-}
+using ::ditserve::testing::T5EncoderConfig;
+using ::ditserve::testing::T5EncoderDir;
+using ::ditserve::testing::T5EncoderWeights;
 
 TEST(T5Config, FeedForwardProjVariants) {
-  T5Config c = Config();
+  T5Config c = T5EncoderConfig();
   EXPECT_EQ(c.d_model, 32);
   EXPECT_EQ(c.inner_dim(), 32);
   EXPECT_EQ(c.relative_attention_num_buckets, 8);
@@ -80,7 +68,7 @@ TEST(T5RelativePosition, BidirectionalBuckets) {
 }
 
 TEST(T5EncoderModel, PromptEmbedsMatchFluxPipeline) {
-  auto model = T5EncoderModel::Create(Config(), LoadComponentFullFloat32(Dir()));
+  auto model = T5EncoderModel::Create(T5EncoderConfig(), T5EncoderWeights());
   ASSERT_TRUE(model.ok()) << model.status();
   auto ids = Ref("t5.ids.0").unsqueeze(0);
   auto out = model->Forward(ids);
@@ -90,19 +78,16 @@ TEST(T5EncoderModel, PromptEmbedsMatchFluxPipeline) {
   const double err = RelativeError(*out, ref);
   EXPECT_LT(err, 1e-4);
 
-  constexpr int kRuns = 20;
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kRuns; ++i) ASSERT_TRUE(model->Forward(ids).ok());
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
-      kRuns;
-  std::cout << "[timing] T5 encoder forward (1x32, tiny, cpu f32): " << ms << " ms; rel err "
+  const auto ms =
+      ::ditserve::testing::MeanMillis(20, [&] { return model->Forward(ids).status(); });
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  std::cout << "[timing] T5 encoder forward (1x32, tiny, cpu f32): " << *ms << " ms; rel err "
             << err << "\n";
 }
 
 TEST(T5EncoderModel, PaddingIsAttendedTo) {
   // No attention mask: the padded and unpadded encodings of a prompt differ (as in diffusers).
-  auto model = T5EncoderModel::Create(Config(), LoadComponentFullFloat32(Dir()));
+  auto model = T5EncoderModel::Create(T5EncoderConfig(), T5EncoderWeights());
   ASSERT_TRUE(model.ok());
   auto unpadded = model->Forward(Ref("t5.ids_unpadded.0").unsqueeze(0));
   ASSERT_TRUE(unpadded.ok());
@@ -112,27 +97,29 @@ TEST(T5EncoderModel, PaddingIsAttendedTo) {
 
 TEST(T5EncoderModel, MissingTensorIsNamed) {
   const std::string name = "encoder.block.1.layer.1.DenseReluDense.wi_1.weight";
-  auto model = T5EncoderModel::Create(Config(), Mutated([&](auto& t) { t.erase(name); }));
+  auto model = T5EncoderModel::Create(
+      T5EncoderConfig(), LoadComponentEdited(T5EncoderDir(), [&](auto& t) { t.erase(name); }));
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(model.status().message().find(name), std::string::npos) << model.status();
 
   const std::string bias = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
-  model = T5EncoderModel::Create(Config(), Mutated([&](auto& t) { t.erase(bias); }));
+  model = T5EncoderModel::Create(
+      T5EncoderConfig(), LoadComponentEdited(T5EncoderDir(), [&](auto& t) { t.erase(bias); }));
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.status().message().find(bias), std::string::npos) << model.status();
 }
 
 TEST(T5EncoderModel, NonGatedConfigNeedsSingleInputProjection) {
-  T5Config c = Config();
+  T5Config c = T5EncoderConfig();
   c.is_gated_act = false;
   c.dense_act = Activation::kRelu;
-  auto model = T5EncoderModel::Create(c, LoadComponentFullFloat32(Dir()));
+  auto model = T5EncoderModel::Create(c, T5EncoderWeights());
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.status().message().find("encoder.block.0.layer.1.DenseReluDense.wi.weight"),
             std::string::npos);
   // Given a "wi" (here the checkpoint's wi_0), the relu variant runs.
-  auto sd = Mutated([](auto& t) {
+  auto sd = LoadComponentEdited(T5EncoderDir(), [](auto& t) {
     for (int i = 0; i < 2; ++i) {
       const std::string p = "encoder.block." + std::to_string(i) + ".layer.1.DenseReluDense.";
       t[p + "wi.weight"] = t[p + "wi_0.weight"];
@@ -146,11 +133,11 @@ TEST(T5EncoderModel, NonGatedConfigNeedsSingleInputProjection) {
 }
 
 TEST(T5EncoderModel, AcceptsEmbedTokensName) {
-  auto sd = Mutated([](auto& t) {
+  auto sd = LoadComponentEdited(T5EncoderDir(), [](auto& t) {
     t["encoder.embed_tokens.weight"] = t["shared.weight"];
     t.erase("shared.weight");
   });
-  auto model = T5EncoderModel::Create(Config(), sd);
+  auto model = T5EncoderModel::Create(T5EncoderConfig(), sd);
   ASSERT_TRUE(model.ok()) << model.status();
   auto out = model->Forward(Ref("t5.ids.0").unsqueeze(0));
   ASSERT_TRUE(out.ok());
@@ -158,16 +145,15 @@ TEST(T5EncoderModel, AcceptsEmbedTokensName) {
 }
 
 TEST(T5EncoderModel, RejectsOutOfVocabularyIds) {
-  auto model = T5EncoderModel::Create(Config(), LoadComponentFullFloat32(Dir()));
+  auto model = T5EncoderModel::Create(T5EncoderConfig(), T5EncoderWeights());
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(model->Forward(torch::tensor({{1, 250}}, torch::kLong)).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(T5EncoderModel, RunsInBfloat16) {
-  auto tensors = LoadComponentFullFloat32(Dir()).tensors();
-  for (auto& [k, v] : tensors) v = v.to(torch::kBFloat16);
-  auto model = T5EncoderModel::Create(Config(), sharding::ShardedStateDict(0, 1, tensors, {}));
+  const auto bf16 = CastWeights(T5EncoderWeights(), torch::kBFloat16);
+  auto model = T5EncoderModel::Create(T5EncoderConfig(), bf16);
   ASSERT_TRUE(model.ok());
   auto out = model->Forward(Ref("t5.ids.0").unsqueeze(0));
   ASSERT_TRUE(out.ok()) << out.status();

@@ -2,64 +2,32 @@
 // tokens, truncation and padding, corrupt files, concurrency, speed.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "models/tokenizers/clip_tokenizer.h"
-#include "tests/support/fixtures.h"
+#include "tests/support/timing.h"
+#include "tests/support/tokenizer_fixtures.h"
 
 namespace ditserve::tokenizers {
 namespace {
 
 namespace fs = std::filesystem;
-using ::ditserve::testing::FixturesDir;
+using ::ditserve::testing::ClipTokenizerDir;
+using ::ditserve::testing::Concat;
+using ::ditserve::testing::CopyToTempDir;
+using ::ditserve::testing::ExpectConcurrentEncodesAgree;
+using ::ditserve::testing::ExpectCorruptFilesRejected;
+using ::ditserve::testing::ReadTokenizerFile;
 
-std::string ClipDir() { return FixturesDir() + "/flux1-tiny/tokenizer"; }
-
-const ClipTokenizer& Clip() {
-  static const ClipTokenizer* tokenizer = [] {
-    auto loaded = ClipTokenizer::Load(ClipDir());
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status();
-      std::abort();
-    }
-    return new ClipTokenizer(std::move(*loaded));
-  }();
-  return *tokenizer;
-}
-
-std::vector<int64_t> Concat(std::initializer_list<std::vector<int64_t>> parts) {
-  std::vector<int64_t> out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
+const ClipTokenizer& Clip() { return ::ditserve::testing::FixtureClipTokenizer(); }
 
 int64_t Id(const std::string& token) {
   auto id = Clip().TokenToId(token);
   EXPECT_TRUE(id.has_value()) << token;
   return id.value_or(-1);
-}
-
-// A copy of the fixture tokenizer folder that a test may damage.
-fs::path CopyClipDir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  for (const auto& entry : fs::directory_iterator(ClipDir())) {
-    fs::copy_file(entry.path(), dir / entry.path().filename());
-    fs::permissions(dir / entry.path().filename(), fs::perms::owner_read | fs::perms::owner_write);
-  }
-  return dir;
-}
-
-void WriteFile(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
 }
 
 TEST(ClipTokenizer, SpecialIdsComeFromConfigAndVocab) {
@@ -162,7 +130,7 @@ TEST(ClipTokenizer, MissingFilesAreNamed) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("vocab.json"), absl::string_view::npos);
 
-  const fs::path dir = CopyClipDir("clip_no_merges");
+  const fs::path dir = CopyToTempDir(ClipTokenizerDir(), "clip_no_merges");
   fs::remove(dir / "merges.txt");
   auto no_merges = ClipTokenizer::Load(dir.string());
   ASSERT_FALSE(no_merges.ok());
@@ -170,15 +138,9 @@ TEST(ClipTokenizer, MissingFilesAreNamed) {
 }
 
 TEST(ClipTokenizer, CorruptFilesAreRejectedWithTheirName) {
-  const fs::path dir = CopyClipDir("clip_corrupt");
-  const std::string good_vocab = std::string(std::istreambuf_iterator<char>(
-      std::ifstream(dir / "vocab.json").rdbuf()), {});
-  struct Case {
-    const char* file;
-    std::string text;
-    const char* expect_in_message;
-  };
-  const Case cases[] = {
+  const fs::path dir = CopyToTempDir(ClipTokenizerDir(), "clip_corrupt");
+  const std::string good_vocab = ReadTokenizerFile(dir / "vocab.json");
+  ExpectCorruptFilesRejected<ClipTokenizer>(ClipTokenizerDir(), "clip_corrupt_case", {
       {"vocab.json", good_vocab.substr(0, good_vocab.size() / 2), "vocab.json"},
       {"vocab.json", "[1, 2, 3]", "vocab.json"},
       {"vocab.json", "{\"a\": \"x\"}", "vocab.json"},
@@ -187,55 +149,34 @@ TEST(ClipTokenizer, CorruptFilesAreRejectedWithTheirName) {
       {"merges.txt", "#version: 0.2\nzz qq\n", "merges.txt:2"},  // tokens not in the vocab
       {"tokenizer_config.json", "{not json", "tokenizer_config.json"},
       {"tokenizer_config.json", "{\"bos_token\": \"<|nope|>\"}", "<|nope|>"},
-  };
-  for (const Case& c : cases) {
-    const fs::path case_dir = CopyClipDir("clip_corrupt_case");
-    WriteFile(case_dir / c.file, c.text);
-    auto loaded = ClipTokenizer::Load(case_dir.string());
-    ASSERT_FALSE(loaded.ok()) << c.file << ": " << c.text.substr(0, 40);
-    EXPECT_NE(loaded.status().message().find(c.expect_in_message), absl::string_view::npos)
-        << loaded.status();
-  }
+  });
 }
 
 TEST(ClipTokenizer, ConcurrentEncodesAgreeWithSerialOnes) {
-  const std::vector<std::string> texts = {"a cat holding a sign", "naïve café 東京 🍣",
-                                          "A photograph of an astronaut, 4k!!", ""};
-  std::vector<std::vector<int64_t>> serial;
-  for (const auto& t : texts) serial.push_back(Clip().Encode(t, 77));
   // A fresh tokenizer, so the threads also race on filling the word cache.
-  auto fresh = ClipTokenizer::Load(ClipDir());
+  auto fresh = ClipTokenizer::Load(ClipTokenizerDir());
   ASSERT_TRUE(fresh.ok());
-  std::vector<std::thread> threads;
-  std::vector<int> mismatches(8, 0);
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 200; ++round) {
-        const size_t i = (t + round) % texts.size();
-        if (fresh->Encode(texts[i], 77) != serial[i]) ++mismatches[t];
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (int m : mismatches) EXPECT_EQ(m, 0);
+  ExpectConcurrentEncodesAgree([](const std::string& t) { return Clip().Encode(t, 77); },
+                               [&](const std::string& t) { return fresh->Encode(t, 77); });
 }
 
 TEST(ClipTokenizer, TimingOfA77TokenPrompt) {
   // 19 x "a photograph of a" -> 76 tokens, cut to 75 + start + end = 77, no padding.
   std::string text;
   for (int i = 0; i < 19; ++i) text += "a photograph of a ";
-  auto fresh = ClipTokenizer::Load(ClipDir());
+  auto fresh = ClipTokenizer::Load(ClipTokenizerDir());
   ASSERT_TRUE(fresh.ok());
   const auto ids = fresh->Encode(text, 77);
   EXPECT_NE(ids[75], fresh->pad_id());
-  using Clock = std::chrono::steady_clock;
   const int kRounds = 2000;
-  const auto start = Clock::now();
   size_t sink = 0;
-  for (int i = 0; i < kRounds; ++i) sink += fresh->Encode(text, 77).size();
-  const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kRounds;
+  const auto ms = ::ditserve::testing::MeanMillis(kRounds, [&] {
+    sink += fresh->Encode(text, 77).size();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(ms.ok()) << ms.status();
   EXPECT_EQ(sink, 77u * kRounds);
-  std::printf("CLIP Encode of a 77-token prompt: %.1f us (word cache warm)\n", us);
+  std::printf("CLIP Encode of a 77-token prompt: %.1f us (word cache warm)\n", *ms * 1000);
 }
 
 }  // namespace

@@ -2,65 +2,28 @@
 // special tokens in text, truncation and padding, corrupt files, concurrency.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "models/tokenizers/t5_tokenizer.h"
-#include "tests/support/fixtures.h"
+#include "tests/support/timing.h"
+#include "tests/support/tokenizer_fixtures.h"
 
 namespace ditserve::tokenizers {
 namespace {
 
 namespace fs = std::filesystem;
-using ::ditserve::testing::FixturesDir;
+using ::ditserve::testing::Concat;
+using ::ditserve::testing::ExpectConcurrentEncodesAgree;
+using ::ditserve::testing::ExpectCorruptFilesRejected;
+using ::ditserve::testing::ReadTokenizerFile;
+using ::ditserve::testing::T5TokenizerDir;
 
-std::string T5Dir() { return FixturesDir() + "/flux1-tiny/tokenizer_2"; }
-
-const T5Tokenizer& T5() {
-  static const T5Tokenizer* tokenizer = [] {
-    auto loaded = T5Tokenizer::Load(T5Dir());
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status();
-      std::abort();
-    }
-    return new T5Tokenizer(std::move(*loaded));
-  }();
-  return *tokenizer;
-}
-
-std::vector<int64_t> Concat(std::initializer_list<std::vector<int64_t>> parts) {
-  std::vector<int64_t> out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
-
-fs::path CopyT5Dir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  for (const auto& entry : fs::directory_iterator(T5Dir())) {
-    fs::copy_file(entry.path(), dir / entry.path().filename());
-    fs::permissions(dir / entry.path().filename(), fs::perms::owner_read | fs::perms::owner_write);
-  }
-  return dir;
-}
-
-std::string ReadText(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteFile(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+const T5Tokenizer& T5() { return ::ditserve::testing::FixtureT5Tokenizer(); }
 
 TEST(T5Tokenizer, SpecialIdsAndSizes) {
   EXPECT_EQ(T5().eos_id(), 1);
@@ -134,18 +97,14 @@ TEST(T5Tokenizer, MissingModelIsNotFoundAndNamed) {
 }
 
 TEST(T5Tokenizer, CorruptFilesAreRejectedWithTheirName) {
-  const std::string model = ReadText(fs::path(T5Dir()) / "spiece.model");
-  nlohmann::json json = nlohmann::json::parse(ReadText(fs::path(T5Dir()) / "tokenizer.json"));
+  const std::string model = ReadTokenizerFile(fs::path(T5TokenizerDir()) / "spiece.model");
+  nlohmann::json json =
+      nlohmann::json::parse(ReadTokenizerFile(fs::path(T5TokenizerDir()) / "tokenizer.json"));
   nlohmann::json other_vocab = json;
   other_vocab["model"]["vocab"][7][0] = "\u2581different";
   nlohmann::json first_only = json;
   first_only["pre_tokenizer"]["pretokenizers"][1]["prepend_scheme"] = "first";
-  struct Case {
-    const char* file;
-    std::string text;
-    const char* expect_in_message;
-  };
-  const Case cases[] = {
+  ExpectCorruptFilesRejected<T5Tokenizer>(T5TokenizerDir(), "t5_corrupt_case", {
       {"spiece.model", "garbage", "spiece.model"},
       {"spiece.model", model.substr(0, model.size() / 3), "spiece.model"},
       {"tokenizer.json", "{\"added_tokens\": 5}", "tokenizer.json"},
@@ -153,34 +112,12 @@ TEST(T5Tokenizer, CorruptFilesAreRejectedWithTheirName) {
       {"tokenizer.json", other_vocab.dump(), "differs from"},
       {"tokenizer.json", first_only.dump(), "prepend_scheme"},
       {"tokenizer_config.json", "[]", "tokenizer_config.json"},
-  };
-  for (const Case& c : cases) {
-    const fs::path dir = CopyT5Dir("t5_corrupt_case");
-    WriteFile(dir / c.file, c.text);
-    auto loaded = T5Tokenizer::Load(dir.string());
-    ASSERT_FALSE(loaded.ok()) << c.file << ": " << c.text.substr(0, 40);
-    EXPECT_NE(loaded.status().message().find(c.expect_in_message), absl::string_view::npos)
-        << loaded.status();
-  }
+  });
 }
 
 TEST(T5Tokenizer, ConcurrentEncodesAgreeWithSerialOnes) {
-  const std::vector<std::string> texts = {"a cat holding a sign", "naïve café 東京 🍣",
-                                          "A photograph of an astronaut, 4k!!", ""};
-  std::vector<std::vector<int64_t>> serial;
-  for (const auto& t : texts) serial.push_back(T5().Encode(t, 32, true));
-  std::vector<std::thread> threads;
-  std::vector<int> mismatches(8, 0);
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 200; ++round) {
-        const size_t i = (t + round) % texts.size();
-        if (T5().Encode(texts[i], 32, true) != serial[i]) ++mismatches[t];
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (int m : mismatches) EXPECT_EQ(m, 0);
+  const auto encode = [](const std::string& t) { return T5().Encode(t, 32, true); };
+  ExpectConcurrentEncodesAgree(encode, encode);
 }
 
 TEST(T5Tokenizer, TimingOfA512TokenEncode) {
@@ -188,15 +125,16 @@ TEST(T5Tokenizer, TimingOfA512TokenEncode) {
   for (int i = 0; i < 40; ++i) text += "sunflowers in a field ";
   const auto ids = T5().Encode(text, 512, /*pad=*/true);
   ASSERT_EQ(ids.size(), 512u);
-  using Clock = std::chrono::steady_clock;
   const int kRounds = 500;
-  const auto start = Clock::now();
   size_t sink = 0;
-  for (int i = 0; i < kRounds; ++i) sink += T5().Encode(text, 512, /*pad=*/true).size();
-  const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / kRounds;
+  const auto ms = ::ditserve::testing::MeanMillis(kRounds, [&] {
+    sink += T5().Encode(text, 512, /*pad=*/true).size();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(ms.ok()) << ms.status();
   EXPECT_EQ(sink, 512u * kRounds);
   std::printf("T5 Encode of a %zu-token prompt padded to 512: %.1f us\n",
-              T5().EncodeUnpadded(text).size(), us);
+              T5().EncodeUnpadded(text).size(), *ms * 1000);
 }
 
 }  // namespace
