@@ -1,5 +1,7 @@
 #include "cli/output.h"
 
+#include <sys/stat.h>
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -83,6 +85,20 @@ absl::Status WriteOutputFile(const std::string& path, absl::string_view bytes) {
     }
     return absl::OkStatus();
   }
+  // An existing path that is not a plain file (/dev/null, a FIFO, a symlink such as /dev/stdout)
+  // is written in place: replacing it by rename would put a regular file where the device was.
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+    }
+    bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) return absl::DataLossError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+    return absl::OkStatus();
+  }
+  // A plain file is replaced atomically: readers never see half an image.
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) {

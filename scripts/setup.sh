@@ -24,6 +24,7 @@ if [ "$apt" = 1 ]; then
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${#missing[@]} Debian packages: ${missing[*]}"
     $SUDO apt-get update -q

@@ -3,8 +3,14 @@
 // frontend (cli_fake_server.h).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -109,6 +115,29 @@ TEST_F(CliTest, DashWritesTheImageToStdoutAndTheSummaryToStderr) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, FakePng(kFakeDefaultSize, kFakeDefaultSize, 3));
   EXPECT_EQ(nlohmann::json::parse(r.err)["output"], "-");
+}
+
+// Output paths that are not plain files (a FIFO here; /dev/null in practice) are written in
+// place: the atomic temp-file-and-rename of plain files must never replace them with a file.
+TEST_F(CliTest, SpecialFilesAreWrittenInPlaceNotReplaced) {
+  const std::string fifo = dir_ + "/image.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  std::string received;
+  std::thread reader([&] {
+    std::ifstream in(fifo, std::ios::binary);  // blocks until the CLI opens it for writing
+    received.assign(std::istreambuf_iterator<char>(in), {});
+  });
+  ProcessResult r = Cli({"generate", "--server", server_->address(), "--prompt", "x", "--seed",
+                         "5", "--quiet", "-o", fifo});
+  if (r.exit_code != 0) {
+    std::ofstream(fifo, std::ios::binary).close();  // release the reader
+  }
+  reader.join();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(received, FakePng(kFakeDefaultSize, kFakeDefaultSize, 5));
+  struct stat st;
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced by a regular file";
 }
 
 TEST_F(CliTest, NegativeAndSecondPromptsAndCfgAreSent) {
