@@ -7,7 +7,11 @@
 #      fixtures on the GPU against diffusers' float32 outputs (limits 2e-2 / 1e-4) -> parity.txt
 #   3. build ditserve-flux1-profile; per-kernel table of one FLUX.1 step    -> flux1_profile.tsv
 #   4. build and time the FLUX.2-dev and Qwen-Image steps                   -> flux2_bench.txt, qwenimage_bench.txt
-#   5. optionally (FULL=1) the rest of the CUDA build and the gpu-labelled tests -> gpu_tests.txt
+#   5. the end-to-end server on the GPU: a FLUX.1-dev-size random-weight pipeline
+#      (make-tiny-model --preset flux1-dev-size, bf16), frontend + 1 CUDA worker, two 1024x1024
+#      28-step generations through the CLI (per-stage times), then the worker's GPU memory and
+#      step metrics from /metrics                                            -> e2e_gpu.txt
+#   6. optionally (FULL=1) the rest of the CUDA build and the gpu-labelled tests -> gpu_tests.txt
 # Usage: scripts/gpu-bench.sh BUNDLE_TGZ OUT_DIR [FIXTURES_DIR]
 #   FIXTURES_DIR defaults to ../shared/fixtures (a copy can be carried next to the bundle).
 set -uo pipefail
@@ -74,8 +78,35 @@ if build ditserve-flux2-bench ditserve-qwenimage-bench; then
     tee "$out/flux2_bench.txt" | tail -1
 fi
 
+log "stage 5: end-to-end server on the GPU (FLUX.1-dev-size random weights, 1024x1024)"
+if build ditserve-tool ditserve-spm-train ditserve-frontend ditserve-worker ditserve-cli; then
+  model=/tmp/ditserve-flux1-dev-size
+  build-cuda/tools/ditserve-tool make-tiny-model "$model" --preset flux1-dev-size --dtype bfloat16 \
+    --transformer-shards 3 --force 2>&1 | tail -1 | tee "$out/e2e_gpu.txt"
+  flog="$out/frontend.log"
+  build-cuda/server/ditserve-frontend --model "$model" --spawn-workers 1 --device cuda \
+    --dtype bfloat16 --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 > "$flog" 2>&1 &
+  fpid=$!
+  for _ in $(seq 600); do grep -q "^METRICS" "$flog" && break; sleep 0.2; done
+  port=$(awk '/^LISTENING/ {print $2}' "$flog"); mport=$(awk '/^METRICS/ {print $2}' "$flog")
+  for _ in $(seq 900); do
+    build-cuda/cli/ditserve-cli health --server "127.0.0.1:$port" > /dev/null 2>&1 && break
+    sleep 0.2
+  done
+  log "serving"
+  for run in cold warm; do
+    echo "$run: $(build-cuda/cli/ditserve-cli generate --server "127.0.0.1:$port" \
+      --prompt "a lighthouse on a cliff at dawn" --height 1024 --width 1024 --steps 28 --seed 0 \
+      --quiet -o "$out/e2e_1024.png" 2>&1 | tail -1)" | tee -a "$out/e2e_gpu.txt"
+  done
+  curl -s "http://127.0.0.1:$mport/metrics" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise|load_duration|resident)" |
+    tee -a "$out/e2e_gpu.txt"
+  kill "$fpid"; wait "$fpid" 2>/dev/null
+  rm -rf "$model"
+fi
+
 if [ "${FULL:-0}" = 1 ]; then
-  log "stage 5: full CUDA build and gpu tests"
+  log "stage 6: full CUDA build and gpu tests"
   build && (cd build-cuda && . ./ditserve-env.sh && ctest -L gpu --output-on-failure) > "$out/gpu_tests.txt" 2>&1
   tail -5 "$out/gpu_tests.txt"
 fi

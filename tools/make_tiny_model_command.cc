@@ -20,6 +20,7 @@ struct MakeTinyModelOptions {
   bool force = false;
   int64_t transformer_shards = 1;
   bool vae_mid_attention = false;
+  std::string preset = "tiny";
   std::string spm_trainer;
 };
 
@@ -35,6 +36,9 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
            "write the transformer as N shards plus an index, as the Hub's FLUX.1 checkpoints");
   p.AddBool("vae-mid-attention", &o.vae_mid_attention,
             "give the VAE its mid-block attention, as FLUX.1's (slow at the default image size)");
+  p.AddString("preset", &o.preset,
+              "tiny (the default model) | flux1-dev-size (FLUX.1-dev's transformer and VAE at full "
+              "size, one-layer text encoders of the released widths; ~24 GB in bfloat16)");
   p.AddString("spm-trainer", &o.spm_trainer,
               "path of ditserve-spm-train (default: $DITSERVE_SPM_TRAIN, next to this binary, "
               "then $PATH)");
@@ -57,6 +61,14 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
           absl::StrCat("--dtype must be float32 or bfloat16, got '", o.dtype, "'"));
     }
   }
+  if (parsed.ok()) {
+    if (o.preset == "flux1-dev-size") {
+      options.configs = tiny_model::Flux1DevSizeConfigs();
+    } else if (o.preset != "tiny") {
+      parsed = absl::InvalidArgumentError(
+          absl::StrCat("--preset must be tiny or flux1-dev-size, got '", o.preset, "'"));
+    }
+  }
   if (parsed.ok() && o.seed < 0) {
     parsed = absl::InvalidArgumentError("--seed must be >= 0");
   }
@@ -71,7 +83,7 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
   options.force = o.force;
   options.transformer_shards = static_cast<int>(o.transformer_shards);
   options.spm_trainer = o.spm_trainer;
-  options.configs.vae["mid_block_add_attention"] = o.vae_mid_attention;
+  if (o.vae_mid_attention) options.configs.vae["mid_block_add_attention"] = true;
 
   const std::string& dir = p.Positional()[0];
   auto summary = tiny_model::GenerateTinyModel(dir, options);

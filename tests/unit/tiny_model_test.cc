@@ -212,6 +212,35 @@ TEST(TinyModelTest, GuidanceEmbedderFollowsConfig) {
   EXPECT_FALSE(FluxTransformerTensors(config).ok());
 }
 
+int64_t ParameterCount(const std::vector<TensorSpec>& specs) {
+  int64_t n = 0;
+  for (const auto& t : specs) {
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    n += numel;
+  }
+  return n;
+}
+
+// The full-size preset's transformer and VAE are FLUX.1-dev's own: the same parameter counts as
+// the released checkpoints (SPEC §2.1: 11,901,408,320 for the transformer with its guidance
+// embedder; diffusers' AutoencoderKL for FLUX.1: 83,819,683), and the components agree.
+TEST(TinyModelTest, Flux1DevSizePresetHasTheReleasedTransformerAndVae) {
+  const TinyModelConfigs c = Flux1DevSizeConfigs();
+  EXPECT_TRUE(CheckTinyModelConsistency(c).ok()) << CheckTinyModelConsistency(c);
+  auto transformer = FluxTransformerTensors(c.transformer);
+  ASSERT_TRUE(transformer.ok()) << transformer.status();
+  EXPECT_EQ(ParameterCount(*transformer), int64_t{11901408320});
+  auto vae = AutoencoderKlTensors(c.vae);
+  ASSERT_TRUE(vae.ok()) << vae.status();
+  EXPECT_EQ(ParameterCount(*vae), int64_t{83819683});
+  // The tiny default stays tiny and consistent.
+  EXPECT_TRUE(CheckTinyModelConsistency(DefaultTinyModelConfigs()).ok());
+  TinyModelConfigs broken = c;
+  broken.text_encoder_2["d_model"] = 2048;
+  EXPECT_EQ(CheckTinyModelConsistency(broken).code(), absl::StatusCode::kInvalidArgument);
+}
+
 // --- The whole pipeline, generated with the fixture's configs ---------------------------------
 
 class TinyModelFixturePipeline : public ::testing::Test {

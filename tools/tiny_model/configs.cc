@@ -156,4 +156,38 @@ TinyModelConfigs DefaultTinyModelConfigs() {
   return c;
 }
 
+TinyModelConfigs Flux1DevSizeConfigs() {
+  TinyModelConfigs c = DefaultTinyModelConfigs();
+  c.transformer["attention_head_dim"] = 128;
+  c.transformer["axes_dims_rope"] = {16, 56, 56};
+  c.transformer["in_channels"] = 64;
+  c.transformer["joint_attention_dim"] = 4096;
+  c.transformer["num_attention_heads"] = 24;
+  c.transformer["num_layers"] = 19;
+  c.transformer["num_single_layers"] = 38;
+  c.transformer["pooled_projection_dim"] = 768;
+  c.text_encoder["hidden_size"] = 768;
+  c.text_encoder["intermediate_size"] = 3072;
+  c.text_encoder["num_attention_heads"] = 12;
+  c.text_encoder["num_hidden_layers"] = 1;
+  c.text_encoder["projection_dim"] = 768;
+  c.text_encoder_2["d_model"] = 4096;
+  c.text_encoder_2["d_kv"] = 64;
+  c.text_encoder_2["num_heads"] = 64;
+  c.text_encoder_2["d_ff"] = 10240;
+  c.text_encoder_2["num_layers"] = 1;
+  c.text_encoder_2["num_decoder_layers"] = 1;
+  c.vae["block_out_channels"] = {128, 256, 512, 512};
+  c.vae["down_block_types"] = {"DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D",
+                               "DownEncoderBlock2D"};
+  c.vae["up_block_types"] = {"UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D",
+                             "UpDecoderBlock2D"};
+  c.vae["latent_channels"] = 16;
+  c.vae["layers_per_block"] = 2;
+  c.vae["norm_num_groups"] = 32;
+  c.vae["mid_block_add_attention"] = true;
+  c.vae["sample_size"] = 1024;
+  return c;
+}
+
 }  // namespace ditserve::tiny_model

@@ -46,6 +46,14 @@ struct TinyModelConfigs {
 
 TinyModelConfigs DefaultTinyModelConfigs();
 
+// Preset "flux1-dev-size": the released FLUX.1-dev transformer (19 double + 38 single blocks, 24
+// heads x 128, 11.9 B parameters) and VAE (block_out_channels [128, 256, 512, 512], 2 layers per
+// block, 16 latent channels, mid-block attention), with text encoders of the released WIDTHS
+// (CLIP hidden 768, T5 d_model 4096) but one layer each and the tiny tokenizers: a random-weight
+// pipeline whose transformer and VAE cost exactly what FLUX.1-dev's do, for end-to-end GPU timing
+// and memory without a download (about 24 GB in bfloat16).
+TinyModelConfigs Flux1DevSizeConfigs();
+
 nlohmann::json FluxPipelineModelIndex();
 nlohmann::json FluxSchedulerConfig();
 nlohmann::json TinyFluxTransformerConfig();

@@ -39,7 +39,7 @@ absl::Status MakeDir(const std::string& path) {
 }
 
 // The pipeline only works when the components agree on the widths they exchange.
-absl::Status CheckConsistency(const TinyModelConfigs& c) {
+absl::Status CheckConsistencyImpl(const TinyModelConfigs& c) {
   ASSIGN_OR_RETURN(const int64_t joint,
                    PositiveInt(c.transformer, "FluxTransformer2DModel", "joint_attention_dim", 4096));
   ASSIGN_OR_RETURN(const int64_t pooled, PositiveInt(c.transformer, "FluxTransformer2DModel",
@@ -101,6 +101,10 @@ class ScopedDir {
 
 }  // namespace
 
+absl::Status CheckTinyModelConsistency(const TinyModelConfigs& configs) {
+  return CheckConsistencyImpl(configs);
+}
+
 absl::StatusOr<TinyModelSummary> WriteTinyModel(const std::string& dir,
                                                 const TinyModelOptions& options) {
   if (options.dtype != sharding::DType::kF32 && options.dtype != sharding::DType::kBF16) {
@@ -108,7 +112,7 @@ absl::StatusOr<TinyModelSummary> WriteTinyModel(const std::string& dir,
                                                    sharding::DTypeName(options.dtype)));
   }
   TinyModelConfigs configs = options.configs;
-  RETURN_IF_ERROR(CheckConsistency(configs));
+  RETURN_IF_ERROR(CheckConsistencyImpl(configs));
   for (const char* component : {"scheduler", "text_encoder", "text_encoder_2", "tokenizer",
                                 "tokenizer_2", "transformer", "vae"}) {
     RETURN_IF_ERROR(MakeDir(JoinPath(dir, component)));

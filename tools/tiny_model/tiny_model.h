@@ -49,6 +49,9 @@ struct TinyModelSummary {
   int64_t t5_vocab_size = 0;     // as written to text_encoder_2/config.json
 };
 
+// INVALID_ARGUMENT when the components disagree on the widths they exchange (see WriteTinyModel).
+absl::Status CheckTinyModelConsistency(const TinyModelConfigs& configs);
+
 // Writes the whole pipeline into `dir` (created if missing; expected empty). Not atomic.
 // INVALID_ARGUMENT for inconsistent configs (e.g. transformer joint_attention_dim != T5 d_model,
 // pooled_projection_dim != CLIP hidden_size, in_channels != 4 * VAE latent_channels * patch²);

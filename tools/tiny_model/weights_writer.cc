@@ -1,8 +1,10 @@
 #include "tools/tiny_model/weights_writer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <map>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -31,10 +33,30 @@ absl::StatusOr<WeightsWritten> WriteComponentWeights(const std::string& dir,
                                                    " tensors into ", num_shards, " shards"));
   }
 
+  // Values are seeded per tensor name, so generating tensors on several threads gives the same
+  // bytes as one thread (full-size presets hold billions of values).
   std::vector<std::vector<uint8_t>> data(specs.size());
+  std::vector<absl::Status> errors(specs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < specs.size(); i = next++) {
+      auto bytes = InitialBytes(specs[i], seed, dtype);
+      if (bytes.ok()) {
+        data[i] = std::move(*bytes);
+      } else {
+        errors[i] = bytes.status();
+      }
+    }
+  };
+  const size_t threads =
+      std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), specs.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
   uint64_t total = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
-    ASSIGN_OR_RETURN(data[i], InitialBytes(specs[i], seed, dtype));
+    RETURN_IF_ERROR(errors[i]);
     total += data[i].size();
   }
 
