@@ -21,6 +21,7 @@ struct MakeTinyModelOptions {
   int64_t transformer_shards = 1;
   bool vae_mid_attention = false;
   std::string preset = "tiny";
+  int64_t num_layers = 0, num_single_layers = 0;  // 0 = the preset's
   std::string spm_trainer;
 };
 
@@ -39,6 +40,10 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
   p.AddString("preset", &o.preset,
               "tiny (the default model) | flux1-dev-size (FLUX.1-dev's transformer and VAE at full "
               "size, one-layer text encoders of the released widths; ~24 GB in bfloat16)");
+  p.AddInt("num-layers", &o.num_layers,
+           "transformer double-stream blocks instead of the preset's (0: keep; a smaller machine)");
+  p.AddInt("num-single-layers", &o.num_single_layers,
+           "transformer single-stream blocks instead of the preset's (0: keep)");
   p.AddString("spm-trainer", &o.spm_trainer,
               "path of ditserve-spm-train (default: $DITSERVE_SPM_TRAIN, next to this binary, "
               "then $PATH)");
@@ -68,6 +73,13 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
       parsed = absl::InvalidArgumentError(
           absl::StrCat("--preset must be tiny or flux1-dev-size, got '", o.preset, "'"));
     }
+  }
+  if (parsed.ok() && (o.num_layers < 0 || o.num_single_layers < 0)) {
+    parsed = absl::InvalidArgumentError("--num-layers and --num-single-layers must be >= 0");
+  }
+  if (parsed.ok() && o.num_layers > 0) options.configs.transformer["num_layers"] = o.num_layers;
+  if (parsed.ok() && o.num_single_layers > 0) {
+    options.configs.transformer["num_single_layers"] = o.num_single_layers;
   }
   if (parsed.ok() && o.seed < 0) {
     parsed = absl::InvalidArgumentError("--seed must be >= 0");
