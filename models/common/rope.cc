@@ -1,5 +1,7 @@
 #include "models/common/rope.h"
 
+#include "models/common/complex_rope.h"
+
 namespace ditserve::models {
 
 RopeTables FluxRopeTables(const torch::Tensor& ids, const std::vector<int64_t>& axes_dims,
@@ -32,14 +34,7 @@ RopeTables MakeRopeTables(torch::Tensor cos, torch::Tensor sin) {
 }
 
 torch::Tensor ApplyRotaryEmbInterleaved(const torch::Tensor& x, const RopeTables& rope) {
-  if (rope.freqs.defined()) {
-    std::vector<int64_t> pair_shape(x.sizes().begin(), x.sizes().end() - 1);
-    pair_shape.push_back(-1);
-    pair_shape.push_back(2);
-    auto xc = torch::view_as_complex(x.to(torch::kFloat32).reshape(pair_shape).contiguous());
-    auto freqs = rope.freqs.to(x.device()).unsqueeze(0).unsqueeze(2);  // (1, S, 1, hd/2)
-    return torch::view_as_real(xc * freqs).flatten(3).to(x.scalar_type());
-  }
+  if (rope.freqs.defined()) return ApplyRotaryEmbComplex(x, rope.freqs.to(x.device()));
   // Tables without freqs: the reference's op sequence. (S, hd) → (1, S, 1, hd).
   auto cos = rope.cos.unsqueeze(0).unsqueeze(2).to(x.device());
   auto sin = rope.sin.unsqueeze(0).unsqueeze(2).to(x.device());
