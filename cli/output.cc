@@ -77,6 +77,23 @@ absl::StatusOr<std::string> EncodeOutput(const GenerateResponse& response,
   }
 }
 
+namespace {
+
+// Opens `path` for writing (creating or truncating it) and writes all of `bytes`; write errors
+// name `target`, the file the user asked for. Never removes anything.
+absl::Status WriteBytes(const std::string& path, const std::string& target, absl::string_view bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+  }
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) return absl::DataLossError(absl::StrCat("cannot write ", target, ": ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status WriteOutputFile(const std::string& path, absl::string_view bytes) {
   if (path == "-") {
     if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() ||
@@ -88,28 +105,16 @@ absl::Status WriteOutputFile(const std::string& path, absl::string_view bytes) {
   // An existing path that is not a plain file (/dev/null, a FIFO, a symlink such as /dev/stdout)
   // is written in place: replacing it by rename would put a regular file where the device was.
   struct stat st;
-  if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (f == nullptr) {
-      return absl::PermissionDeniedError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-    }
-    bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok) return absl::DataLossError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
-    return absl::OkStatus();
-  }
+  if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return WriteBytes(path, path, bytes);
   // A plain file is replaced atomically: readers never see half an image.
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
+  absl::Status written = WriteBytes(tmp, path, bytes);
+  if (written.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    written = absl::DataLossError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
   }
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
+  if (!written.ok()) {
     std::remove(tmp.c_str());
-    return absl::DataLossError(absl::StrCat("cannot write ", path, ": ", std::strerror(err)));
+    return written;
   }
   return absl::OkStatus();
 }
