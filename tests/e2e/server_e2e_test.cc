@@ -110,13 +110,16 @@ class ServerE2E : public ::testing::Test {
     return Stub()->Generate(&ctx, r, resp);
   }
 
-  // The value of one series of the frontend's /metrics ("name" or "name{labels}" exactly as
-  // exposed), or "" when absent.
+  // The frontend's /metrics page, fetched with curl.
+  static ProcessResult ScrapeMetrics() {
+    return RunProcess({"/usr/bin/curl", "-s",
+                       "http://127.0.0.1:" + std::to_string(server_->metrics_port()) + "/metrics"},
+                      {}, 30);
+  }
+  // The value of one series of /metrics ("name" or "name{labels}" exactly as exposed), or "" when
+  // absent.
   static std::string MetricValue(const std::string& series) {
-    ProcessResult body = RunProcess({"/usr/bin/curl", "-s", "http://127.0.0.1:" +
-                                                               std::to_string(server_->metrics_port()) +
-                                                               "/metrics"},
-                                    {}, 30);
+    const ProcessResult body = ScrapeMetrics();
     for (absl::string_view line : absl::StrSplit(body.out, '\n')) {
       if (absl::ConsumePrefix(&line, series + " ")) return std::string(line);
     }
@@ -351,9 +354,7 @@ TEST_F(ServerE2E, QueueOverflowIsResourceExhausted) {
 }
 
 TEST_F(ServerE2E, MetricsEndpointPassesPromtoolAndHasWorkerSeries) {
-  ProcessResult body = RunProcess(
-      {"/usr/bin/curl", "-s", "http://127.0.0.1:" + std::to_string(server_->metrics_port()) + "/metrics"},
-      {}, 30);
+  ProcessResult body = ScrapeMetrics();
   ASSERT_EQ(body.exit_code, 0);
   EXPECT_NE(body.out.find("ditserve_worker_weight_bytes{rank=\"1\"}"), std::string::npos);
   EXPECT_NE(body.out.find("ditserve_request_duration_seconds_bucket"), std::string::npos);
