@@ -38,8 +38,10 @@ absl::Status MakeDir(const std::string& path) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
 // The pipeline only works when the components agree on the widths they exchange.
-absl::Status CheckConsistencyImpl(const TinyModelConfigs& c) {
+absl::Status CheckTinyModelConsistency(const TinyModelConfigs& c) {
   ASSIGN_OR_RETURN(const int64_t joint,
                    PositiveInt(c.transformer, "FluxTransformer2DModel", "joint_attention_dim", 4096));
   ASSIGN_OR_RETURN(const int64_t pooled, PositiveInt(c.transformer, "FluxTransformer2DModel",
@@ -69,6 +71,8 @@ absl::Status CheckConsistencyImpl(const TinyModelConfigs& c) {
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 std::string DTypeConfigName(sharding::DType dtype) {
   return dtype == sharding::DType::kBF16 ? "bfloat16" : "float32";
@@ -101,10 +105,6 @@ class ScopedDir {
 
 }  // namespace
 
-absl::Status CheckTinyModelConsistency(const TinyModelConfigs& configs) {
-  return CheckConsistencyImpl(configs);
-}
-
 absl::StatusOr<TinyModelSummary> WriteTinyModel(const std::string& dir,
                                                 const TinyModelOptions& options) {
   if (options.dtype != sharding::DType::kF32 && options.dtype != sharding::DType::kBF16) {
@@ -112,7 +112,7 @@ absl::StatusOr<TinyModelSummary> WriteTinyModel(const std::string& dir,
                                                    sharding::DTypeName(options.dtype)));
   }
   TinyModelConfigs configs = options.configs;
-  RETURN_IF_ERROR(CheckConsistencyImpl(configs));
+  RETURN_IF_ERROR(CheckTinyModelConsistency(configs));
   for (const char* component : {"scheduler", "text_encoder", "text_encoder_2", "tokenizer",
                                 "tokenizer_2", "transformer", "vae"}) {
     RETURN_IF_ERROR(MakeDir(JoinPath(dir, component)));
