@@ -116,9 +116,11 @@ inline torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight
 }
 
 #ifdef DITSERVE_WITH_CUDA
-// Bytes held by live tensors and by the caching allocator on a CUDA device. The stat enum moved
-// from c10::cuda::CUDACachingAllocator to c10::CachingDeviceAllocator in PyTorch 2.5.
-inline void CudaAllocatorBytes(int device, uint64_t* allocated, uint64_t* reserved) {
+// Bytes held by live tensors (now and at their peak since the process started) and by the caching
+// allocator on a CUDA device. The stat enum moved from c10::cuda::CUDACachingAllocator to
+// c10::CachingDeviceAllocator in PyTorch 2.5.
+inline void CudaAllocatorBytes(int device, uint64_t* allocated, uint64_t* peak_allocated,
+                               uint64_t* reserved) {
   auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
 #if DITSERVE_TORCH_AT_LEAST(2, 5)
   constexpr size_t kAggregate = static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
@@ -126,6 +128,7 @@ inline void CudaAllocatorBytes(int device, uint64_t* allocated, uint64_t* reserv
   constexpr size_t kAggregate = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
 #endif
   *allocated = static_cast<uint64_t>(stats.allocated_bytes[kAggregate].current);
+  *peak_allocated = static_cast<uint64_t>(stats.allocated_bytes[kAggregate].peak);
   *reserved = static_cast<uint64_t>(stats.reserved_bytes[kAggregate].current);
 }
 #endif

@@ -157,6 +157,9 @@ absl::StatusOr<std::unique_ptr<DitserveMetrics>> DitserveMetrics::Create(Registr
            GaugeDef{"ditserve_worker_device_memory_allocated_bytes",
                     "Device memory held by live tensors on the worker rank.",
                     &f.worker_device_memory_allocated_bytes},
+           GaugeDef{"ditserve_worker_device_memory_peak_allocated_bytes",
+                    "Highest device memory held by live tensors on the worker rank since it started.",
+                    &f.worker_device_memory_peak_allocated_bytes},
            GaugeDef{"ditserve_worker_device_memory_reserved_bytes",
                     "Device memory reserved by the caching allocator on the worker rank.",
                     &f.worker_device_memory_reserved_bytes},
@@ -252,6 +255,7 @@ absl::StatusOr<DitserveMetrics::RankChildren> DitserveMetrics::ResolveRankLocked
   DITSERVE_TRY(Child(f_.worker_ready, labels, c.ready));
   DITSERVE_TRY(Child(f_.worker_last_report_timestamp_seconds, labels, c.last_report));
   DITSERVE_TRY(Child(f_.worker_device_memory_allocated_bytes, labels, c.allocated));
+  DITSERVE_TRY(Child(f_.worker_device_memory_peak_allocated_bytes, labels, c.peak_allocated));
   DITSERVE_TRY(Child(f_.worker_device_memory_reserved_bytes, labels, c.reserved));
   DITSERVE_TRY(Child(f_.worker_device_memory_total_bytes, labels, c.total));
   DITSERVE_TRY(Child(f_.worker_weight_bytes, labels, c.weight));
@@ -273,6 +277,7 @@ absl::Status DitserveMetrics::ReportWorker(uint32_t rank, const WorkerFigures& w
   const RankChildren& c = *resolved;
   c.ready->Set(w.ready ? 1 : 0);
   c.allocated->Set(w.device_memory_allocated_bytes);
+  c.peak_allocated->Set(w.device_memory_peak_allocated_bytes);
   c.reserved->Set(w.device_memory_reserved_bytes);
   c.total->Set(w.device_memory_total_bytes);
   c.weight->Set(w.weight_bytes);
@@ -293,7 +298,8 @@ bool DitserveMetrics::ForgetWorker(uint32_t rank) {
   const Labels labels = {{"rank", std::to_string(rank)}};
   for (Family<Gauge>* g :
        {f_.worker_ready, f_.worker_last_report_timestamp_seconds,
-        f_.worker_device_memory_allocated_bytes, f_.worker_device_memory_reserved_bytes,
+        f_.worker_device_memory_allocated_bytes, f_.worker_device_memory_peak_allocated_bytes,
+        f_.worker_device_memory_reserved_bytes,
         f_.worker_device_memory_total_bytes, f_.worker_weight_bytes,
         f_.worker_load_duration_seconds, f_.worker_resident_memory_bytes}) {
     g->Remove(labels);

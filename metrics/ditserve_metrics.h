@@ -26,6 +26,8 @@
 //   ditserve_worker_last_report_timestamp_seconds{rank} gauge  when the frontend last got a report;
 //       time() - this = staleness (a hung worker stops advancing it).
 //   ditserve_worker_device_memory_allocated_bytes{rank} gauge  bytes held by live tensors.
+//   ditserve_worker_device_memory_peak_allocated_bytes{rank} gauge  the highest allocated_bytes since
+//       the worker started (what a request at the largest size served so far needed).
 //   ditserve_worker_device_memory_reserved_bytes{rank}  gauge  bytes held by the caching allocator.
 //   ditserve_worker_device_memory_total_bytes{rank}     gauge  device capacity (0 on CPU builds).
 //   ditserve_worker_weight_bytes{rank}               gauge     bytes of this rank's weight shard.
@@ -84,6 +86,7 @@ const char* QueueDropReasonName(QueueDropReason reason);  // "deadline_expired",
 struct WorkerFigures {
   bool ready = false;
   double device_memory_allocated_bytes = 0;
+  double device_memory_peak_allocated_bytes = 0;
   double device_memory_reserved_bytes = 0;
   double device_memory_total_bytes = 0;
   double weight_bytes = 0;
@@ -112,6 +115,7 @@ struct DitserveFamilies {
   Family<Gauge>* worker_ready = nullptr;
   Family<Gauge>* worker_last_report_timestamp_seconds = nullptr;
   Family<Gauge>* worker_device_memory_allocated_bytes = nullptr;
+  Family<Gauge>* worker_device_memory_peak_allocated_bytes = nullptr;
   Family<Gauge>* worker_device_memory_reserved_bytes = nullptr;
   Family<Gauge>* worker_device_memory_total_bytes = nullptr;
   Family<Gauge>* worker_weight_bytes = nullptr;
@@ -156,6 +160,7 @@ class DitserveMetrics {
     Gauge* ready;
     Gauge* last_report;
     Gauge* allocated;
+    Gauge* peak_allocated;
     Gauge* reserved;
     Gauge* total;
     Gauge* weight;

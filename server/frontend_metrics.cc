@@ -42,6 +42,7 @@ void FrontendMetrics::RefreshOnScrape() {
     f.ready = st.ready();
     f.device_memory_allocated_bytes = static_cast<double>(st.memory().allocated_bytes());
     f.device_memory_reserved_bytes = static_cast<double>(st.memory().reserved_bytes());
+    f.device_memory_peak_allocated_bytes = static_cast<double>(st.memory().peak_allocated_bytes());
     f.device_memory_total_bytes = static_cast<double>(st.memory().total_bytes());
     f.weight_bytes = static_cast<double>(st.weight_bytes());
     f.load_seconds = st.load_seconds();

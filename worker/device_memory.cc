@@ -46,7 +46,7 @@ DeviceMemoryInfo QueryDeviceMemory() {
   DeviceMemoryInfo info;
 #ifdef DITSERVE_WITH_CUDA
   if (g_device >= 0) {
-    compat::CudaAllocatorBytes(g_device, &info.allocated, &info.reserved);
+    compat::CudaAllocatorBytes(g_device, &info.allocated, &info.peak_allocated, &info.reserved);
     size_t free_bytes = 0, total_bytes = 0;
     if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) info.total = total_bytes;
   }

@@ -13,6 +13,7 @@ namespace ditserve::worker {
 
 struct DeviceMemoryInfo {
   uint64_t allocated = 0;
+  uint64_t peak_allocated = 0;  // highest `allocated` since the process started
   uint64_t reserved = 0;
   uint64_t total = 0;
 };

@@ -174,6 +174,7 @@ v1::WorkerStatus Engine::Status() const {
   DeviceMemoryInfo mem = QueryDeviceMemory();
   s.mutable_memory()->set_allocated_bytes(mem.allocated);
   s.mutable_memory()->set_reserved_bytes(mem.reserved);
+  s.mutable_memory()->set_peak_allocated_bytes(mem.peak_allocated);
   s.mutable_memory()->set_total_bytes(mem.total);
   s.set_resident_bytes(ResidentBytes());
   s.set_steps(steps_.load());

@@ -31,7 +31,7 @@ TEST(DitserveMetrics, NamesFollowPrometheusConventions) {
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_TRUE((*m)->ReportWorker(0, {}).ok());  // so worker families have series
   const ParsedExposition p = Scrape(r);
-  EXPECT_EQ(p.types.size(), 24u);
+  EXPECT_EQ(p.types.size(), 25u);
   for (const auto& [name, type] : p.types) {
     EXPECT_TRUE(absl::StartsWith(name, "ditserve_")) << name;
     EXPECT_EQ(absl::EndsWith(name, "_total"), type == "counter") << name << " " << type;
@@ -123,6 +123,7 @@ TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
       WorkerFigures w;
       w.ready = rank == 0;
       w.device_memory_allocated_bytes = 1e9 * (rank + 1);
+      w.device_memory_peak_allocated_bytes = 3e9 * (rank + 1);
       w.device_memory_reserved_bytes = 2e9;
       w.device_memory_total_bytes = 80.0 * (1ull << 30);
       w.weight_bytes = 12345678901;
@@ -144,6 +145,7 @@ TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
   EXPECT_EQ(Value(p, "ditserve_worker_ready", r0), 1);
   EXPECT_EQ(Value(p, "ditserve_worker_ready", r1), 0);
   EXPECT_EQ(Value(p, "ditserve_worker_device_memory_allocated_bytes", r1), 2e9);
+  EXPECT_EQ(Value(p, "ditserve_worker_device_memory_peak_allocated_bytes", r1), 6e9);
   EXPECT_EQ(Value(p, "ditserve_worker_device_memory_total_bytes", r0), 80.0 * (1ull << 30));
   EXPECT_EQ(Value(p, "ditserve_worker_weight_bytes", r0), 12345678901);
   EXPECT_EQ(Value(p, "ditserve_worker_load_duration_seconds", r0), 42.5);
