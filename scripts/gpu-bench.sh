@@ -106,9 +106,17 @@ if build ditserve-tool ditserve-spm-train ditserve-frontend ditserve-worker dits
   # When stage 6 follows, the rest of the build runs (niced) while the weights are generated; it
   # is waited for before the server starts, so the timings below share the CPU with nothing.
   if [[ " $stages " == *" 6 "* ]]; then nice -n 19 bash -c "$(declare -f build log); $(declare -p out bundle t0); build" & bg_build=$!; fi
-  build-cuda/tools/ditserve-tool make-tiny-model "$model" --preset flux1-dev-size --dtype bfloat16 \
-    --transformer-shards 3 --force 2>&1 | tail -1 | tee "$out/e2e_gpu.txt"
-  log "weights written"
+  gen=(build-cuda/tools/ditserve-tool make-tiny-model "$model" --preset flux1-dev-size
+       --dtype bfloat16 --transformer-shards 3 --force)
+  if ! "${gen[@]}" > "$out/e2e_gpu.txt" 2>&1; then
+    log "make-tiny-model failed: $(tail -2 "$out/e2e_gpu.txt")"
+    if command -v cuda-gdb > /dev/null; then  # a backtrace for the record (no gdb there)
+      timeout 300 cuda-gdb -q -batch -ex run -ex bt --args "${gen[@]}" --threads 4 2>&1 |
+        tail -30 > "$out/make_tiny_model_bt.txt"
+    fi
+    "${gen[@]}" --threads 1 > "$out/e2e_gpu.txt" 2>&1 || { log "make-tiny-model failed again"; return; }
+  fi
+  log "weights written: $(tail -1 "$out/e2e_gpu.txt")"
   if [ -n "$bg_build" ]; then wait "$bg_build"; log "full build finished (rc $?)"; fi
   flog="$out/frontend.log"
   build-cuda/server/ditserve-frontend --model "$model" --spawn-workers 1 --device cuda \
@@ -116,11 +124,14 @@ if build ditserve-tool ditserve-spm-train ditserve-frontend ditserve-worker dits
   fpid=$!
   for _ in $(seq 600); do grep -q "^METRICS" "$flog" && break; sleep 0.2; done
   port=$(awk '/^LISTENING/ {print $2}' "$flog"); mport=$(awk '/^METRICS/ {print $2}' "$flog")
+  serving=0
   for _ in $(seq 900); do
-    build-cuda/cli/ditserve-cli health --server "127.0.0.1:$port" > /dev/null 2>&1 && break
+    build-cuda/cli/ditserve-cli health --server "127.0.0.1:$port" > /dev/null 2>&1 && { serving=1; break; }
+    grep -q "forming the worker group failed" "$flog" && break
     sleep 0.2
   done
-  log "serving"
+  if [ $serving = 0 ]; then log "the server never became SERVING: $(grep -m1 error "$flog")"; kill "$fpid"; return; fi
+  log "serving: $(grep -m1 -o 'ready in .*' "$flog")"
   for run in cold warm; do
     echo "$run: $(build-cuda/cli/ditserve-cli generate --server "127.0.0.1:$port" \
       --prompt "a lighthouse on a cliff at dawn" --height 1024 --width 1024 --steps 28 --seed 0 \

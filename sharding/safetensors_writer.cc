@@ -19,10 +19,6 @@ uint64_t NumBytes(const TensorToWrite& t) {
   return n;
 }
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
 }  // namespace
 
 std::string SafetensorsHeaderBytes(const std::vector<TensorToWrite>& tensors,
@@ -45,8 +41,9 @@ std::string SafetensorsHeaderBytes(const std::vector<TensorToWrite>& tensors,
   return out + json;
 }
 
-absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+namespace {
+
+absl::Status CheckTensors(const std::string& path, const std::vector<TensorToWrite>& tensors) {
   std::set<std::string> names;
   for (const auto& t : tensors) {
     if (t.name.empty() || t.name == "__metadata__") {
@@ -61,32 +58,104 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorT
             absl::StrCat(path, ": tensor '", t.name, "' has a negative dimension"));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SafetensorsFileWriter>> SafetensorsFileWriter::Create(
+    const std::string& path, const std::vector<TensorToWrite>& tensors,
+    const std::map<std::string, std::string>& metadata) {
+  if (absl::Status s = CheckTensors(path, tensors); !s.ok()) return s;
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
+  }
+  std::unique_ptr<SafetensorsFileWriter> w(new SafetensorsFileWriter(path, tensors, f));
+  const std::string header = SafetensorsHeaderBytes(tensors, metadata);
+  if (std::fwrite(header.data(), 1, header.size(), f) != header.size()) return w->WriteFailed();
+  return w;
+}
+
+SafetensorsFileWriter::SafetensorsFileWriter(std::string path, std::vector<TensorToWrite> tensors,
+                                             std::FILE* file)
+    : path_(std::move(path)), tmp_(path_ + ".tmp"), tensors_(std::move(tensors)), file_(file) {
+  for (auto& t : tensors_) t.data = nullptr;  // the caller's buffers are not kept
+}
+
+SafetensorsFileWriter::~SafetensorsFileWriter() {
+  if (file_ != nullptr) {
+    std::fclose(file_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+absl::Status SafetensorsFileWriter::WriteFailed() {
+  const int err = errno;
+  std::fclose(file_);
+  file_ = nullptr;
+  std::remove(tmp_.c_str());
+  return absl::InternalError(absl::StrCat(tmp_, ": write failed: ", std::strerror(err)));
+}
+
+absl::Status SafetensorsFileWriter::Append(const void* data, uint64_t bytes) {
+  if (file_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(tmp_, ": already closed"));
+  if (next_ >= tensors_.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(tmp_, ": all ", tensors_.size(), " tensors are written already"));
+  }
+  const TensorToWrite& t = tensors_[next_];
+  if (bytes != NumBytes(t)) {
+    return absl::FailedPreconditionError(absl::StrCat(tmp_, ": tensor '", t.name, "' needs ",
+                                                      NumBytes(t), " bytes, got ", bytes));
+  }
+  if (bytes > 0 && data == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", t.name, "' has no data"));
+  }
+  if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes) return WriteFailed();
+  ++next_;
+  return absl::OkStatus();
+}
+
+absl::Status SafetensorsFileWriter::Finish() {
+  if (file_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(tmp_, ": already closed"));
+  if (next_ != tensors_.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        tmp_, ": tensor '", tensors_[next_].name, "' and ", tensors_.size() - next_ - 1,
+        " more were never written"));
+  }
+  if (std::fflush(file_) != 0) return WriteFailed();
+  const bool closed = std::fclose(file_) == 0;
+  const int err = errno;
+  file_ = nullptr;
+  if (!closed) {
+    std::remove(tmp_.c_str());
+    return absl::InternalError(absl::StrCat(tmp_, ": write failed: ", std::strerror(err)));
+  }
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int rerr = errno;
+    std::remove(tmp_.c_str());
+    return absl::InternalError(absl::StrCat(path_, ": rename failed: ", std::strerror(rerr)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  if (absl::Status s = CheckTensors(path, tensors); !s.ok()) return s;
+  for (const auto& t : tensors) {
     if (t.data == nullptr && NumBytes(t) > 0) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t.name, "' has no data"));
     }
   }
-  const std::string tmp = path + ".tmp";
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
-  if (!f) return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
-  auto write = [&](const void* p, size_t n) {
-    return n == 0 || std::fwrite(p, 1, n, f.get()) == n;
-  };
-  const std::string header = SafetensorsHeaderBytes(tensors, metadata);
-  bool ok = write(header.data(), header.size());
-  for (const auto& t : tensors) ok = ok && write(t.data, NumBytes(t));
-  ok = ok && std::fflush(f.get()) == 0;
-  const int err = errno;
-  f.reset();
-  if (!ok) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat(tmp, ": write failed: ", std::strerror(err)));
+  auto writer = SafetensorsFileWriter::Create(path, tensors, metadata);
+  if (!writer.ok()) return writer.status();
+  for (const auto& t : tensors) {
+    if (absl::Status s = (*writer)->Append(t.data, NumBytes(t)); !s.ok()) return s;
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int rerr = errno;
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": rename failed: ", std::strerror(rerr)));
-  }
-  return absl::OkStatus();
+  return (*writer)->Finish();
 }
 
 }  // namespace ditserve::sharding

@@ -9,11 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "sharding/safetensors.h"
 
 namespace ditserve::sharding {
@@ -30,6 +33,35 @@ struct TensorToWrite {
 // (naming the path).
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata = {});
+
+// One safetensors file written tensor by tensor, for files larger than the memory one would
+// hold them in: Create() writes the header (from the tensors' names, dtypes and shapes; `data` is
+// ignored), Append() takes the next tensor's bytes in the order given, Finish() renames
+// "<path>.tmp" into place. A writer destroyed before a successful Finish() removes "<path>.tmp".
+// Create() refuses what WriteSafetensors refuses (INVALID_ARGUMENT); Append() refuses bytes of the
+// wrong size or past the last tensor (FAILED_PRECONDITION), Finish() a missing tensor.
+// Thread-compatible: one thread at a time.
+class SafetensorsFileWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<SafetensorsFileWriter>> Create(
+      const std::string& path, const std::vector<TensorToWrite>& tensors,
+      const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsFileWriter();
+  SafetensorsFileWriter(const SafetensorsFileWriter&) = delete;
+  SafetensorsFileWriter& operator=(const SafetensorsFileWriter&) = delete;
+
+  absl::Status Append(const void* data, uint64_t bytes);
+  absl::Status Finish();
+
+ private:
+  SafetensorsFileWriter(std::string path, std::vector<TensorToWrite> tensors, std::FILE* file);
+  absl::Status WriteFailed();
+
+  std::string path_, tmp_;
+  std::vector<TensorToWrite> tensors_;
+  std::FILE* file_;  // owned; null once closed
+  size_t next_ = 0;  // index of the tensor Append() expects
+};
 
 // The bytes of a safetensors header for `tensors` (u64 length prefix + padded JSON). Exposed so
 // tests can build deliberately corrupt files around a valid header.

@@ -22,6 +22,7 @@ struct MakeTinyModelOptions {
   bool vae_mid_attention = false;
   std::string preset = "tiny";
   int64_t num_layers = 0, num_single_layers = 0;  // 0 = the preset's
+  int64_t threads = 0;  // 0 = one per core
   std::string spm_trainer;
 };
 
@@ -44,6 +45,7 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
            "transformer double-stream blocks instead of the preset's (0: keep; a smaller machine)");
   p.AddInt("num-single-layers", &o.num_single_layers,
            "transformer single-stream blocks instead of the preset's (0: keep)");
+  p.AddInt("threads", &o.threads, "threads generating the weights (0: one per core)");
   p.AddString("spm-trainer", &o.spm_trainer,
               "path of ditserve-spm-train (default: $DITSERVE_SPM_TRAIN, next to this binary, "
               "then $PATH)");
@@ -81,6 +83,9 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
   if (parsed.ok() && o.num_single_layers > 0) {
     options.configs.transformer["num_single_layers"] = o.num_single_layers;
   }
+  if (parsed.ok() && (o.threads < 0 || o.threads > 1024)) {
+    parsed = absl::InvalidArgumentError("--threads must be in [0, 1024]");
+  }
   if (parsed.ok() && o.seed < 0) {
     parsed = absl::InvalidArgumentError("--seed must be >= 0");
   }
@@ -95,6 +100,7 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
   options.force = o.force;
   options.transformer_shards = static_cast<int>(o.transformer_shards);
   options.spm_trainer = o.spm_trainer;
+  options.threads = static_cast<int>(o.threads);
   if (o.vae_mid_attention) options.configs.vae["mid_block_add_attention"] = true;
 
   const std::string& dir = p.Positional()[0];

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "sharding/safetensors.h"
 #include "sharding/safetensors_writer.h"
@@ -67,6 +69,58 @@ TEST(SafetensorsTest, RoundTripsWrittenFile) {
   auto oob = (*f)->ReadTensorBytes(**ta, 20, 8, got);
   EXPECT_EQ(oob.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(oob.message()), HasSubstr("'a'"));
+}
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(SafetensorsTest, StreamingWriterWritesWhatWriteSafetensorsWrites) {
+  TempDir dir;
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6};
+  const std::vector<uint16_t> b = {0x3f80, 0x4000};
+  const std::vector<TensorToWrite> tensors = {{"a", DType::kF32, {2, 3}, a.data()},
+                                              {"b", DType::kBF16, {2}, b.data()}};
+  ASSERT_TRUE(WriteSafetensors(dir.File("whole.safetensors"), tensors, {{"format", "pt"}}).ok());
+  const std::string path = dir.File("streamed.safetensors");
+  auto w = SafetensorsFileWriter::Create(path, {{"a", DType::kF32, {2, 3}, nullptr},
+                                                {"b", DType::kBF16, {2}, nullptr}},
+                                         {{"format", "pt"}});
+  ASSERT_TRUE(w.ok()) << w.status();
+  // Wrong size for the next tensor: refused, naming it; nothing is written.
+  absl::Status wrong = (*w)->Append(b.data(), 4);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(wrong.message()), HasSubstr("'a' needs 24 bytes, got 4"));
+  ASSERT_TRUE((*w)->Append(a.data(), 24).ok());
+  // Finishing with a tensor missing is refused; the writer stays usable.
+  absl::Status early = (*w)->Finish();
+  EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(early.message()), HasSubstr("'b'"));
+  EXPECT_FALSE(std::ifstream(path).good());
+  ASSERT_TRUE((*w)->Append(b.data(), 4).ok());
+  EXPECT_EQ((*w)->Append(b.data(), 4).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*w)->Finish().ok());
+  EXPECT_FALSE(std::ifstream(path + ".tmp").good());
+  EXPECT_EQ(FileBytes(path), FileBytes(dir.File("whole.safetensors")));
+}
+
+TEST(SafetensorsTest, StreamingWriterDestroyedUnfinishedLeavesNothing) {
+  TempDir dir;
+  const std::string path = dir.File("abandoned.safetensors");
+  {
+    auto w = SafetensorsFileWriter::Create(path, {{"a", DType::kF32, {2}, nullptr}});
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_TRUE(std::ifstream(path + ".tmp").good());
+  }
+  EXPECT_FALSE(std::ifstream(path + ".tmp").good());
+  EXPECT_FALSE(std::ifstream(path).good());
+  // What WriteSafetensors refuses, Create refuses too.
+  EXPECT_EQ(SafetensorsFileWriter::Create(path, {{"a", DType::kF32, {2}, nullptr},
+                                                 {"a", DType::kF32, {2}, nullptr}})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SafetensorsTest, HeaderIsPaddedToEightBytes) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -197,6 +198,25 @@ TEST(TinyModelTest, ShardedTransformerLikeFixture) {
     auto file = sharding::SafetensorsFile::Open(tmp.sub(f));
     ASSERT_TRUE(file.ok()) << file.status();
     EXPECT_EQ((*file)->metadata(), (std::map<std::string, std::string>{{"format", "pt"}}));
+  }
+}
+
+TEST(TinyModelTest, WeightsDoNotDependOnTheThreadCount) {
+  TempDir tmp;
+  auto specs = FluxTransformerTensors(TinyFluxTransformerConfig());
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  fs::create_directories(tmp.sub("one"));
+  fs::create_directories(tmp.sub("many"));
+  ASSERT_TRUE(WriteComponentWeights(tmp.sub("one"), "w", *specs, 3, sharding::DType::kBF16, 2, 1).ok());
+  ASSERT_TRUE(WriteComponentWeights(tmp.sub("many"), "w", *specs, 3, sharding::DType::kBF16, 2, 5).ok());
+  for (const char* f : {"w-00001-of-00002.safetensors", "w-00002-of-00002.safetensors",
+                        "w.safetensors.index.json"}) {
+    std::ifstream a(tmp.sub(std::string("one/") + f), std::ios::binary);
+    std::ifstream b(tmp.sub(std::string("many/") + f), std::ios::binary);
+    const std::string one((std::istreambuf_iterator<char>(a)), std::istreambuf_iterator<char>());
+    const std::string many((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(one.empty()) << f;
+    EXPECT_EQ(one, many) << f;
   }
 }
 

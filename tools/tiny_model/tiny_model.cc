@@ -176,7 +176,7 @@ absl::StatusOr<TinyModelSummary> WriteTinyModel(const std::string& dir,
     ASSIGN_OR_RETURN(const WeightsWritten written,
                      WriteComponentWeights(folder, c.weights_base, std::move(specs),
                                            ComponentSeed(options.seed, ++index), options.dtype,
-                                           c.shards));
+                                           c.shards, options.threads));
     Add(written, &summary);
   }
   return summary;

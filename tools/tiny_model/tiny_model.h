@@ -35,6 +35,7 @@ struct TinyModelOptions {
   sharding::DType dtype = sharding::DType::kF32;  // kF32 or kBF16
   bool force = false;           // replace an existing non-empty DIR
   int transformer_shards = 1;   // > 1: sharded files + index, as the Hub's FLUX.1 transformer
+  int threads = 0;              // weight generation threads (0: one per core)
   std::string spm_trainer;      // ditserve-spm-train; "" = FindSpmTrainer()
   // Component configs. The text encoders' vocab_size is the tokenizer size to train (CLIP:
   // 512 byte symbols + merges + 2 specials; T5: pieces + t5_extra_ids) and is rewritten to the size

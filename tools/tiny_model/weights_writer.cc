@@ -17,10 +17,46 @@
 
 namespace ditserve::tiny_model {
 
+namespace {
+
+uint64_t SpecBytes(const TensorSpec& spec, sharding::DType dtype) {
+  uint64_t n = sharding::DTypeSize(dtype);
+  for (int64_t d : spec.shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+// Generates specs[first, last) on up to `threads` threads (values are seeded per tensor name, so
+// this gives the bytes one thread would) into `data`.
+absl::Status GenerateBatch(const std::vector<TensorSpec>& specs, size_t first, size_t last,
+                           uint64_t seed, sharding::DType dtype, size_t threads,
+                           std::vector<std::vector<uint8_t>>& data) {
+  std::vector<absl::Status> errors(last - first);
+  std::atomic<size_t> next{first};
+  auto work = [&] {
+    for (size_t i = next++; i < last; i = next++) {
+      auto bytes = InitialBytes(specs[i], seed, dtype);
+      if (bytes.ok()) {
+        data[i - first] = std::move(*bytes);
+      } else {
+        errors[i - first] = bytes.status();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(threads, last - first); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<WeightsWritten> WriteComponentWeights(const std::string& dir,
                                                      const std::string& base,
                                                      std::vector<TensorSpec> specs, uint64_t seed,
-                                                     sharding::DType dtype, int num_shards) {
+                                                     sharding::DType dtype, int num_shards,
+                                                     int threads) {
   std::sort(specs.begin(), specs.end(),
             [](const TensorSpec& a, const TensorSpec& b) { return a.name < b.name; });
   for (size_t i = 1; i < specs.size(); ++i) {
@@ -32,32 +68,18 @@ absl::StatusOr<WeightsWritten> WriteComponentWeights(const std::string& dir,
     return absl::InvalidArgumentError(absl::StrCat("cannot split ", specs.size(),
                                                    " tensors into ", num_shards, " shards"));
   }
-
-  // Values are seeded per tensor name, so generating tensors on several threads gives the same
-  // bytes as one thread (full-size presets hold billions of values).
-  std::vector<std::vector<uint8_t>> data(specs.size());
-  std::vector<absl::Status> errors(specs.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < specs.size(); i = next++) {
-      auto bytes = InitialBytes(specs[i], seed, dtype);
-      if (bytes.ok()) {
-        data[i] = std::move(*bytes);
-      } else {
-        errors[i] = bytes.status();
-      }
-    }
-  };
-  const size_t threads =
-      std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), specs.size());
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  uint64_t total = 0;
+  if (dtype != sharding::DType::kF32 && dtype != sharding::DType::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tiny model weights are float32 or bfloat16, not ", sharding::DTypeName(dtype)));
+  }
+  const size_t num_threads = threads > 0 ? static_cast<size_t>(threads)
+                                         : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<uint64_t> sizes(specs.size());
+  uint64_t total = 0, largest = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
-    RETURN_IF_ERROR(errors[i]);
-    total += data[i].size();
+    sizes[i] = SpecBytes(specs[i], dtype);
+    total += sizes[i];
+    largest = std::max(largest, sizes[i]);
   }
 
   // Shard s takes tensors until the running byte count reaches (s + 1) / num_shards of the total,
@@ -68,7 +90,7 @@ absl::StatusOr<WeightsWritten> WriteComponentWeights(const std::string& dir,
     size_t shard = 0;
     for (size_t i = 0; i < specs.size(); ++i) {
       shard_of[i] = shard;
-      running += data[i].size();
+      running += sizes[i];
       const size_t remaining_tensors = specs.size() - i - 1;
       const size_t remaining_shards = static_cast<size_t>(num_shards) - shard - 1;
       const bool full = running * num_shards >= total * (shard + 1);
@@ -76,22 +98,42 @@ absl::StatusOr<WeightsWritten> WriteComponentWeights(const std::string& dir,
     }
   }
 
+  // Tensors are generated in batches of about kBatchBytes (at least one tensor) and appended in
+  // order, so memory stays bounded whatever the component's size (FLUX.1-dev's transformer is
+  // 24 GB in bfloat16).
+  constexpr uint64_t kBatchBytes = uint64_t{1} << 30;
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
   WeightsWritten written;
   written.tensors = static_cast<int64_t>(specs.size());
   written.bytes = total;
   nlohmann::json weight_map = nlohmann::json::object();
+  size_t i = 0;
   for (int s = 0; s < num_shards; ++s) {
     const std::string file =
         num_shards == 1 ? absl::StrCat(base, ".safetensors")
                         : absl::StrFormat("%s-%05d-of-%05d.safetensors", base, s + 1, num_shards);
-    std::vector<sharding::TensorToWrite> tensors;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      if (shard_of[i] != static_cast<size_t>(s)) continue;
-      tensors.push_back({specs[i].name, dtype, specs[i].shape, data[i].data()});
-      weight_map[specs[i].name] = file;
+    const size_t shard_begin = i;
+    size_t shard_end = i;
+    while (shard_end < specs.size() && shard_of[shard_end] == static_cast<size_t>(s)) ++shard_end;
+    std::vector<sharding::TensorToWrite> layout;
+    for (size_t k = shard_begin; k < shard_end; ++k) {
+      layout.push_back({specs[k].name, dtype, specs[k].shape, nullptr});
+      weight_map[specs[k].name] = file;
     }
-    RETURN_IF_ERROR(sharding::WriteSafetensors(JoinPath(dir, file), tensors, metadata));
+    ASSIGN_OR_RETURN(auto writer,
+                     sharding::SafetensorsFileWriter::Create(JoinPath(dir, file), layout, metadata));
+    while (i < shard_end) {
+      size_t last = i;
+      uint64_t batch = 0;
+      while (last < shard_end && (last == i || batch + sizes[last] <= std::max(kBatchBytes, largest))) {
+        batch += sizes[last++];
+      }
+      std::vector<std::vector<uint8_t>> data(last - i);
+      RETURN_IF_ERROR(GenerateBatch(specs, i, last, seed, dtype, num_threads, data));
+      for (const auto& bytes : data) RETURN_IF_ERROR(writer->Append(bytes.data(), bytes.size()));
+      i = last;
+    }
+    RETURN_IF_ERROR(writer->Finish());
     written.files.push_back(file);
   }
   if (num_shards > 1) {

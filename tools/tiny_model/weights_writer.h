@@ -6,9 +6,11 @@
 // Torch-free.
 //
 // Values come from random_init.h (seeded per tensor). Shards hold contiguous runs of the sorted
-// names, balanced by bytes. Each file is written by sharding::WriteSafetensors (tmp + rename).
+// names, balanced by bytes. Each file is written by sharding::SafetensorsFileWriter (tmp +
+// rename) in batches of about 1 GiB generated on `threads` threads (0: one per core), so memory
+// stays bounded for any component size.
 //
-// Thread-safety: stateless function.
+// Thread-safety: stateless function (it starts and joins its own threads).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,7 @@ struct WeightsWritten {
 absl::StatusOr<WeightsWritten> WriteComponentWeights(const std::string& dir,
                                                      const std::string& base,
                                                      std::vector<TensorSpec> specs, uint64_t seed,
-                                                     sharding::DType dtype, int num_shards = 1);
+                                                     sharding::DType dtype, int num_shards = 1,
+                                                     int threads = 0);
 
 }  // namespace ditserve::tiny_model
