@@ -26,6 +26,7 @@
 #include "tools/tiny_model/clip_bpe_vocab.h"
 #include "tools/tiny_model/clip_text_weights.h"
 #include "tools/tiny_model/configs.h"
+#include "tools/tiny_model/file_util.h"
 #include "tools/tiny_model/corpus.h"
 #include "tools/tiny_model/flux_transformer_weights.h"
 #include "tools/tiny_model/t5_weights.h"
@@ -218,6 +219,24 @@ TEST(TinyModelTest, WeightsDoNotDependOnTheThreadCount) {
     EXPECT_FALSE(one.empty()) << f;
     EXPECT_EQ(one, many) << f;
   }
+}
+
+TEST(TinyModelTest, RemoveTreeRemovesFoldersButNotWhatLinksPointTo) {
+  TempDir tmp;
+  const std::string outside = tmp.sub("outside.txt");
+  ASSERT_TRUE(WriteFile(outside, "keep").ok());
+  const std::string tree = tmp.sub("tree");
+  fs::create_directories(tree + "/a/b/c");
+  ASSERT_TRUE(WriteFile(tree + "/a/b/c/f.txt", "x").ok());
+  ASSERT_TRUE(WriteFile(tree + "/top.txt", "y").ok());
+  fs::create_directory_symlink(tmp.path(), tree + "/a/link-to-parent");
+  fs::create_symlink(outside, tree + "/link-to-file");
+  ASSERT_TRUE(RemoveTree(tree).ok());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tree)));
+  EXPECT_TRUE(fs::exists(outside)) << "a link's target was removed";
+  EXPECT_TRUE(RemoveTree(tree).ok()) << "a missing path is not an error";
+  ASSERT_TRUE(RemoveTree(outside).ok());  // a plain file
+  EXPECT_FALSE(fs::exists(outside));
 }
 
 TEST(TinyModelTest, GuidanceEmbedderFollowsConfig) {

@@ -114,17 +114,14 @@ absl::StatusOr<int64_t> TrainT5SentencePiece(const std::string& corpus, int64_t 
     ASSIGN_OR_RETURN(trainer_path, FindSpmTrainer());
   }
   const std::string work = JoinPath(out_dir, ".spm-train");
+  RETURN_IF_ERROR(RemoveTree(work));
   std::error_code ec;
-  fs::remove_all(work, ec);
   if (!fs::create_directory(work, ec) || ec) {
     return absl::InternalError(absl::StrCat(work, ": cannot create: ", ec.message()));
   }
   struct Cleanup {
     std::string dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
+    ~Cleanup() { RemoveTree(dir).IgnoreError(); }
   } cleanup{work};
 
   RETURN_IF_ERROR(WriteFile(JoinPath(work, "corpus.txt"), corpus));

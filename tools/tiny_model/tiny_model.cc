@@ -93,9 +93,7 @@ class ScopedDir {
  public:
   explicit ScopedDir(std::string path) : path_(std::move(path)) {}
   ~ScopedDir() {
-    if (path_.empty()) return;
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
+    if (!path_.empty()) RemoveTree(path_).IgnoreError();
   }
   void Release() { path_.clear(); }
 
@@ -228,7 +226,7 @@ absl::StatusOr<TinyModelSummary> GenerateTinyModel(const std::string& dir_arg,
       return absl::InternalError(absl::StrCat(dir, ": cannot install: ", ec.message()));
     }
     tmp_guard.Release();
-    fs::remove_all(old, ec);
+    RemoveTree(old).IgnoreError();  // the new model is in place; a leftover is only untidy
     return summary;
   }
   // rename(2) replaces an empty folder and fails on a non-empty one: a generator racing us that
