@@ -31,6 +31,13 @@ if(DITSERVE_CUDA)
   # LibTorch-CUDA brings the CUDA runtime; NCCL is found by worker/comm/CMakeLists.txt.
   find_package(CUDAToolkit REQUIRED)
   add_compile_definitions(DITSERVE_WITH_CUDA=1)
+  # Our own kernels (models/cuda). Torch's CMake config turns CMAKE_CUDA_ARCHITECTURES off (it
+  # follows TORCH_CUDA_ARCH_LIST), so the kernels' target sets its architectures from
+  # DITSERVE_CUDA_ARCH (scripts/gpu-build.sh --cuda-arch; 90 = H100/H200).
+  set(DITSERVE_CUDA_ARCH "90" CACHE STRING "CUDA architectures of models/cuda (CMake list, e.g. 80;90)")
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  enable_language(CUDA)
 endif()
 
 # PyTorch wheels ship fmt 12 headers in Torch's include dir; Debian's spdlog 1.10 needs fmt 9. When

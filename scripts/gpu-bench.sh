@@ -2,7 +2,8 @@
 # One command on the GPU host, in stages ordered by value so that a run cut short by its time limit
 # still leaves the earlier results in OUT_DIR (each stage writes its own file as it goes):
 #   1. build ditserve-flux1-bench; time a full-size FLUX.1-dev step (random weights, bf16, 4096 image
-#      + 512 text tokens)                                                   -> flux1_bench.txt
+#      + 512 text tokens), then again with DITSERVE_FUSED_KERNELS=0 (A/B of models/cuda)
+#                                                        -> flux1_bench.txt, flux1_bench_unfused.txt
 #   2. build ditserve-tool; bf16 and float32 forwards of the FLUX.1, FLUX.2 and Qwen-Image tiny
 #      fixtures on the GPU against diffusers' float32 outputs (limits 2e-2 / 1e-4) -> parity.txt
 #   3. build ditserve-flux1-profile; per-kernel table of one FLUX.1 step    -> flux1_profile.tsv
@@ -51,6 +52,9 @@ if build ditserve-flux1-bench; then
   log "built"
   build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 2>&1 |
     tee "$out/flux1_bench.txt" | tail -3
+  # A/B on the same machine: the reference op sequence instead of the fused attention-input kernel.
+  DITSERVE_FUSED_KERNELS=0 build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 \
+    --warmup 3 2>&1 | tee "$out/flux1_bench_unfused.txt" | tail -1 | sed 's/^/unfused: /'
 fi
 
 }
@@ -95,6 +99,8 @@ if build ditserve-flux2-bench ditserve-qwenimage-bench; then
     tee "$out/qwenimage_bench.txt" | tail -1
   build-cuda/models/flux2/ditserve-flux2-bench --device cuda --runs 5 --warmup 2 2>&1 |
     tee "$out/flux2_bench.txt" | tail -1
+  DITSERVE_FUSED_KERNELS=0 build-cuda/models/flux2/ditserve-flux2-bench --device cuda --runs 5 \
+    --warmup 2 2>&1 | tee "$out/flux2_bench_unfused.txt" | tail -1 | sed 's/^/unfused: /'
 fi
 
 }

@@ -87,9 +87,9 @@ if [ "$cuda" = ON ]; then
   # NCCL paths given outright: the GPU host also has a system libnccl.so in /usr/lib, which a name
   # search for "nccl" finds before the wheel's libnccl.so.2 (headers and library must match).
   cuda_args=(-DNCCL_ROOT="$nccl_root" -DNCCL_INCLUDE_DIR="$nccl_root/include" -DNCCL_LIBRARY="$nccl_lib"
-             -DCMAKE_CUDA_COMPILER="$nvcc")
+             -DCMAKE_CUDA_COMPILER="$nvcc" -DDITSERVE_CUDA_ARCH="${arch//,/;}")
   # Torch's CUDA flags follow TORCH_CUDA_ARCH_LIST (90 -> 9.0); it warns about and ignores
-  # CMAKE_CUDA_ARCHITECTURES, which nothing else needs (the project has no .cu sources).
+  # CMAKE_CUDA_ARCHITECTURES. Our kernels (models/cuda) take DITSERVE_CUDA_ARCH instead.
   export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-$(echo "$arch" | sed -E 's/([0-9]+)([0-9])/\1.\2/g; s/[;,]/ /g')}"
 fi
 

@@ -8,6 +8,10 @@
 
 namespace ditserve::models {
 
+// q, k, v already heads first, (B, heads, S, hd) (e.g. from JointHeadsFirst); the same result.
+torch::Tensor DotProductAttentionHeadsFirst(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v, const torch::Tensor& mask = {});
+
 // `mask`: empty, or boolean broadcastable to (B, heads, S_q, S_k), true = attend.
 torch::Tensor DotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const torch::Tensor& mask = {});

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/common/attention.h"
+#include "models/common/attention_inputs.h"
 
 namespace ditserve::models {
 
@@ -35,19 +36,18 @@ std::pair<torch::Tensor, torch::Tensor> FluxAttention::ForwardJoint(const torch:
                                                                     const RopeTables& rope) const {
   const QkvViews img = proj_.Image(x);
   const QkvViews txt = proj_.Text(context);
-  auto q = ApplyRotaryEmbInterleaved(
-      torch::cat({norm_added_q_->Forward(txt.q), norm_q_->Forward(img.q)}, 1), rope);
-  auto k = ApplyRotaryEmbInterleaved(
-      torch::cat({norm_added_k_->Forward(txt.k), norm_k_->Forward(img.k)}, 1), rope);
-  auto v = torch::cat({txt.v, img.v}, 1);
-  return proj_.Project(DotProductAttention(q, k, v), context.size(1));
+  auto q = JointHeadsFirst({txt.q, norm_added_q_.get()}, {img.q, norm_q_.get()}, &rope);
+  auto k = JointHeadsFirst({txt.k, norm_added_k_.get()}, {img.k, norm_k_.get()}, &rope);
+  auto v = JointHeadsFirst({txt.v, nullptr}, {img.v, nullptr}, nullptr);
+  return proj_.Project(DotProductAttentionHeadsFirst(q, k, v), context.size(1));
 }
 
 torch::Tensor FluxAttention::ForwardSingle(const torch::Tensor& x, const RopeTables& rope) const {
   const QkvViews qkv = proj_.Image(x);
-  auto q = ApplyRotaryEmbInterleaved(norm_q_->Forward(qkv.q), rope);
-  auto k = ApplyRotaryEmbInterleaved(norm_k_->Forward(qkv.k), rope);
-  return DotProductAttention(q, k, qkv.v);
+  auto q = JointHeadsFirst({}, {qkv.q, norm_q_.get()}, &rope);
+  auto k = JointHeadsFirst({}, {qkv.k, norm_k_.get()}, &rope);
+  auto v = JointHeadsFirst({}, {qkv.v, nullptr}, nullptr);
+  return DotProductAttentionHeadsFirst(q, k, v);
 }
 
 }  // namespace ditserve::models

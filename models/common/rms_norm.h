@@ -19,6 +19,8 @@ class TorchRmsNorm {
                                            double eps);
   torch::Tensor Forward(const torch::Tensor& x) const;
   int64_t dim() const { return weight_.size(0); }
+  const torch::Tensor& weight() const { return weight_; }
+  double eps() const { return eps_; }
 
  private:
   TorchRmsNorm(torch::Tensor weight, double eps) : weight_(std::move(weight)), eps_(eps) {}

@@ -1,0 +1,126 @@
+#include "models/common/attention_inputs.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+#include <cuda_runtime_api.h>
+
+#include "models/cuda/qk_norm_rope.h"
+#endif
+
+namespace ditserve::models {
+
+bool FusedAttentionInputsEnabled() {
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+  static const bool enabled = [] {
+    const char* v = std::getenv("DITSERVE_FUSED_KERNELS");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+#else
+  return false;
+#endif
+}
+
+torch::Tensor JointHeadsFirstReference(const StreamPart& txt, const StreamPart& img,
+                                       const RopeTables* rope) {
+  auto part = [](const StreamPart& p) { return p.norm != nullptr ? p.norm->Forward(p.x) : p.x; };
+  torch::Tensor joined = txt.x.defined() ? torch::cat({part(txt), part(img)}, 1) : part(img);
+  if (rope != nullptr) joined = ApplyRotaryEmbInterleaved(joined, *rope);
+  return joined.permute({0, 2, 1, 3});
+}
+
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+namespace {
+
+bool KernelType(torch::ScalarType t, cuda::ElementType* out) {
+  switch (t) {
+    case torch::kFloat32: *out = cuda::ElementType::kFloat32; return true;
+    case torch::kBFloat16: *out = cuda::ElementType::kBFloat16; return true;
+    case torch::kFloat16: *out = cuda::ElementType::kFloat16; return true;
+    default: return false;
+  }
+}
+
+// What the kernel's contract needs (qk_norm_rope.h); anything else takes the reference path.
+bool KernelCanRun(const StreamPart& txt, const StreamPart& img, const RopeTables* rope) {
+  const torch::Tensor& x = img.x;
+  cuda::ElementType type;
+  if (!x.is_cuda() || x.dim() != 4 || !KernelType(x.scalar_type(), &type)) return false;
+  const int64_t hd = x.size(3);
+  if (hd % 2 != 0 || hd > 256) return false;
+  for (const StreamPart* p : {&txt, &img}) {
+    if (!p->x.defined()) continue;
+    if (p->x.device() != x.device() || p->x.scalar_type() != x.scalar_type() || p->x.dim() != 4 ||
+        p->x.stride(3) != 1 || p->x.size(0) != x.size(0) || p->x.size(2) != x.size(2) ||
+        p->x.size(3) != hd) {
+      return false;
+    }
+    if (p->norm != nullptr) {
+      const torch::Tensor& w = p->norm->weight();
+      if (w.device() != x.device() || w.scalar_type() != x.scalar_type() || w.numel() != hd ||
+          !w.is_contiguous()) {
+        return false;
+      }
+    }
+  }
+  if (rope != nullptr) {
+    const int64_t tokens = (txt.x.defined() ? txt.x.size(1) : 0) + x.size(1);
+    for (const torch::Tensor* t : {&rope->cos, &rope->sin}) {
+      if (t->device() != x.device() || t->scalar_type() != torch::kFloat32 || !t->is_contiguous() ||
+          t->dim() != 2 || t->size(0) != tokens || t->size(1) != hd) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void Launch(const StreamPart& p, const RopeTables* rope, int64_t offset, torch::Tensor& out) {
+  cuda::QkNormRopeArgs a;
+  KernelType(p.x.scalar_type(), &a.type);
+  a.x = p.x.data_ptr();
+  a.x_stride_b = p.x.stride(0);
+  a.x_stride_s = p.x.stride(1);
+  a.x_stride_h = p.x.stride(2);
+  a.batch = p.x.size(0);
+  a.tokens = p.x.size(1);
+  a.heads = p.x.size(2);
+  a.head_dim = p.x.size(3);
+  if (p.norm != nullptr) {
+    a.norm_weight = p.norm->weight().data_ptr();
+    a.norm_eps = static_cast<float>(p.norm->eps());
+  }
+  if (rope != nullptr) {
+    a.cos = rope->cos.data_ptr<float>();
+    a.sin = rope->sin.data_ptr<float>();
+  }
+  a.out = out.data_ptr();
+  a.out_tokens = out.size(2);
+  a.token_offset = offset;
+  const int err = cuda::LaunchQkNormRope(
+      a, at::cuda::getCurrentCUDAStream(p.x.device().index()).stream());
+  TORCH_CHECK(err == 0, "qk_norm_rope kernel launch failed: ",
+              cudaGetErrorString(static_cast<cudaError_t>(err)));
+}
+
+}  // namespace
+#endif
+
+torch::Tensor JointHeadsFirst(const StreamPart& txt, const StreamPart& img, const RopeTables* rope) {
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+  if (FusedAttentionInputsEnabled() && KernelCanRun(txt, img, rope)) {
+    const int64_t s_txt = txt.x.defined() ? txt.x.size(1) : 0;
+    torch::Tensor out = torch::empty({img.x.size(0), img.x.size(2), s_txt + img.x.size(1), img.x.size(3)},
+                                     img.x.options().memory_format(torch::MemoryFormat::Contiguous));
+    if (txt.x.defined()) Launch(txt, rope, 0, out);
+    Launch(img, rope, s_txt, out);
+    return out;
+  }
+#endif
+  return JointHeadsFirstReference(txt, img, rope);
+}
+
+}  // namespace ditserve::models

@@ -1,0 +1,38 @@
+// Fused CUDA kernel for the attention inputs of the FLUX transformers: per (batch, token, head)
+// row of q or k, RMSNorm over the head dim (torch.nn.RMSNorm: float32 statistics, result rounded
+// to the tensor's dtype), then the interleaved rotary embedding (apply_rotary_emb: in float32,
+// rounded once), written to a heads-first (B, H, S_total, D) buffer at a token offset, so that the
+// text and image streams land in one joint tensor without a `cat` and SDPA reads it contiguous.
+// With no norm and no rope the same kernel only moves v into that layout.
+//
+// Torch-free (raw pointers and strides), so it is its own CUDA target (ditserve_cuda_kernels);
+// models/common/attention_inputs.h is the LibTorch glue. Only built with -DDITSERVE_CUDA=ON.
+//
+// Contract: x's last dimension is contiguous; every pointer is device memory of the stream's
+// device; cos/sin are (rope_rows, D) float32 contiguous with pairs repeated ([c0, c0, c1, c1, ...],
+// rope row = offset + token); out is (B, H, S_total, D) contiguous; D even and <= 256.
+// Asynchronous on `stream`; returns the launch's cudaError_t (0 = cudaSuccess).
+#pragma once
+
+#include <cstdint>
+
+namespace ditserve::cuda {
+
+enum class ElementType { kFloat32, kBFloat16, kFloat16 };
+
+struct QkNormRopeArgs {
+  ElementType type = ElementType::kBFloat16;
+  const void* x = nullptr;  // (B, S, H, D) with strides below (in elements)
+  int64_t x_stride_b = 0, x_stride_s = 0, x_stride_h = 0;
+  int64_t batch = 0, tokens = 0, heads = 0, head_dim = 0;
+  const void* norm_weight = nullptr;  // (D), same type as x; null: no RMSNorm
+  float norm_eps = 1e-6f;
+  const float* cos = nullptr;  // null: no rotary embedding
+  const float* sin = nullptr;
+  void* out = nullptr;  // (B, H, out_tokens, D)
+  int64_t out_tokens = 0, token_offset = 0;
+};
+
+int LaunchQkNormRope(const QkNormRopeArgs& args, void* cuda_stream);
+
+}  // namespace ditserve::cuda

@@ -1,0 +1,96 @@
+// The fused CUDA kernel behind JointHeadsFirst (models/cuda/qk_norm_rope.cu) against the reference
+// op sequence (QK RMSNorm, cat, interleaved RoPE, transpose) on the same GPU: float32 to float32
+// rounding, bfloat16 / float16 to one rounding of the output, for joint and single streams,
+// views of a fused q/k/v GEMM result (strided), head dims 64 / 128 / 256, with and without norm and
+// rotation. Skipped where torch sees no CUDA device.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "models/common/attention_inputs.h"
+#include "models/common/module_loader.h"
+#include "models/common/rms_norm.h"
+#include "models/common/rope.h"
+#include "tests/support/fixtures.h"
+
+namespace ditserve::models {
+namespace {
+
+using ditserve::testing::RelativeError;
+
+struct Case {
+  torch::ScalarType dtype;
+  int64_t head_dim;
+  bool joint, norm, rope;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c10::toString(c.dtype) << " hd" << c.head_dim << (c.joint ? " joint" : " single")
+      << (c.norm ? " norm" : "") << (c.rope ? " rope" : "");
+}
+
+class AttentionInputsTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionInputsTest, FusedKernelMatchesTheReferenceSequence) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to torch";
+  ASSERT_TRUE(FusedAttentionInputsEnabled()) << "the CUDA build has no fused kernel";
+  const Case c = GetParam();
+  torch::manual_seed(0);
+  const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(c.dtype);
+  const int64_t b = 2, heads = 3, s_txt = 7, s_img = 33, hd = c.head_dim;
+  // q/k/v of one fused GEMM each: (B, S, 3 * heads * hd), q the first third, as JointProjections.
+  auto fused_txt = torch::randn({b, s_txt, 3 * heads * hd}, opts) * 3;
+  auto fused_img = torch::randn({b, s_img, 3 * heads * hd}, opts) * 3;
+  auto view = [&](const torch::Tensor& f) { return f.narrow(2, heads * hd, heads * hd).unflatten(2, {heads, hd}); };
+  const sharding::ShardedStateDict sd(
+      0, 1, {{"a.weight", torch::rand({hd}, opts) + 0.5}, {"b.weight", torch::rand({hd}, opts) + 0.5}}, {});
+  const ReplicatedModuleLoader loader(sd);
+  auto norm_txt = TorchRmsNorm::Load(loader, "a", 1e-6);
+  auto norm_img = TorchRmsNorm::Load(loader, "b", 1e-6);
+  ASSERT_TRUE(norm_txt.ok() && norm_img.ok());
+
+  const int64_t tokens = (c.joint ? s_txt : 0) + s_img;
+  auto ids = torch::stack({torch::zeros({tokens}), torch::arange(tokens) % 5, torch::arange(tokens)}, 1)
+                 .to(torch::kCUDA);
+  const RopeTables rope = FluxRopeTables(ids, {hd / 4, hd / 4, hd / 2});
+
+  const StreamPart txt{c.joint ? view(fused_txt) : torch::Tensor(), c.norm ? &*norm_txt : nullptr};
+  const StreamPart img{view(fused_img), c.norm ? &*norm_img : nullptr};
+  const RopeTables* r = c.rope ? &rope : nullptr;
+  torch::Tensor fused = JointHeadsFirst(txt, img, r);
+  torch::Tensor ref = JointHeadsFirstReference(txt, img, r);
+  ASSERT_EQ(fused.sizes(), ref.sizes());
+  EXPECT_EQ(fused.sizes(), (std::vector<int64_t>{b, heads, tokens, hd}));
+  EXPECT_TRUE(fused.is_contiguous()) << "the reference path ran, not the kernel";
+  EXPECT_EQ(fused.scalar_type(), c.dtype);
+  const double err = RelativeError(fused.cpu().to(torch::kFloat32), ref.cpu().to(torch::kFloat32));
+  // float32: both compute in float32 (operation order may differ); half types: at most a rounding
+  // step of the output apart on a few elements.
+  const double limit = c.dtype == torch::kFloat32 ? 1e-6 : 4e-3;
+  EXPECT_LT(err, limit);
+  if (!c.norm && !c.rope) {
+    EXPECT_TRUE(torch::equal(fused, ref)) << "a plain move must be exact";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionInputsTest,
+    ::testing::Values(Case{torch::kFloat32, 128, true, true, true},
+                      Case{torch::kBFloat16, 128, true, true, true},
+                      Case{torch::kFloat16, 128, true, true, true},
+                      Case{torch::kBFloat16, 128, false, true, true},
+                      Case{torch::kBFloat16, 64, true, true, true},
+                      Case{torch::kFloat32, 256, false, true, true},
+                      Case{torch::kBFloat16, 128, true, true, false},
+                      Case{torch::kBFloat16, 128, true, false, true},
+                      Case{torch::kBFloat16, 128, true, false, false},
+                      Case{torch::kFloat32, 128, false, false, false}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      const Case& c = info.param;
+      std::string dt = c.dtype == torch::kFloat32 ? "f32" : c.dtype == torch::kBFloat16 ? "bf16" : "f16";
+      return dt + "_hd" + std::to_string(c.head_dim) + (c.joint ? "_joint" : "_single") +
+             (c.norm ? "_norm" : "") + (c.rope ? "_rope" : "");
+    });
+
+}  // namespace
+}  // namespace ditserve::models
