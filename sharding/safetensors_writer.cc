@@ -144,12 +144,8 @@ absl::Status SafetensorsFileWriter::Finish() {
 
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata) {
-  if (absl::Status s = CheckTensors(path, tensors); !s.ok()) return s;
-  for (const auto& t : tensors) {
-    if (t.data == nullptr && NumBytes(t) > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t.name, "' has no data"));
-    }
-  }
+  // Create() checks names and shapes, Append() a missing data pointer (and a failed write leaves
+  // no file behind).
   auto writer = SafetensorsFileWriter::Create(path, tensors, metadata);
   if (!writer.ok()) return writer.status();
   for (const auto& t : tensors) {

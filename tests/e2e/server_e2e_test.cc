@@ -17,6 +17,7 @@
 #include "sharding/safetensors.h"
 #include "sharding/torch_tensor.h"
 #include "tests/integration/cli_subprocess.h"
+#include "tests/support/fixture_requests.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/server_process.h"
 
@@ -26,24 +27,6 @@ namespace {
 using v1::GenerateEvent;
 using v1::GenerateRequest;
 using v1::GenerateResponse;
-
-nlohmann::json CallArgs() {
-  std::ifstream in(FixturesDir() + "/flux1_call.json");
-  return nlohmann::json::parse(in);
-}
-
-GenerateRequest FixtureRequest() {
-  const nlohmann::json c = CallArgs();
-  GenerateRequest r;
-  r.set_prompt(c["prompt"].get<std::string>());
-  r.set_height(c["height"].get<uint32_t>());
-  r.set_width(c["width"].get<uint32_t>());
-  r.set_num_inference_steps(c["steps"].get<uint32_t>());
-  r.set_guidance_scale(c["guidance_scale"].get<float>());
-  r.set_seed(c["seed"].get<uint64_t>());
-  r.set_max_sequence_length(c["max_sequence_length"].get<uint32_t>());
-  return r;
-}
 
 // A request that runs for a long time on the tiny model: many short steps (128 x 128 = 1024
 // image tokens), so a cancellation takes effect within one short step.
@@ -151,7 +134,7 @@ TEST_F(ServerE2E, ModelInfoDescribesTheGroup) {
 }
 
 TEST_F(ServerE2E, CliGeneratesTheReferenceImage) {
-  const nlohmann::json c = CallArgs();
+  const nlohmann::json c = Flux1CallArgs();
   const std::string out = TempPath("cli.png");
   ProcessResult r = RunProcess(
       {BinaryDir() + "/cli/ditserve-cli", "generate", "--server", server_->address(), "--prompt",
@@ -172,7 +155,7 @@ TEST_F(ServerE2E, CliRawOutputIsTheFloatImage) {
   const std::string out = TempPath("cli.safetensors");
   ProcessResult r = RunProcess(
       {BinaryDir() + "/cli/ditserve-cli", "generate", "--server", server_->address(), "--prompt",
-       CallArgs()["prompt"].get<std::string>(), "--height", "32", "--width", "32", "--steps",
+       Flux1CallArgs()["prompt"].get<std::string>(), "--height", "32", "--width", "32", "--steps",
        "4", "--seed", "42", "--guidance", "3.5", "--max-sequence-length", "32", "--format",
        "raw", "--quiet", "-o", out},
       {}, 120);
@@ -189,7 +172,7 @@ TEST_F(ServerE2E, PythonClientGeneratesAPng) {
   ProcessResult r = RunProcess(
       {"/usr/bin/python3", std::string(DITSERVE_SOURCE_DIR) + "/deploy/clients/python/ditserve_client.py",
        "--stubs", BinaryDir() + "/python", "generate", "--server", server_->address(), "--prompt",
-       CallArgs()["prompt"].get<std::string>(), "--height", "32", "--width", "32", "--steps",
+       Flux1CallArgs()["prompt"].get<std::string>(), "--height", "32", "--width", "32", "--steps",
        "4", "--seed", "42", "--guidance", "3.5", "--max-sequence-length", "32", "-o", out},
       {}, 120);
   if (r.exit_code != 0 && r.err.find("No module named 'grpc'") != std::string::npos) {
@@ -204,7 +187,7 @@ TEST_F(ServerE2E, PythonClientGeneratesAPng) {
 TEST_F(ServerE2E, StreamReportsQueuedEveryStepThenTheResult) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  GenerateRequest req = FixtureRequest();
+  GenerateRequest req = Flux1FixtureGenerateRequest();
   req.set_request_id("stream-test-1");
   auto reader = Stub()->GenerateStream(&ctx, req);
   GenerateEvent ev;
@@ -255,7 +238,7 @@ TEST_F(ServerE2E, ValidationErrorsNameTheFieldAndLimit) {
        "prompt_embeddings.prompt_embeds.shape[2] must be 32, got 31"},
   };
   for (const auto& c : cases) {
-    GenerateRequest r = FixtureRequest();
+    GenerateRequest r = Flux1FixtureGenerateRequest();
     c.edit(r);
     GenerateResponse resp;
     grpc::Status s = Generate(r, &resp);
@@ -293,7 +276,7 @@ TEST_F(ServerE2E, CancelledStreamIsFollowedByASuccessfulRequest) {
   // remaining ~200 steps.
   const auto start = std::chrono::steady_clock::now();
   GenerateResponse resp;
-  grpc::Status s = Generate(FixtureRequest(), &resp, std::chrono::seconds(60));
+  grpc::Status s = Generate(Flux1FixtureGenerateRequest(), &resp, std::chrono::seconds(60));
   ASSERT_TRUE(s.ok()) << s.error_message();
   ExpectPngMatchesReference(resp.image());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
@@ -306,7 +289,7 @@ TEST_F(ServerE2E, DeadlineShorterThanTheJob) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   // The group is intact and free again.
-  grpc::Status ok = Generate(FixtureRequest(), &resp, std::chrono::seconds(60));
+  grpc::Status ok = Generate(Flux1FixtureGenerateRequest(), &resp, std::chrono::seconds(60));
   ASSERT_TRUE(ok.ok()) << ok.error_message();
   EXPECT_EQ(server_->Health(), "SERVING");
 }
@@ -349,7 +332,7 @@ TEST_F(ServerE2E, QueueOverflowIsResourceExhausted) {
   EXPECT_EQ(depth, "0");
   EXPECT_LT(std::chrono::steady_clock::now() - cancelled_at, std::chrono::seconds(1));
   EXPECT_EQ(std::stoi(MetricValue(kDroppedCancelled)), dropped_before + 2);
-  grpc::Status ok = Generate(FixtureRequest(), &resp, std::chrono::seconds(60));
+  grpc::Status ok = Generate(Flux1FixtureGenerateRequest(), &resp, std::chrono::seconds(60));
   EXPECT_TRUE(ok.ok()) << ok.error_message();
 }
 

@@ -9,10 +9,8 @@
 // too; across GPUs NCCL takes the LocalCommunicator's place (comm_nccl_torch_test).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <mutex>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "models/transformer_factory.h"
@@ -20,6 +18,7 @@
 #include "sharding/checkpoint.h"
 #include "sharding/loader.h"
 #include "sharding/tp_plan.h"
+#include "tests/support/fixture_requests.h"
 #include "tests/support/fixtures.h"
 #include "worker/comm/local_communicator.h"
 
@@ -28,26 +27,6 @@ namespace {
 
 #define SKIP_WITHOUT_CUDA() \
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to torch"
-
-worker::v1::RunRequest FixtureRequest() {
-  std::ifstream in(FixturesDir() + "/flux1_call.json");
-  const nlohmann::json call = nlohmann::json::parse(in);
-  worker::v1::RunRequest r;
-  r.set_job_id("fixture");
-  r.set_height(call["height"].get<uint32_t>());
-  r.set_width(call["width"].get<uint32_t>());
-  r.set_num_inference_steps(call["steps"].get<uint32_t>());
-  r.set_max_sequence_length(call["max_sequence_length"].get<uint32_t>());
-  r.set_output_format(ditserve::v1::OUTPUT_FORMAT_RAW_F32);
-  auto* item = r.add_items();
-  item->set_request_id("fixture");
-  item->set_prompt(call["prompt"].get<std::string>());
-  item->set_prompt_2(call["prompt"].get<std::string>());
-  item->set_seed(call["seed"].get<uint64_t>());
-  item->set_guidance_scale(call["guidance_scale"].get<float>());
-  item->set_true_cfg_scale(1.0f);
-  return r;
-}
 
 // The fixture call through the whole FLUX.1 pipeline on `world` in-process ranks on `device`;
 // rank 0's float image (H, W, 3), or an undefined tensor after a test failure.
@@ -62,7 +41,7 @@ torch::Tensor RunPipeline(torch::Device device, int world, torch::ScalarType dty
     auto p = pipeline::LoadPipeline(opts, &c);
     if (!p.ok()) return p.status();
     EXPECT_GT((*p)->weight_bytes(), 0u);
-    auto r = (*p)->Run(FixtureRequest(), [](const pipeline::StepEvent&) {}, [] { return false; });
+    auto r = (*p)->Run(Flux1FixtureRunRequest(ditserve::v1::OUTPUT_FORMAT_RAW_F32), [](const pipeline::StepEvent&) {}, [] { return false; });
     if (!r.ok()) return r.status();
     if (c.rank() != 0) return absl::OkStatus();
     const auto& item = r->items(0);

@@ -6,36 +6,20 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
-#include <fstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "ditserve/v1/ditserve.grpc.pb.h"
+#include "tests/support/fixture_requests.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/server_process.h"
 
 namespace ditserve::testing {
 namespace {
-
-v1::GenerateRequest FixtureRequest() {
-  std::ifstream in(FixturesDir() + "/flux1_call.json");
-  const nlohmann::json c = nlohmann::json::parse(in);
-  v1::GenerateRequest r;
-  r.set_prompt(c["prompt"].get<std::string>());
-  r.set_height(c["height"].get<uint32_t>());
-  r.set_width(c["width"].get<uint32_t>());
-  r.set_num_inference_steps(c["steps"].get<uint32_t>());
-  r.set_guidance_scale(c["guidance_scale"].get<float>());
-  r.set_seed(c["seed"].get<uint64_t>());
-  r.set_max_sequence_length(c["max_sequence_length"].get<uint32_t>());
-  r.set_output_format(v1::OUTPUT_FORMAT_RAW_F32);
-  return r;
-}
 
 // The value of the series `series` (exactly as exposed) on the frontend's /metrics, or -1.
 double MetricValue(const ServerProcess& server, const std::string& series) {
@@ -63,7 +47,9 @@ TEST(CudaServer, OneGpuWorkerServesTheReferenceImage) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
     v1::GenerateResponse resp;
-    const grpc::Status st = stub->Generate(&ctx, FixtureRequest(), &resp);
+    v1::GenerateRequest request = Flux1FixtureGenerateRequest();
+    request.set_output_format(v1::OUTPUT_FORMAT_RAW_F32);
+    const grpc::Status st = stub->Generate(&ctx, request, &resp);
     ASSERT_TRUE(st.ok()) << st.error_message();
     torch::Tensor image = torch::empty({resp.height(), resp.width(), 3}, torch::kFloat32);
     ASSERT_EQ(resp.image().size(), static_cast<size_t>(image.nbytes()));

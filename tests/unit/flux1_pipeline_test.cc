@@ -3,13 +3,11 @@
 #include <gtest/gtest.h>
 #include <png.h>
 
-#include <fstream>
 #include <mutex>
-
-#include <nlohmann/json.hpp>
 
 #include "pipeline/flux1_pipeline.h"
 #include "pipeline/pipeline.h"
+#include "tests/support/fixture_requests.h"
 #include "tests/support/fixtures.h"
 #include "worker/comm/local_communicator.h"
 
@@ -18,31 +16,8 @@ namespace {
 
 using ditserve::testing::FixturesDir;
 using ditserve::testing::Ref;
+using ditserve::testing::Flux1FixtureRunRequest;
 using ditserve::testing::RelativeError;
-
-nlohmann::json CallArgs() {
-  std::ifstream in(FixturesDir() + "/flux1_call.json");
-  return nlohmann::json::parse(in);
-}
-
-worker::v1::RunRequest FixtureRequest(ditserve::v1::OutputFormat format) {
-  const nlohmann::json call = CallArgs();
-  worker::v1::RunRequest r;
-  r.set_job_id("fixture");
-  r.set_height(call["height"].get<uint32_t>());
-  r.set_width(call["width"].get<uint32_t>());
-  r.set_num_inference_steps(call["steps"].get<uint32_t>());
-  r.set_max_sequence_length(call["max_sequence_length"].get<uint32_t>());
-  r.set_output_format(format);
-  auto* item = r.add_items();
-  item->set_request_id("fixture");
-  item->set_prompt(call["prompt"].get<std::string>());
-  item->set_prompt_2(call["prompt"].get<std::string>());
-  item->set_seed(call["seed"].get<uint64_t>());
-  item->set_guidance_scale(call["guidance_scale"].get<float>());
-  item->set_true_cfg_scale(1.0f);
-  return r;
-}
 
 // Runs `request` on a group of `world` in-process ranks; returns rank 0's result and the number of
 // step events rank 0 saw.
@@ -95,7 +70,7 @@ class Flux1PipelineTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(Flux1PipelineTest, RawImageMatchesDiffusers) {
   int steps = 0;
-  auto result = RunGroup(GetParam(), FixtureRequest(ditserve::v1::OUTPUT_FORMAT_RAW_F32), &steps);
+  auto result = RunGroup(GetParam(), Flux1FixtureRunRequest(ditserve::v1::OUTPUT_FORMAT_RAW_F32), &steps);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->items_size(), 1);
   EXPECT_EQ(steps, 4);
@@ -105,7 +80,7 @@ TEST_P(Flux1PipelineTest, RawImageMatchesDiffusers) {
 }
 
 TEST_P(Flux1PipelineTest, PngWithinOneLevelOfReference) {
-  auto result = RunGroup(GetParam(), FixtureRequest(ditserve::v1::OUTPUT_FORMAT_PNG));
+  auto result = RunGroup(GetParam(), Flux1FixtureRunRequest(ditserve::v1::OUTPUT_FORMAT_PNG));
   ASSERT_TRUE(result.ok()) << result.status();
   torch::Tensor png = DecodePng(result->items(0).image()).to(torch::kInt32);
   torch::Tensor ref = (Ref("flux1.image") * 255).round().to(torch::kInt32);
@@ -116,7 +91,7 @@ TEST_P(Flux1PipelineTest, PngWithinOneLevelOfReference) {
 INSTANTIATE_TEST_SUITE_P(TpDegrees, Flux1PipelineTest, ::testing::Values(1, 2, 4));
 
 TEST(Flux1Pipeline, LatentsMatchTheLastDenoisingStep) {
-  auto result = RunGroup(2, FixtureRequest(ditserve::v1::OUTPUT_FORMAT_LATENTS));
+  auto result = RunGroup(2, Flux1FixtureRunRequest(ditserve::v1::OUTPUT_FORMAT_LATENTS));
   ASSERT_TRUE(result.ok()) << result.status();
   const auto& t = result->items(0).latents();
   torch::Tensor latents = torch::from_blob(const_cast<char*>(t.data().data()),
@@ -127,14 +102,14 @@ TEST(Flux1Pipeline, LatentsMatchTheLastDenoisingStep) {
 TEST(Flux1Pipeline, CancellationStopsEveryRankAtTheSameStep) {
   // Only rank 1 sees the cancel request, after its second step boundary: all ranks must stop.
   std::atomic<int> checks{0};
-  auto result = RunGroup(2, FixtureRequest(ditserve::v1::OUTPUT_FORMAT_PNG), nullptr,
+  auto result = RunGroup(2, Flux1FixtureRunRequest(ditserve::v1::OUTPUT_FORMAT_PNG), nullptr,
                          [&](int rank) { return rank == 1 && checks.fetch_add(1) >= 2; });
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
 }
 
 TEST(Flux1Pipeline, PrecomputedEmbeddingsGiveTheSameImage) {
-  auto request = FixtureRequest(ditserve::v1::OUTPUT_FORMAT_RAW_F32);
+  auto request = Flux1FixtureRunRequest(ditserve::v1::OUTPUT_FORMAT_RAW_F32);
   auto* e = request.mutable_items(0)->mutable_prompt_embeddings();
   auto put = [](ditserve::v1::Tensor* out, const torch::Tensor& t) {
     torch::Tensor c = t.contiguous();
