@@ -2,11 +2,11 @@
 # Cost of one Prometheus scrape of the frontend's /metrics, idle and under load (a client keeping
 # the worker group busy with back-to-back generate calls), through the real binaries on the
 # embedded tiny model with 2 CPU workers. Prints the median and p95 of N scrapes for each case.
-# Usage: bench/scrape_under_load.sh [N=200] [MODEL_DIR=../shared/fixtures/flux1-tiny]
+# Usage: bench/scrape_under_load.sh [N=200] [MODEL_DIR=tests/fixtures/flux1-tiny]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-200}"
-model="${2:-$(pwd)/../shared/fixtures/flux1-tiny}"
+model="${2:-$(pwd)/tests/fixtures/flux1-tiny}"
 log=$(mktemp)
 build/server/ditserve-frontend --model "$model" --spawn-workers 2 --listen 127.0.0.1:0 \
   --metrics-listen 127.0.0.1:0 > "$log" 2>&1 &

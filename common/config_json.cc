@@ -24,6 +24,15 @@ absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& text) {
   return j;
 }
 
+absl::StatusOr<nlohmann::json> ReadJsonObjectFile(const std::string& path) {
+  auto text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  return j;
+}
+
 absl::Status ReadPositiveInt(const nlohmann::json& j, const char* key, int64_t* out,
                              const char* context) {
   auto it = j.find(key);

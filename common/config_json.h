@@ -16,6 +16,9 @@ namespace ditserve {
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& text);
+// The JSON object in the file at `path`: NOT_FOUND when it cannot be read, INVALID_ARGUMENT naming
+// the path when it is not valid JSON or not an object.
+absl::StatusOr<nlohmann::json> ReadJsonObjectFile(const std::string& path);
 
 // j[key] as T, or `fallback` when absent or null; INVALID_ARGUMENT naming the key on a type error.
 template <typename T>

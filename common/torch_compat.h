@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/torch_guard.h"
 
 #ifdef DITSERVE_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -26,31 +27,6 @@
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace ditserve::compat {
-
-// Runs `fn` and converts any exception LibTorch (or our own layers) throws into a Status.
-// Model entry points wrap their bodies in this, so no exception crosses a module boundary.
-template <typename Fn>
-auto GuardTorch(const char* what, Fn&& fn) -> absl::StatusOr<decltype(fn())> {
-  try {
-    return fn();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
-}
-
-template <typename Fn>
-absl::Status GuardTorchStatus(const char* what, Fn&& fn) {
-  try {
-    fn();
-    return absl::OkStatus();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
-}
 
 // A CPU generator seeded like torch.Generator("cpu").manual_seed(seed): the same ATen kernel, so
 // torch::randn with it reproduces PyTorch's noise bit for bit (same PyTorch version and dtype).

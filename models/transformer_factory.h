@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "models/transformer.h"
 #include "sharding/state_dict.h"
-#include "worker/comm/communicator.h"
+#include "comm/communicator.h"
 
 namespace ditserve::models {
 

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
-#include "worker/comm/agree.h"
+#include "comm/agree.h"
 
 namespace ditserve::pipeline {
 

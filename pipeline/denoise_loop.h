@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/scheduler.h"
-#include "worker/comm/communicator.h"
+#include "comm/communicator.h"
 
 namespace ditserve::pipeline {
 

@@ -26,11 +26,9 @@ class Flux1Pipeline final : public Pipeline {
                                                              const PipelineOptions& options,
                                                              comm::Communicator* comm);
 
-  worker::v1::ModelDescription Describe() const override;
-  absl::StatusOr<worker::v1::RunResult> Run(
-      const worker::v1::RunRequest& request, const std::function<void(const StepEvent&)>& on_step,
-      const std::function<bool()>& cancel_requested) override;
-  absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& inputs) override;
+  const ModelCard& Card() const override { return card_; }
+  absl::StatusOr<GenerationResult> Run(const GenerationJob& job, const StepCallback& on_step,
+                                       const CancelPredicate& cancel_requested) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
 
  private:
@@ -42,10 +40,11 @@ class Flux1Pipeline final : public Pipeline {
   Flux1Pipeline() = default;
   // Every rank: the conditioning of the items (negative = the negative prompts) — from the
   // request's embeddings, or encoded on rank 0 and broadcast.
-  absl::StatusOr<Conditioning> Condition(const worker::v1::RunRequest& request, bool negative);
-  absl::StatusOr<Conditioning> FromEmbeddings(const worker::v1::RunRequest& request, bool negative);
+  absl::StatusOr<Conditioning> Condition(const GenerationJob& job, bool negative);
+  absl::StatusOr<GenerationResult> RunUnguarded(const GenerationJob& job, const StepCallback& on_step,
+                                                const CancelPredicate& cancel_requested);
 
-  std::string name_;
+  ModelCard card_;
   comm::Communicator* comm_ = nullptr;
   torch::Device device_ = torch::kCPU;
   torch::ScalarType dtype_ = torch::kFloat32;

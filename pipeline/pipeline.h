@@ -1,26 +1,30 @@
 // Pipeline: everything one rank runs for a generation job, behind one interface so the worker
-// service does not know model families.
+// does not know model families. Each family (flux1_pipeline, flux2_pipeline, qwenimage_pipeline)
+// owns its differences: conditioning, latent layout, schedule, guidance, decoding.
 //
-// Call order across ranks: every rank of the group calls Run (or Forward) with the same request,
-// concurrently; ranks execute the same sequence of collectives. Cancellation is collective: at
-// each step boundary each rank contributes its local cancel_requested() and all ranks agree (one
-// all-reduce of a flag), so they stop at the same step and nobody is left inside a collective.
-// Only rank 0 returns images; the other ranks return an empty RunResult.
+// Call order across ranks: every rank of the group calls Run with the same job, concurrently;
+// ranks execute the same sequence of collectives. Cancellation is collective: at each step
+// boundary each rank contributes its local cancel_requested() and all ranks agree (one all-reduce
+// of a flag), so they stop at the same step and nobody is left inside a collective. Failures that
+// happen before the denoising loop (a prompt rank 0 cannot encode, memory for the latents) are
+// agreed on the same way, so every rank returns an error and the group stays usable. Only rank 0
+// returns images or latents; the other ranks return an empty GenerationResult.
 //
-// Threads: one job at a time per Pipeline (the worker serialises jobs).
+// Threads: one job at a time per Pipeline, on the thread that owns the rank's device (the worker's
+// engine thread); Card() and weight_bytes() are immutable after Load and safe from any thread.
+// Errors: Run returns a Status; it throws nothing (torch calls are guarded).
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
-#include "ditserve/worker/v1/worker.pb.h"
-#include "worker/comm/communicator.h"
+#include "comm/communicator.h"
+#include "pipeline/job.h"
 
 namespace ditserve::pipeline {
 
@@ -30,11 +34,26 @@ struct StepEvent {
   double seconds = 0;
 };
 
+using StepCallback = std::function<void(const StepEvent&)>;
+using CancelPredicate = std::function<bool()>;
+
+// Where a pipeline's text encoder runs (FLUX.2, Qwen-Image).
+enum class TextEncoderPlacement {
+  kAuto,     // sharded when the encoder's weights exceed kShardTextEncoderAboveBytes, else rank0
+  kSharded,  // every rank holds a tensor-parallel shard and runs it (no broadcast)
+  kRank0,    // rank 0 holds a full replica and broadcasts the embeddings
+};
+
+// Text encoders larger than this are sharded under kAuto: 4 GiB of weights (FLUX.2-dev's 24 B
+// Mistral is 48 GB in bf16; Qwen-Image's 7 B Qwen2.5-VL 15 GB; FLUX.1's CLIP + T5 are replicated).
+inline constexpr uint64_t kShardTextEncoderAboveBytes = 4ull << 30;
+
 struct PipelineOptions {
   std::string model_dir;  // pipeline root (model_index.json) or a transformer folder
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat32;
   uint64_t staging_buffer_bytes = 64ull << 20;
+  TextEncoderPlacement text_encoder_placement = TextEncoderPlacement::kAuto;
   // (bytes loaded, bytes total) while loading this rank's shard.
   std::function<void(uint64_t, uint64_t)> on_load_progress;
 };
@@ -44,16 +63,11 @@ class Pipeline {
   virtual ~Pipeline() = default;
 
   // What the frontend reports as ModelInfo (rank 0's answer is authoritative).
-  virtual worker::v1::ModelDescription Describe() const = 0;
+  virtual const ModelCard& Card() const = 0;
 
-  virtual absl::StatusOr<worker::v1::RunResult> Run(
-      const worker::v1::RunRequest& request, const std::function<void(const StepEvent&)>& on_step,
-      const std::function<bool()>& cancel_requested) = 0;
-
-  // One transformer forward on named inputs (diffusers' argument names); every rank returns the
-  // full output.
-  virtual absl::StatusOr<torch::Tensor> Forward(
-      const std::map<std::string, torch::Tensor>& inputs) = 0;
+  virtual absl::StatusOr<GenerationResult> Run(const GenerationJob& job,
+                                               const StepCallback& on_step,
+                                               const CancelPredicate& cancel_requested) = 0;
 
   // Bytes of weights this rank holds on its device.
   virtual uint64_t weight_bytes() const = 0;
@@ -61,6 +75,9 @@ class Pipeline {
 
 // "…/FLUX.1-dev/" and "…/FLUX.1-dev" both name the model "FLUX.1-dev".
 std::string ModelNameFromDir(const std::string& model_dir);
+
+// "float32", "bfloat16", "float16".
+const char* DtypeName(torch::ScalarType dtype);
 
 // Loads this rank's part of the model in `options.model_dir` (the family is read from
 // model_index.json or config.json). `comm` must outlive the pipeline.

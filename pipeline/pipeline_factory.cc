@@ -1,16 +1,26 @@
-// LoadPipeline: picks the pipeline for a model folder from its model_index.json.
-#include <spdlog/spdlog.h>
+// LoadPipeline: picks the pipeline for a model folder from its model_index.json (or, for a
+// transformer folder alone, from its config.json's class).
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include <filesystem>
-
-#include "pipeline/embeddings_pipeline.h"
 #include "pipeline/flux1_pipeline.h"
+#include "pipeline/flux2_pipeline.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/qwenimage_pipeline.h"
+#include "sharding/checkpoint.h"
 #include "sharding/pipeline_index.h"
 
 namespace ditserve::pipeline {
+namespace {
+
+template <typename P>
+absl::StatusOr<std::unique_ptr<Pipeline>> Upcast(absl::StatusOr<std::unique_ptr<P>> p) {
+  if (!p.ok()) return p.status();
+  return std::unique_ptr<Pipeline>(std::move(*p));
+}
+
+}  // namespace
 
 std::string ModelNameFromDir(const std::string& model_dir) {
   std::filesystem::path dir = std::filesystem::path(model_dir).lexically_normal();
@@ -18,27 +28,35 @@ std::string ModelNameFromDir(const std::string& model_dir) {
   return dir.filename().string();
 }
 
+const char* DtypeName(torch::ScalarType dtype) {
+  return dtype == torch::kBFloat16 ? "bfloat16" : dtype == torch::kFloat16 ? "float16" : "float32";
+}
+
 absl::StatusOr<std::unique_ptr<Pipeline>> LoadPipeline(const PipelineOptions& options,
                                                        comm::Communicator* comm) {
-  const std::string name = ModelNameFromDir(options.model_dir);
   if (!sharding::IsPipelineRoot(options.model_dir)) {
-    // A transformer folder alone: served from precomputed embeddings.
-    auto p = EmbeddingsPipeline::Load(name, options.model_dir, "", options, comm);
-    if (!p.ok()) return p.status();
-    return std::unique_ptr<Pipeline>(std::move(*p));
+    // A transformer folder alone: served from precomputed embeddings, latents out.
+    ASSIGN_OR_RETURN(nlohmann::json config, sharding::ReadComponentConfig(options.model_dir));
+    const std::string cls = config.value("_class_name", "");
+    if (cls == "Flux2Transformer2DModel" || cls == "Flux2TransformerModel") {
+      return Upcast(Flux2Pipeline::Load(nullptr, options.model_dir, options, comm));
+    }
+    if (cls == "QwenImageTransformer2DModel") {
+      return Upcast(QwenImagePipeline::Load(nullptr, options.model_dir, options, comm));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.model_dir, ": transformer class '", cls,
+        "' is not served from precomputed embeddings (FLUX.2 and Qwen-Image are; FLUX.1 needs its "
+        "pipeline folder)"));
   }
   ASSIGN_OR_RETURN(sharding::PipelineIndex index, sharding::ReadPipelineIndex(options.model_dir));
-  if (index.class_name == "FluxPipeline") {
-    ASSIGN_OR_RETURN(auto p, Flux1Pipeline::Load(index, options, comm));
-    return std::unique_ptr<Pipeline>(std::move(p));
-  }
+  if (index.class_name == "FluxPipeline") return Upcast(Flux1Pipeline::Load(index, options, comm));
   if (index.class_name == "Flux2Pipeline" || index.class_name == "QwenImagePipeline") {
     ASSIGN_OR_RETURN(std::string transformer_dir, index.ComponentDir("transformer"));
-    auto scheduler_dir = index.ComponentDir("scheduler");
-    ASSIGN_OR_RETURN(auto p, EmbeddingsPipeline::Load(name, transformer_dir,
-                                                      scheduler_dir.ok() ? *scheduler_dir : "",
-                                                      options, comm));
-    return std::unique_ptr<Pipeline>(std::move(p));
+    if (index.class_name == "Flux2Pipeline") {
+      return Upcast(Flux2Pipeline::Load(&index, transformer_dir, options, comm));
+    }
+    return Upcast(QwenImagePipeline::Load(&index, transformer_dir, options, comm));
   }
   return absl::UnimplementedError(absl::StrCat(
       options.model_dir, ": pipeline class '", index.class_name,

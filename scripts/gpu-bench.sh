@@ -17,12 +17,12 @@
 #                                                                            -> gpu_tests.txt
 # Usage: [STAGES="5 6 1"] scripts/gpu-bench.sh BUNDLE_TGZ OUT_DIR [FIXTURES_DIR]
 #   STAGES: which stages to run, in the given order (default "1 2 3 4 5"; FULL=1 adds 6).
-#   FIXTURES_DIR defaults to ../shared/fixtures (a copy can be carried next to the bundle).
+#   FIXTURES_DIR defaults to tests/fixtures.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle_tgz="$1"
 out="$2"
-fixtures="${3:-$(pwd)/../shared/fixtures}"
+fixtures="${3:-$(pwd)/tests/fixtures}"
 mkdir -p "$out" /tmp/ditserve-deps
 tar xzf "$bundle_tgz" -C /tmp/ditserve-deps
 bundle=$(ls -d /tmp/ditserve-deps/*/ | head -1)

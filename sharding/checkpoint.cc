@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 
 namespace ditserve::sharding {
@@ -18,20 +19,6 @@ namespace {
 constexpr absl::string_view kDiffusersWeights = "diffusion_pytorch_model.safetensors";
 constexpr absl::string_view kTransformersWeights = "model.safetensors";
 constexpr absl::string_view kIndexSuffix = ".safetensors.index.json";
-
-absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
-  if (!j.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
-  }
-  return j;
-}
 
 bool IsPickleWeights(const std::string& file) {
   for (absl::string_view ext : {".bin", ".pt", ".ckpt", ".pth", ".bin.index.json"}) {
@@ -116,7 +103,7 @@ absl::StatusOr<WeightsChoice> ChooseWeights(const std::string& dir) {
 
 // Parses an index file into tensor -> shard file name.
 absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::string& index_path) {
-  ASSIGN_OR_RETURN(nlohmann::json index, ReadJsonFile(index_path));
+  ASSIGN_OR_RETURN(nlohmann::json index, ReadJsonObjectFile(index_path));
   auto wm = index.find("weight_map");
   if (wm == index.end() || !wm->is_object()) {
     return absl::InvalidArgumentError(
@@ -156,7 +143,7 @@ absl::StatusOr<nlohmann::json> ReadComponentConfig(const std::string& dir) {
   if (!RegularFile(path)) {
     return absl::NotFoundError(absl::StrCat(path, ": missing (not a model component folder?)"));
   }
-  ASSIGN_OR_RETURN(nlohmann::json config, ReadJsonFile(path));
+  ASSIGN_OR_RETURN(nlohmann::json config, ReadJsonObjectFile(path));
   auto q = config.find("quantization_config");
   if (q != config.end() && !q->is_null()) {
     std::string method;

@@ -32,10 +32,10 @@
 #include "sharding/torch_tensor.h"
 #include "sharding/tp_plan.h"
 #include "tools/tool_registry.h"
-#include "worker/comm/free_port.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/free_port.h"
+#include "comm/local_communicator.h"
 #if defined(DITSERVE_HAVE_GLOO)
-#include "worker/comm/gloo_communicator.h"
+#include "comm/gloo_communicator.h"
 #endif
 
 namespace ditserve::tools {

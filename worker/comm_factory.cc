@@ -4,13 +4,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/comm/free_port.h"
+#include "comm/free_port.h"
 #ifdef DITSERVE_WITH_GLOO
-#include "worker/comm/gloo_communicator.h"
+#include "comm/gloo_communicator.h"
 #endif
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 #ifdef DITSERVE_WITH_CUDA
-#include "worker/comm/nccl_torch_communicator.h"
+#include "comm/nccl_torch_communicator.h"
 #endif
 
 namespace ditserve::worker {

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "ditserve/worker/v1/worker.pb.h"
-#include "worker/comm/communicator.h"
+#include "comm/communicator.h"
 
 namespace ditserve::worker {
 

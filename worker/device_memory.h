@@ -7,7 +7,6 @@
 
 #include <torch/torch.h>
 
-#include "absl/status/statusor.h"
 
 namespace ditserve::worker {
 
@@ -18,12 +17,8 @@ struct DeviceMemoryInfo {
   uint64_t total = 0;
 };
 
-// The device this rank computes on: "cpu", or "cuda" with `device_index` (-1: rank modulo the
-// number of visible devices). Makes it the current CUDA device.
-absl::StatusOr<torch::Device> SelectDevice(const std::string& device, uint32_t rank,
-                                           int64_t device_index);
-
-DeviceMemoryInfo QueryDeviceMemory();
+// The CUDA caching allocator's figures for `device` (zeros for the CPU).
+DeviceMemoryInfo QueryDeviceMemory(torch::Device device);
 uint64_t ResidentBytes();
 
 }  // namespace ditserve::worker

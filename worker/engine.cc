@@ -6,9 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/torch_guard.h"
 #include "worker/comm_factory.h"
 #include "worker/device_memory.h"
-#include "pipeline/tensor_proto.h"
+#include "worker/job_codec.h"
 
 namespace ditserve::worker {
 namespace {
@@ -21,15 +22,33 @@ absl::StatusOr<torch::ScalarType> ParseDtype(const std::string& dtype) {
   return absl::InvalidArgumentError(absl::StrCat("dtype must be float32 or bfloat16, got '", dtype, "'"));
 }
 
+absl::StatusOr<pipeline::TextEncoderPlacement> ParsePlacement(const std::string& placement) {
+  if (placement.empty() || placement == "auto") return pipeline::TextEncoderPlacement::kAuto;
+  if (placement == "sharded") return pipeline::TextEncoderPlacement::kSharded;
+  if (placement == "rank0") return pipeline::TextEncoderPlacement::kRank0;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "text_encoder_placement must be auto, sharded or rank0, got '", placement, "'"));
+}
+
+// Codes after which this rank's group is still usable: the ranks agreed on them at a step
+// boundary or before the loop (pipeline.h), so nobody is left inside a collective.
+bool GroupSurvives(absl::StatusCode code) {
+  return code == absl::StatusCode::kCancelled || code == absl::StatusCode::kInvalidArgument ||
+         code == absl::StatusCode::kResourceExhausted;
+}
+
 }  // namespace
 
-Engine::Engine(WorkerOptions options) : options_(std::move(options)) {}
+Engine::Engine(WorkerOptions options, EngineDeps deps)
+    : options_(std::move(options)), deps_(std::move(deps)) {}
 
 Engine::~Engine() {
-  std::lock_guard<std::mutex> lock(job_mu_);
-  pipeline_.reset();
-  std::lock_guard<std::mutex> status_lock(status_mu_);
-  comm_.reset();
+  // Release the model and the group on the thread that owns the device.
+  engine_.Call([this] {
+    pipeline_.reset();
+    std::lock_guard<std::mutex> lock(status_mu_);
+    comm_.reset();
+  });
 }
 
 absl::StatusOr<v1::Rendezvous> Engine::MakeRendezvous(uint32_t world_size) {
@@ -38,12 +57,19 @@ absl::StatusOr<v1::Rendezvous> Engine::MakeRendezvous(uint32_t world_size) {
 
 absl::Status Engine::Init(const v1::InitRequest& request,
                           const std::function<void(const v1::InitEvent&)>& emit) {
-  std::lock_guard<std::mutex> lock(job_mu_);
+  return engine_.Call([&] {
+    return GuardTorchStatus("worker init", [&] { return InitOnEngineThread(request, emit); });
+  });
+}
+
+absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
+                                        const std::function<void(const v1::InitEvent&)>& emit) {
   ready_.store(false);
   pipeline_.reset();
   {
-    std::lock_guard<std::mutex> status_lock(status_mu_);
+    std::lock_guard<std::mutex> lock(status_mu_);
     comm_.reset();
+    card_.reset();
   }
   const uint32_t rank = request.rank();
   const uint32_t world = request.rendezvous().world_size();
@@ -52,8 +78,15 @@ absl::Status Engine::Init(const v1::InitRequest& request,
   }
   rank_.store(rank);
   ASSIGN_OR_RETURN(torch::ScalarType dtype, ParseDtype(request.dtype()));
-  ASSIGN_OR_RETURN(torch::Device device,
-                   SelectDevice(request.device(), rank, options_.device_index));
+  ASSIGN_OR_RETURN(pipeline::TextEncoderPlacement placement,
+                   ParsePlacement(request.text_encoder_placement()));
+  ASSIGN_OR_RETURN(binding_, deps_.bind_device(request.device(), rank, options_.device_index));
+  RETURN_IF_ERROR(binding_->Bind());
+  const torch::Device device = binding_->device();
+  {
+    std::lock_guard<std::mutex> lock(status_mu_);
+    device_ = device;
+  }
   spdlog::info("rank {}/{}: joining group {} on {}", rank, world, request.rendezvous().group_id(),
                device.str());
 
@@ -77,6 +110,7 @@ absl::Status Engine::Init(const v1::InitRequest& request,
   popts.model_dir = request.model_dir();
   popts.device = device;
   popts.dtype = dtype;
+  popts.text_encoder_placement = placement;
   if (request.staging_buffer_bytes()) popts.staging_buffer_bytes = request.staging_buffer_bytes();
   auto last_emit = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   popts.on_load_progress = [&](uint64_t loaded, uint64_t total) {
@@ -89,26 +123,27 @@ absl::Status Engine::Init(const v1::InitRequest& request,
     progress.set_bytes_total(total);
     emit(progress);
   };
-  ASSIGN_OR_RETURN(std::unique_ptr<pipeline::Pipeline> pipe,
-                   pipeline::LoadPipeline(popts, comm.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<pipeline::Pipeline> pipe, deps_.load_pipeline(popts, comm.get()));
   // Every rank has loaded before anyone reports ready: a rank that failed to load makes the
   // others fail here (collective timeout) rather than at the first job.
   RETURN_IF_ERROR(comm->Barrier());
-  load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  weight_bytes_ = pipe->weight_bytes();
+  const double load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const uint64_t weight_bytes = pipe->weight_bytes();
   {
-    std::lock_guard<std::mutex> status_lock(status_mu_);
+    std::lock_guard<std::mutex> lock(status_mu_);
     comm_ = std::move(comm);
+    load_seconds_ = load_seconds;
+    weight_bytes_ = weight_bytes;
+    card_ = pipe->Card();
   }
   pipeline_ = std::move(pipe);
   ready_.store(true);
-  spdlog::info("rank {}: ready in {:.2f} s, {} weight bytes", rank, load_seconds_, weight_bytes_);
+  spdlog::info("rank {}: ready in {:.2f} s, {} weight bytes", rank, load_seconds, weight_bytes);
 
   v1::InitEvent done;
   done.set_phase("ready");
-  *done.mutable_model() = pipeline_->Describe();
-  done.mutable_model()->set_tp_degree(world);
-  done.mutable_model()->set_weight_bytes(weight_bytes_);
+  *done.mutable_model() = DescribeModel(pipeline_->Card(), world, weight_bytes);
   emit(done);
   return absl::OkStatus();
 }
@@ -124,71 +159,67 @@ void Engine::Cancel(const std::string& job_id) {
   while (cancelled_jobs_.size() > kRememberedCancels) cancelled_jobs_.pop_front();
 }
 
-absl::StatusOr<v1::RunResult> Engine::Run(
-    const v1::RunRequest& request, const std::function<void(const v1::StepProgress&)>& on_step,
+absl::StatusOr<pipeline::GenerationResult> Engine::Run(
+    const RunJob& job, const pipeline::StepCallback& on_step,
     const std::function<bool()>& client_cancelled) {
-  std::lock_guard<std::mutex> lock(job_mu_);
+  return engine_.Call([&]() -> absl::StatusOr<pipeline::GenerationResult> {
+    auto result = GuardTorch("job", [&] { return RunOnEngineThread(job, on_step, client_cancelled); });
+    absl::StatusOr<pipeline::GenerationResult> flat =
+        result.ok() ? *std::move(result) : absl::StatusOr<pipeline::GenerationResult>(result.status());
+    if (!flat.ok() && !GroupSurvives(flat.status().code())) {
+      // A failed collective or device error leaves the group unusable until re-formed.
+      ready_.store(false);
+    }
+    return flat;
+  });
+}
+
+absl::StatusOr<pipeline::GenerationResult> Engine::RunOnEngineThread(
+    const RunJob& job, const pipeline::StepCallback& on_step,
+    const std::function<bool()>& client_cancelled) {
   if (!ready_.load() || !pipeline_) {
     return absl::FailedPreconditionError("worker has not been initialised (call Init first)");
   }
-  const std::string job_id = request.job_id();
-  auto cancel = [&] { return CancelRequested(job_id) || (client_cancelled && client_cancelled()); };
+  if (!binding_->IsCurrent()) {
+    return absl::InternalError(absl::StrCat("the rank's device ", binding_->device().str(),
+                                            " is not current on the engine thread"));
+  }
+  auto cancel = [&] {
+    return CancelRequested(job.job_id) || (client_cancelled && client_cancelled());
+  };
   auto step = [&](const pipeline::StepEvent& e) {
     steps_.fetch_add(1);
     step_micros_.fetch_add(static_cast<uint64_t>(e.seconds * 1e6));
-    v1::StepProgress p;
-    p.set_step(e.step);
-    p.set_total_steps(e.total);
-    p.set_step_seconds(e.seconds);
-    on_step(p);
+    if (on_step) on_step(e);
   };
-  auto result = pipeline_->Run(request, step, cancel);
-  if (!result.ok() && result.status().code() != absl::StatusCode::kCancelled &&
-      result.status().code() != absl::StatusCode::kInvalidArgument) {
-    // A failed collective or device error leaves the group unusable until re-formed.
-    ready_.store(false);
-  }
-  return result;
+  return pipeline_->Run(job.job, step, cancel);
 }
 
-absl::StatusOr<v1::ForwardResponse> Engine::Forward(const v1::ForwardRequest& request) {
-  std::lock_guard<std::mutex> lock(job_mu_);
-  if (!ready_.load() || !pipeline_) {
-    return absl::FailedPreconditionError("worker has not been initialised (call Init first)");
-  }
-  std::map<std::string, torch::Tensor> inputs;
-  for (const auto& [name, proto] : request.inputs()) {
-    ASSIGN_OR_RETURN(torch::Tensor t, pipeline::TensorFromProto(proto, absl::StrCat("inputs[", name, "]")));
-    inputs[name] = t;
-  }
-  ASSIGN_OR_RETURN(torch::Tensor out, pipeline_->Forward(inputs));
-  v1::ForwardResponse resp;
-  *resp.mutable_out() = pipeline::TensorToProto(out);
-  return resp;
+std::optional<pipeline::ModelCard> Engine::Card() const {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  return card_;
 }
 
 v1::WorkerStatus Engine::Status() const {
   v1::WorkerStatus s;
   s.set_rank(rank_.load());
   s.set_ready(ready_.load());
-  DeviceMemoryInfo mem = QueryDeviceMemory();
+  s.set_resident_bytes(ResidentBytes());
+  s.set_steps(steps_.load());
+  s.set_step_seconds_sum(static_cast<double>(step_micros_.load()) / 1e6);
+  std::lock_guard<std::mutex> lock(status_mu_);
+  DeviceMemoryInfo mem = QueryDeviceMemory(device_);
   s.mutable_memory()->set_allocated_bytes(mem.allocated);
   s.mutable_memory()->set_reserved_bytes(mem.reserved);
   s.mutable_memory()->set_peak_allocated_bytes(mem.peak_allocated);
   s.mutable_memory()->set_total_bytes(mem.total);
-  s.set_resident_bytes(ResidentBytes());
-  s.set_steps(steps_.load());
-  s.set_step_seconds_sum(static_cast<double>(step_micros_.load()) / 1e6);
-  {
-    std::lock_guard<std::mutex> lock(status_mu_);
-    s.set_weight_bytes(ready_.load() ? weight_bytes_ : 0);
-    s.set_load_seconds(load_seconds_);
-    if (comm_) {
-      comm::CommStats cs = comm_->Stats();
-      s.set_allreduce_count(cs.allreduce_count);
-      s.set_allreduce_bytes(cs.allreduce_bytes);
-      s.set_allreduce_seconds(cs.allreduce_seconds);
-    }
+  s.set_weight_bytes(ready_.load() ? weight_bytes_ : 0);
+  s.set_load_seconds(load_seconds_);
+  if (comm_) {
+    comm::CommStats cs = comm_->Stats();
+    s.set_allreduce_count(cs.allreduce_count);
+    s.set_allreduce_bytes(cs.allreduce_bytes);
+    s.set_allreduce_seconds(cs.allreduce_seconds);
   }
   return s;
 }

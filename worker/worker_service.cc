@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "worker/job_codec.h"
 
 namespace ditserve::worker {
 
@@ -27,14 +29,25 @@ grpc::Status WorkerService::Init(grpc::ServerContext*, const v1::InitRequest* re
 
 grpc::Status WorkerService::Run(grpc::ServerContext* ctx, const v1::RunRequest* req,
                                 grpc::ServerWriter<v1::RunEvent>* writer) {
-  auto result = engine_->Run(
-      *req,
-      [&](const v1::StepProgress& p) {
-        v1::RunEvent ev;
-        *ev.mutable_progress() = p;
-        writer->Write(ev);
-      },
-      [ctx] { return ctx->IsCancelled(); });
+  auto result = [&]() -> absl::StatusOr<v1::RunResult> {
+    RunJob job;
+    job.job_id = req->job_id();
+    ASSIGN_OR_RETURN(job.job, JobFromRunRequest(*req));
+    ASSIGN_OR_RETURN(pipeline::GenerationResult generated,
+                     engine_->Run(
+                         job,
+                         [&](const pipeline::StepEvent& e) {
+                           v1::RunEvent ev;
+                           ev.mutable_progress()->set_step(e.step);
+                           ev.mutable_progress()->set_total_steps(e.total);
+                           ev.mutable_progress()->set_step_seconds(e.seconds);
+                           writer->Write(ev);
+                         },
+                         [ctx] { return ctx->IsCancelled(); }));
+    std::optional<pipeline::ModelCard> card = engine_->Card();
+    if (!card) return absl::InternalError("the model card is gone");
+    return RunResultFromGeneration(*req, generated, *card);
+  }();
   if (!result.ok()) {
     if (result.status().code() != absl::StatusCode::kCancelled) {
       spdlog::error("job {} failed: {}", req->job_id(), result.status().ToString());
@@ -44,14 +57,6 @@ grpc::Status WorkerService::Run(grpc::ServerContext* ctx, const v1::RunRequest* 
   v1::RunEvent last;
   *last.mutable_result() = std::move(*result);
   writer->Write(last);
-  return grpc::Status::OK;
-}
-
-grpc::Status WorkerService::Forward(grpc::ServerContext*, const v1::ForwardRequest* req,
-                                    v1::ForwardResponse* resp) {
-  auto r = engine_->Forward(*req);
-  if (!r.ok()) return ToGrpcStatus(r.status());
-  *resp = std::move(*r);
   return grpc::Status::OK;
 }
 

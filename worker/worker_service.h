@@ -21,8 +21,6 @@ class WorkerService final : public v1::Worker::Service {
                     grpc::ServerWriter<v1::InitEvent>*) override;
   grpc::Status Run(grpc::ServerContext*, const v1::RunRequest*,
                    grpc::ServerWriter<v1::RunEvent>*) override;
-  grpc::Status Forward(grpc::ServerContext*, const v1::ForwardRequest*,
-                       v1::ForwardResponse*) override;
   grpc::Status Cancel(grpc::ServerContext*, const v1::CancelRequest*,
                       v1::CancelResponse*) override;
   grpc::Status GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,

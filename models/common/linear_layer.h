@@ -3,7 +3,7 @@
 // never knows which style a layer has: the plan decides, through a ModuleLoader.
 //
 // Forward throws (c10::Error, or StatusError for a failed collective); model entry points catch
-// with GuardModel (models/common/status_error.h). Thread-safety: Forward is const but a
+// with GuardTorch (common/torch_guard.h). Thread-safety: Forward is const but a
 // tensor-parallel layer drives its Communicator, so one thread at a time per model.
 #pragma once
 

@@ -24,7 +24,7 @@
 #include "common/status_macros.h"
 #include "models/common/bench_support.h"
 #include "models/flux1/flux1_transformer.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve::models::flux1 {
 namespace {

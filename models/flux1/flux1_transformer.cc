@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/common/rope.h"
-#include "models/common/status_error.h"
+#include "common/torch_guard.h"
 #include "models/tp/parallel_module_loader.h"
 
 namespace ditserve::models::flux1 {
@@ -194,7 +194,7 @@ torch::Tensor FluxTransformer2DModel::ForwardImpl(const FluxForwardArgs& a) cons
 
 absl::StatusOr<torch::Tensor> FluxTransformer2DModel::Forward(const FluxForwardArgs& args) {
   RETURN_IF_ERROR(CheckArgs(args));
-  return GuardModel("FLUX.1 transformer forward", [&] { return ForwardImpl(args); });
+  return GuardTorch("FLUX.1 transformer forward", [&] { return ForwardImpl(args); });
 }
 
 absl::StatusOr<torch::Tensor> FluxTransformer2DModel::Forward(

@@ -26,7 +26,7 @@
 #include "models/flux1/flux1_single_block.h"
 #include "models/transformer.h"
 #include "sharding/state_dict.h"
-#include "worker/comm/communicator.h"
+#include "comm/communicator.h"
 
 namespace ditserve::models::flux1 {
 

@@ -24,7 +24,7 @@
 #include "models/common/bench_support.h"
 #include "models/flux2/flux2_state_dict_shapes.h"
 #include "models/flux2/flux2_transformer.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve::models::flux2 {
 namespace {

@@ -7,7 +7,7 @@
 #include "common/status_macros.h"
 #include "models/common/model_checks.h"
 #include "models/common/rope.h"
-#include "models/common/status_error.h"
+#include "common/torch_guard.h"
 #include "models/tp/parallel_module_loader.h"
 
 namespace ditserve::models::flux2 {
@@ -187,7 +187,7 @@ torch::Tensor Flux2Transformer2DModel::ForwardImpl(const Flux2ForwardArgs& a) co
 
 absl::StatusOr<torch::Tensor> Flux2Transformer2DModel::Forward(const Flux2ForwardArgs& args) {
   RETURN_IF_ERROR(CheckArgs(args));
-  return GuardModel("FLUX.2 transformer forward", [&] { return ForwardImpl(args); });
+  return GuardTorch("FLUX.2 transformer forward", [&] { return ForwardImpl(args); });
 }
 
 absl::StatusOr<torch::Tensor> Flux2Transformer2DModel::Forward(

@@ -33,7 +33,7 @@
 #include "models/flux2/flux2_single_block.h"
 #include "models/transformer.h"
 #include "sharding/state_dict.h"
-#include "worker/comm/communicator.h"
+#include "comm/communicator.h"
 
 namespace ditserve::models::flux2 {
 

@@ -26,7 +26,7 @@
 #include "models/common/bench_support.h"
 #include "models/qwenimage/qwenimage_state_dict_shapes.h"
 #include "models/qwenimage/qwenimage_transformer.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve::models::qwenimage {
 namespace {

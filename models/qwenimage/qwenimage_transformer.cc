@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/common/model_checks.h"
-#include "models/common/status_error.h"
+#include "common/torch_guard.h"
 #include "models/tp/parallel_module_loader.h"
 
 namespace ditserve::models::qwenimage {
@@ -149,7 +149,7 @@ torch::Tensor QwenImageTransformer2DModel::ForwardImpl(const QwenImageForwardArg
 absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(const QwenImageForwardArgs& args) {
   RETURN_IF_ERROR(CheckArgs(args));
   const int64_t b = args.hidden_states.size(0), n = args.hidden_states.size(1);
-  auto rope = GuardModel("Qwen-Image RoPE", [&]() -> absl::StatusOr<QwenRopeFreqs> {
+  auto rope = GuardTorch("Qwen-Image RoPE", [&]() -> absl::StatusOr<QwenRopeFreqs> {
     ASSIGN_OR_RETURN(auto shapes, ImageShapesFromTensor(args.img_shapes, b, n));
     return QwenRopeFrequencies(shapes, args.encoder_hidden_states.size(1), config_.axes_dims_rope,
                                QwenImageTransformerConfig::kRopeTheta, device_);
@@ -157,7 +157,7 @@ absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(const QwenIma
   if (!rope.ok()) return rope.status();
   if (!rope->ok()) return rope->status();
   const QwenRopeFreqs& freqs = **rope;
-  return GuardModel("Qwen-Image transformer forward", [&] { return ForwardImpl(args, freqs); });
+  return GuardTorch("Qwen-Image transformer forward", [&] { return ForwardImpl(args, freqs); });
 }
 
 absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(

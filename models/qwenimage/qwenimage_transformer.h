@@ -35,7 +35,7 @@
 #include "models/qwenimage/qwenimage_config.h"
 #include "models/transformer.h"
 #include "sharding/state_dict.h"
-#include "worker/comm/communicator.h"
+#include "comm/communicator.h"
 
 namespace ditserve::models::qwenimage {
 

@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "models/common/module_loader.h"
-#include "worker/comm/communicator.h"
+#include "comm/communicator.h"
 
 namespace ditserve::models::tp {
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "models/common/linear.h"
-#include "models/common/status_error.h"
+#include "common/torch_guard.h"
 
 namespace ditserve::models::tp {
 

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "models/common/linear_layer.h"
 #include "sharding/state_dict.h"
-#include "worker/comm/communicator.h"
+#include "comm/communicator.h"
 
 namespace ditserve::models::tp {
 

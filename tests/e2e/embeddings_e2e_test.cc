@@ -8,10 +8,11 @@
 
 #include "ditserve/v1/ditserve.grpc.pb.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/tensor_proto.h"
+#include "worker/job_codec.h"
+#include "worker/tensor_proto.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/server_process.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve::testing {
 namespace {
@@ -34,9 +35,9 @@ GenerateRequest EmbeddingsRequest(const Family& f) {
   r.set_seed(11);
   r.set_guidance_scale(4.0f);
   auto* pe = r.mutable_prompt_embeddings();
-  *pe->mutable_prompt_embeds() = pipeline::TensorToProto(Ref(f.name + ".encoder_hidden_states"));
+  *pe->mutable_prompt_embeds() = worker::TensorToProto(Ref(f.name + ".encoder_hidden_states"));
   if (f.mask) {
-    *pe->mutable_text_mask() = pipeline::TensorToProto(Ref(f.name + ".encoder_hidden_states_mask"));
+    *pe->mutable_text_mask() = worker::TensorToProto(Ref(f.name + ".encoder_hidden_states_mask"));
   }
   return r;
 }
@@ -61,11 +62,12 @@ torch::Tensor InProcessLatents(const Family& f, const GenerateRequest& g) {
     opts.model_dir = FixturesDir() + "/" + f.dir;
     auto p = pipeline::LoadPipeline(opts, &c);
     if (!p.ok()) return p.status();
-    auto out = (*p)->Run(r, [](const pipeline::StepEvent&) {}, [] { return false; });
+    auto job = worker::JobFromRunRequest(r);
+    if (!job.ok()) return job.status();
+    auto out = (*p)->Run(*job, [](const pipeline::StepEvent&) {}, [] { return false; });
     if (!out.ok()) return out.status();
-    auto t = pipeline::TensorFromProto(out->items(0).latents(), "latents");
-    if (!t.ok()) return t.status();
-    latents = *t;
+    if (out->latents.size() != 1) return absl::InternalError("no latents");
+    latents = out->latents[0];
     return absl::OkStatus();
   });
   EXPECT_TRUE(s.ok()) << s;
@@ -116,7 +118,7 @@ TEST_P(EmbeddingsE2E, LatentsEqualTheInProcessPipeline) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.format(), v1::OUTPUT_FORMAT_LATENTS);
   EXPECT_EQ(resp.seed(), 11u);
-  auto served = pipeline::TensorFromProto(resp.latents(), "latents");
+  auto served = worker::TensorFromProto(resp.latents(), "latents");
   ASSERT_TRUE(served.ok()) << served.status();
   torch::Tensor expected = InProcessLatents(GetParam(), request);
   ASSERT_TRUE(expected.defined());

@@ -10,7 +10,7 @@ SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${SRC}/build-fuzz"
 SECONDS_TO_RUN=60
 CXX_BIN="$(command -v clang++-14 || command -v clang++ || true)"
-FIXTURES="${SRC}/../shared/fixtures"
+FIXTURES="${SRC}/tests/fixtures"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) BUILD="$2"; shift 2 ;;

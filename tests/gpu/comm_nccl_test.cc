@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "worker/comm/nccl_communicator.h"
+#include "comm/nccl_communicator.h"
 
 namespace ditserve::comm {
 namespace {

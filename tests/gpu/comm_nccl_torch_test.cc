@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "worker/comm/agree.h"
-#include "worker/comm/nccl_torch_communicator.h"
+#include "comm/agree.h"
+#include "comm/nccl_torch_communicator.h"
 
 namespace ditserve::comm {
 namespace {

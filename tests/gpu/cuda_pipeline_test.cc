@@ -18,9 +18,9 @@
 #include "sharding/checkpoint.h"
 #include "sharding/loader.h"
 #include "sharding/tp_plan.h"
-#include "tests/support/fixture_requests.h"
+#include "tests/support/fixture_jobs.h"
 #include "tests/support/fixtures.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve::testing {
 namespace {
@@ -41,17 +41,13 @@ torch::Tensor RunPipeline(torch::Device device, int world, torch::ScalarType dty
     auto p = pipeline::LoadPipeline(opts, &c);
     if (!p.ok()) return p.status();
     EXPECT_GT((*p)->weight_bytes(), 0u);
-    auto r = (*p)->Run(Flux1FixtureRunRequest(ditserve::v1::OUTPUT_FORMAT_RAW_F32), [](const pipeline::StepEvent&) {}, [] { return false; });
+    auto r = (*p)->Run(Flux1FixtureJob(pipeline::JobOutput::kImage),
+                       [](const pipeline::StepEvent&) {}, [] { return false; });
     if (!r.ok()) return r.status();
     if (c.rank() != 0) return absl::OkStatus();
-    const auto& item = r->items(0);
-    torch::Tensor t = torch::empty({item.height(), item.width(), 3}, torch::kFloat32);
-    if (item.image().size() != static_cast<size_t>(t.nbytes())) {
-      return absl::InternalError("raw image has the wrong size");
-    }
-    std::memcpy(t.data_ptr(), item.image().data(), t.nbytes());
+    if (r->images.size() != 1) return absl::InternalError("rank 0 returned no image");
     std::lock_guard<std::mutex> lock(mu);
-    image = t;
+    image = r->images[0];
     return absl::OkStatus();
   });
   EXPECT_TRUE(s.ok()) << s;

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "worker/comm/free_port.h"
+#include "comm/free_port.h"
 
 namespace ditserve::comm {
 namespace {

@@ -25,8 +25,8 @@
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
-#include "worker/comm/agree.h"
-#include "worker/comm/gloo_communicator.h"
+#include "comm/agree.h"
+#include "comm/gloo_communicator.h"
 
 namespace ditserve::comm {
 namespace {

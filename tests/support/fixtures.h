@@ -1,4 +1,4 @@
-// Test support: paths of ../shared/fixtures, the reference tensors, parity measures, and the
+// Test support: paths of tests/fixtures (the repository's generated fixtures, tests/fixtures/README.md), the reference tensors, parity measures, and the
 // fixture components' weights and configs as the model tests load them.
 #pragma once
 
@@ -14,7 +14,7 @@
 
 namespace ditserve::testing {
 
-// ../shared/fixtures (compile-time default, overridable with DITSERVE_FIXTURES_DIR).
+// tests/fixtures (compile-time default, overridable with DITSERVE_FIXTURES_DIR).
 std::string FixturesDir();
 // Directory of the build tree (for binaries under test).
 std::string BinaryDir();

@@ -11,7 +11,7 @@
 #include "sharding/loader.h"
 #include "sharding/tp_plan.h"
 #include "tests/support/fixtures.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve::testing {
 

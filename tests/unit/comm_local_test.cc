@@ -12,8 +12,8 @@
 
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
-#include "worker/comm/agree.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/agree.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve::comm {
 namespace {

@@ -8,9 +8,8 @@
 #include <mutex>
 
 #include "pipeline/pipeline.h"
-#include "pipeline/tensor_proto.h"
 #include "tests/support/fixtures.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve::pipeline {
 namespace {
@@ -29,35 +28,32 @@ void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
 const Family kFlux2{"flux2", "flux2-tiny/transformer", false};
 const Family kQwen{"qwenimage", "qwenimage-tiny/transformer", true};
 
-worker::v1::RunRequest Request(const Family& f, uint64_t seed = 7, uint32_t steps = 3,
-                               bool with_mask = true) {
-  worker::v1::RunRequest r;
-  r.set_job_id("embeddings");
-  r.set_height(128);
-  r.set_width(128);
-  r.set_num_inference_steps(steps);
-  r.set_max_sequence_length(512);
-  r.set_output_format(ditserve::v1::OUTPUT_FORMAT_LATENTS);
-  auto* item = r.add_items();
-  item->set_request_id("item");
-  item->set_seed(seed);
-  item->set_guidance_scale(4.0f);
-  item->set_true_cfg_scale(1.0f);
-  auto* pe = item->mutable_prompt_embeddings();
-  *pe->mutable_prompt_embeds() = TensorToProto(Ref(f.name + ".encoder_hidden_states"));
-  if (f.has_mask && with_mask) {
-    *pe->mutable_text_mask() = TensorToProto(Ref(f.name + ".encoder_hidden_states_mask"));
-  }
-  return r;
+GenerationJob Request(const Family& f, uint64_t seed = 7, int64_t steps = 3, bool with_mask = true) {
+  GenerationJob job;
+  job.height = 128;
+  job.width = 128;
+  job.num_inference_steps = steps;
+  job.max_sequence_length = 512;
+  job.output = JobOutput::kLatents;
+  JobItem item;
+  item.seed = seed;
+  item.guidance_scale = 4.0f;
+  item.true_cfg_scale = 1.0f;
+  PromptEmbeddings pe;
+  pe.prompt_embeds = Ref(f.name + ".encoder_hidden_states");
+  if (f.has_mask && with_mask) pe.text_mask = Ref(f.name + ".encoder_hidden_states_mask");
+  item.embeddings = pe;
+  job.items.push_back(item);
+  return job;
 }
 
 struct GroupResult {
-  worker::v1::ModelDescription description;
+  ModelCard card;
   torch::Tensor latents;  // rank 0's
   int steps_seen = 0;
 };
 
-absl::StatusOr<GroupResult> RunGroup(const Family& f, int world, const worker::v1::RunRequest& request) {
+absl::StatusOr<GroupResult> RunGroup(const Family& f, int world, const GenerationJob& job) {
   std::mutex mu;
   GroupResult out;
   absl::Status s = comm::RunLocalGroup(world, [&](comm::Communicator& c) -> absl::Status {
@@ -66,18 +62,16 @@ absl::StatusOr<GroupResult> RunGroup(const Family& f, int world, const worker::v
     auto p = LoadPipeline(opts, &c);
     if (!p.ok()) return p.status();
     int steps = 0;
-    auto r = (*p)->Run(request, [&](const StepEvent&) { ++steps; }, [] { return false; });
+    auto r = (*p)->Run(job, [&](const StepEvent&) { ++steps; }, [] { return false; });
     if (!r.ok()) return r.status();
     if (c.rank() != 0) {
-      return r->items_size() == 0 ? absl::OkStatus()
-                                  : absl::InternalError("only rank 0 may return latents");
+      return r->latents.empty() ? absl::OkStatus()
+                                : absl::InternalError("only rank 0 may return latents");
     }
-    if (r->items_size() != 1) return absl::InternalError("rank 0 returned no latents");
-    auto latents = TensorFromProto(r->items(0).latents(), "latents");
-    if (!latents.ok()) return latents.status();
+    if (r->latents.size() != 1) return absl::InternalError("rank 0 returned no latents");
     std::lock_guard<std::mutex> lock(mu);
-    out.description = (*p)->Describe();
-    out.latents = *latents;
+    out.card = (*p)->Card();
+    out.latents = r->latents[0];
     out.steps_seen = steps;
     return absl::OkStatus();
   });
@@ -90,15 +84,14 @@ class EmbeddingsPipelineTest : public ::testing::TestWithParam<Family> {};
 TEST_P(EmbeddingsPipelineTest, DescribesAnEmbeddingsOnlyModel) {
   auto r = RunGroup(GetParam(), 1, Request(GetParam()));
   ASSERT_TRUE(r.ok()) << r.status();
-  const auto& d = r->description;
-  EXPECT_EQ(d.family(), GetParam().name);
-  EXPECT_FALSE(d.inputs().accepts_text_prompt());
-  EXPECT_TRUE(d.inputs().requires_prompt_embeddings());
-  EXPECT_EQ(d.inputs().accepts_text_mask(), GetParam().has_mask);
-  ASSERT_EQ(d.inputs().output_formats_size(), 1);
-  EXPECT_EQ(d.inputs().output_formats(0), ditserve::v1::OUTPUT_FORMAT_LATENTS);
-  ASSERT_EQ(d.inputs().prompt_embeds_shape_size(), 3);
-  EXPECT_EQ(d.inputs().prompt_embeds_shape(2), Ref(GetParam().name + ".encoder_hidden_states").size(2));
+  const ModelCard& d = r->card;
+  EXPECT_EQ(d.family, GetParam().name);
+  EXPECT_FALSE(d.accepts_text_prompt);
+  EXPECT_TRUE(d.requires_prompt_embeddings);
+  EXPECT_EQ(d.accepts_text_mask, GetParam().has_mask);
+  EXPECT_FALSE(d.images_out);
+  ASSERT_EQ(d.prompt_embeds_shape.size(), 3u);
+  EXPECT_EQ(d.prompt_embeds_shape[2], Ref(GetParam().name + ".encoder_hidden_states").size(2));
   EXPECT_EQ(r->steps_seen, 3);
 }
 
@@ -136,7 +129,7 @@ TEST_P(EmbeddingsPipelineTest, SeedStepsAndMaskChangeTheResult) {
 
 TEST_P(EmbeddingsPipelineTest, RejectsImageOutputOnEveryRank) {
   auto request = Request(GetParam());
-  request.set_output_format(ditserve::v1::OUTPUT_FORMAT_PNG);
+  request.output = JobOutput::kImage;
   auto r = RunGroup(GetParam(), 2, request);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);

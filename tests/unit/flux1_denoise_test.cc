@@ -10,7 +10,7 @@
 #include "pipeline/latents.h"
 #include "pipeline/scheduler.h"
 #include "tests/support/fixtures.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve {
 namespace {

@@ -10,7 +10,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/transformer_harness.h"
 #include "tests/unit/tp_test_sharding.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve {
 namespace {

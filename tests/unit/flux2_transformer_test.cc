@@ -9,7 +9,7 @@
 #include "sharding/tp_plan.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/transformer_harness.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve {
 namespace {

@@ -5,12 +5,12 @@
 #include <mutex>
 
 #include "models/common/module_loader.h"
-#include "models/common/status_error.h"
+#include "common/torch_guard.h"
 #include "models/tp/column_parallel_linear.h"
 #include "models/tp/parallel_module_loader.h"
 #include "models/tp/row_parallel_linear.h"
 #include "tests/unit/tp_test_sharding.h"
-#include "worker/comm/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace ditserve {
 namespace {
@@ -183,7 +183,7 @@ TEST(TpLayers, FailedAllReduceThrowsStatusErrorKeepingTheCode) {
   FailingCommunicator comm;
   auto down = models::tp::RowParallelLinear::Load(sd, "down", &comm);
   ASSERT_TRUE(down.ok()) << down.status();
-  auto result = models::GuardModel("test forward", [&] {
+  auto result = GuardTorch("test forward", [&] {
     return (*down)->Forward(torch::zeros({1, 16}, torch::kFloat64));
   });
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);

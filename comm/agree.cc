@@ -1,0 +1,24 @@
+#include "comm/agree.h"
+
+#include "common/status_macros.h"
+#include "common/torch_compat.h"
+
+namespace ditserve::comm {
+
+absl::StatusOr<int32_t> AgreeOnMax(Communicator& comm, int32_t local_value, torch::Device device) {
+  torch::Tensor value;
+  RETURN_IF_ERROR(compat::GuardTorchStatus("AgreeOnMax", [&] {
+    value = torch::full({1}, local_value,
+                        torch::TensorOptions().dtype(torch::kInt32).device(device));
+  }));
+  RETURN_IF_ERROR(comm.AllReduceMax(value));
+  // item() synchronises with the device stream on CUDA, which is what a decision needs.
+  return compat::GuardTorch("AgreeOnMax", [&] { return value.item<int32_t>(); });
+}
+
+absl::StatusOr<bool> AgreeOnFlag(Communicator& comm, bool local_flag, torch::Device device) {
+  ASSIGN_OR_RETURN(int32_t max, AgreeOnMax(comm, local_flag ? 1 : 0, device));
+  return max != 0;
+}
+
+}  // namespace ditserve::comm

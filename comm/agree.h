@@ -1,0 +1,22 @@
+// Collective decisions at step boundaries (cancellation, deadlines, errors).
+//
+// Contract: every rank of the group calls AgreeOnFlag at the same point (the step loop calls it
+// at every step boundary, before starting the next step), so all ranks stop at the same step and
+// none is left inside a collective alone. The communicator's usual rules apply (job thread only).
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+
+namespace ditserve::comm {
+
+// Returns true on every rank iff at least one rank passed local_flag = true (an all-reduce max of
+// a one-element int32 CPU tensor, or on the communicator's device when `device` says so).
+absl::StatusOr<bool> AgreeOnFlag(Communicator& comm, bool local_flag,
+                                 torch::Device device = torch::kCPU);
+
+// The maximum of every rank's `local_value` (the same one-element all-reduce).
+absl::StatusOr<int32_t> AgreeOnMax(Communicator& comm, int32_t local_value,
+                                   torch::Device device = torch::kCPU);
+
+}  // namespace ditserve::comm

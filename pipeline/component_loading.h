@@ -1,0 +1,39 @@
+// Loading steps every pipeline family shares: the loader options from the pipeline's options, this
+// rank's tensor-parallel shard of the transformer through its built-in plan, and the scheduler
+// configuration. Call on the rank's device thread; errors name the folder.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "models/transformer.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/scheduler.h"
+#include "sharding/loader.h"
+
+namespace ditserve::pipeline {
+
+sharding::LoadOptions ShardLoadOptions(const PipelineOptions& options);
+
+struct LoadedTransformer {
+  std::unique_ptr<models::DiffusionTransformer> model;
+  nlohmann::json config;  // config.json
+  uint64_t weight_bytes = 0;
+};
+
+// This rank's shard of the transformer in `dir` (config.json's _class_name picks the class and
+// its plan).
+absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,
+                                                  const PipelineOptions& options,
+                                                  comm::Communicator* comm);
+
+// `dir`/scheduler_config.json parsed, or `fallback` when `dir` is empty.
+absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir,
+                                                             const FlowMatchSchedulerConfig& fallback);
+
+}  // namespace ditserve::pipeline

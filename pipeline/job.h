@@ -1,0 +1,89 @@
+// The typed boundary between a worker and its pipeline: what one generation job asks for, what it
+// returns, and what a loaded model says about itself. No wire formats here: the worker converts
+// ditserve.worker.v1 messages to and from these (worker/job_codec.h), in one place.
+//
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace ditserve::pipeline {
+
+// Precomputed conditioning a request brought with it: CPU float32 tensors as received (undefined =
+// absent). prompt_embeds is (1, T, D); pooled_prompt_embeds (1, P); text_mask (1, T) of 0/1.
+struct PromptEmbeddings {
+  torch::Tensor prompt_embeds;
+  torch::Tensor pooled_prompt_embeds;
+  torch::Tensor text_mask;
+};
+
+// One request of a (possibly batched) job. Every field is validated and defaulted by the frontend.
+struct JobItem {
+  std::string prompt;
+  std::string prompt_2;           // FLUX.1's T5 prompt (already defaulted to `prompt`)
+  std::string negative_prompt;
+  std::string negative_prompt_2;
+  uint64_t seed = 0;
+  float guidance_scale = 0;
+  float true_cfg_scale = 1;
+  std::optional<PromptEmbeddings> embeddings;           // instead of the text prompt
+  std::optional<PromptEmbeddings> negative_embeddings;  // instead of the negative prompt
+};
+
+enum class JobOutput { kImage, kLatents };
+
+// One job: every item has the same shape parameters (the frontend batches only such requests).
+struct GenerationJob {
+  std::vector<JobItem> items;
+  int64_t height = 0;
+  int64_t width = 0;
+  int64_t num_inference_steps = 0;
+  int64_t max_sequence_length = 0;
+  JobOutput output = JobOutput::kImage;
+
+  // True CFG runs when the items ask for a scale > 1 (diffusers: with a negative prompt; the
+  // frontend only sets the scale when one is given). Batched items agree on it.
+  bool true_cfg() const { return !items.empty() && items[0].true_cfg_scale > 1.0f; }
+};
+
+struct StageSeconds {
+  double encode = 0;
+  double denoise = 0;
+  double decode = 0;
+};
+
+// Rank 0 returns one tensor per item, in the job's order; the other ranks return none.
+struct GenerationResult {
+  std::vector<torch::Tensor> images;   // JobOutput::kImage: (H, W, 3) float32 in [0, 1] on the CPU
+  std::vector<torch::Tensor> latents;  // JobOutput::kLatents: (1, ...) float32 on the CPU, the
+                                       // final latents in the layout the family's loop holds them
+  StageSeconds seconds;
+};
+
+// What a loaded model is and accepts; the frontend validates requests against it.
+struct ModelCard {
+  std::string name;    // the model folder's name ("FLUX.1-dev")
+  std::string family;  // "flux1", "flux2", "qwenimage"
+  std::string dtype;   // "float32", "bfloat16"
+  std::string device;  // "cpu", "cuda"
+  bool guidance_distilled = false;
+  bool accepts_text_prompt = false;
+  bool requires_prompt_embeddings = false;
+  std::vector<int64_t> prompt_embeds_shape;         // -1 = any length
+  std::vector<int64_t> pooled_prompt_embeds_shape;  // empty = not used
+  bool accepts_text_mask = false;
+  bool images_out = true;  // false: latents only (no VAE in the model folder)
+  // Defaults for fields a request leaves at 0.
+  int64_t default_height = 0;
+  int64_t default_width = 0;
+  int64_t default_steps = 0;
+  float default_guidance_scale = 0;
+  int64_t default_max_sequence_length = 512;
+};
+
+}  // namespace ditserve::pipeline

@@ -1,0 +1,91 @@
+#include "pipeline/job_steps.h"
+
+#include "absl/strings/str_cat.h"
+#include "comm/agree.h"
+#include "common/status_macros.h"
+#include "common/torch_guard.h"
+#include "pipeline/latents.h"
+
+namespace ditserve::pipeline {
+
+absl::Status AgreeOnFailure(comm::Communicator& comm, const absl::Status& local, const char* what,
+                            torch::Device device) {
+  const int32_t local_code = local.ok() ? 0 : static_cast<int32_t>(local.code());
+  ASSIGN_OR_RETURN(int32_t code, comm::AgreeOnMax(comm, local_code, device));
+  if (code == 0) return absl::OkStatus();
+  if (!local.ok()) return local;
+  return absl::Status(static_cast<absl::StatusCode>(code),
+                      absl::StrCat(what, " failed on another rank"));
+}
+
+absl::Status BroadcastFromRank0(comm::Communicator& comm,
+                                const std::function<absl::Status(std::vector<torch::Tensor>*)>& produce,
+                                const std::vector<std::vector<int64_t>>& shapes,
+                                torch::ScalarType dtype, torch::Device device,
+                                std::vector<torch::Tensor>* tensors) {
+  absl::Status local;
+  if (comm.rank() == 0) {
+    tensors->clear();
+    local = produce(tensors);
+    if (local.ok() && tensors->size() != shapes.size()) {
+      local = absl::InternalError("rank 0 produced the wrong number of tensors");
+    }
+  }
+  RETURN_IF_ERROR(AgreeOnFailure(comm, local, "rank 0's text encoding", device));
+  if (comm.world_size() == 1) return absl::OkStatus();
+  if (comm.rank() != 0) {
+    RETURN_IF_ERROR(GuardTorchStatus("broadcast buffers", [&] {
+      tensors->clear();
+      for (const auto& shape : shapes) {
+        tensors->push_back(torch::empty(shape, torch::TensorOptions().dtype(dtype).device(device)));
+      }
+    }));
+  }
+  for (torch::Tensor& t : *tensors) RETURN_IF_ERROR(comm.Broadcast(t, 0));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> BatchNoise(const GenerationJob& job,
+                                         const std::vector<int64_t>& item_shape,
+                                         torch::ScalarType dtype, torch::Device device) {
+  std::vector<torch::Tensor> noise;
+  for (const JobItem& item : job.items) {
+    ASSIGN_OR_RETURN(torch::Tensor n, InitialNoise(item_shape, item.seed, dtype, device));
+    noise.push_back(std::move(n));
+  }
+  return GuardTorch("initial noise", [&] { return torch::cat(noise, 0); });
+}
+
+absl::StatusOr<torch::Tensor> StackEmbeddings(
+    const GenerationJob& job, bool negative,
+    const std::function<torch::Tensor(const PromptEmbeddings&)>& pick, const char* field) {
+  std::vector<torch::Tensor> parts;
+  for (size_t i = 0; i < job.items.size(); ++i) {
+    const auto& e = negative ? job.items[i].negative_embeddings : job.items[i].embeddings;
+    if (!e.has_value() || !pick(*e).defined()) {
+      return absl::InvalidArgumentError(absl::StrCat("item ", i, ": ", field, " is missing"));
+    }
+    parts.push_back(pick(*e));
+    if (!parts.back().sizes().slice(1).equals(parts.front().sizes().slice(1))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("item ", i, ": ", field, " has a different shape than item 0's"));
+    }
+  }
+  return GuardTorch(field, [&] { return torch::cat(parts, 0); });
+}
+
+torch::Tensor GuidanceScales(const GenerationJob& job, torch::Device device) {
+  std::vector<float> values;
+  for (const JobItem& item : job.items) values.push_back(item.guidance_scale);
+  return torch::tensor(values, torch::kFloat32).to(device);
+}
+
+torch::Tensor TrueCfgScales(const GenerationJob& job, torch::ScalarType dtype, torch::Device device) {
+  std::vector<float> values;
+  for (const JobItem& item : job.items) values.push_back(item.true_cfg_scale);
+  return torch::tensor(values, torch::kFloat32)
+      .to(device, dtype)
+      .view({static_cast<int64_t>(values.size()), 1, 1});
+}
+
+}  // namespace ditserve::pipeline

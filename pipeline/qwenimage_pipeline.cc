@@ -1,0 +1,177 @@
+#include "pipeline/qwenimage_pipeline.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/torch_guard.h"
+#include "pipeline/component_loading.h"
+#include "pipeline/denoise_loop.h"
+#include "pipeline/job_steps.h"
+#include "pipeline/latents.h"
+
+namespace ditserve::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// diffusers' QwenImagePipeline.default_sample_size (x the VAE's 8) and the __call__ defaults.
+constexpr int64_t kDefaultSampleSize = 128;
+constexpr int64_t kDefaultSteps = 50;
+
+// The published Qwen-Image scheduler configuration, for a transformer folder alone.
+FlowMatchSchedulerConfig PublishedScheduler() {
+  FlowMatchSchedulerConfig c;
+  c.num_train_timesteps = 1000;
+  c.use_dynamic_shifting = true;
+  c.shift = 1.0;
+  c.base_shift = 0.5;
+  c.max_shift = 0.9;
+  c.base_image_seq_len = 256;
+  c.max_image_seq_len = 8192;
+  c.shift_terminal = 0.02;
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<QwenImagePipeline>> QwenImagePipeline::Load(
+    const sharding::PipelineIndex* index, const std::string& transformer_dir,
+    const PipelineOptions& options, comm::Communicator* comm) {
+  std::unique_ptr<QwenImagePipeline> p(new QwenImagePipeline());
+  p->comm_ = comm;
+  p->device_ = options.device;
+  p->dtype_ = options.dtype;
+  ASSIGN_OR_RETURN(LoadedTransformer t, LoadTransformer(transformer_dir, options, comm));
+  p->transformer_ = std::move(t.model);
+  p->weight_bytes_ += t.weight_bytes;
+  p->in_channels_ = t.config.value("in_channels", int64_t{0});
+  p->joint_attention_dim_ = t.config.value("joint_attention_dim", int64_t{0});
+
+  std::string scheduler_dir;
+  if (index != nullptr) {
+    ASSIGN_OR_RETURN(scheduler_dir, index->ComponentDir("scheduler"));
+  }
+  ASSIGN_OR_RETURN(p->scheduler_config_, LoadSchedulerConfig(scheduler_dir, PublishedScheduler()));
+
+  ModelCard& card = p->card_;
+  card.name = ModelNameFromDir(index != nullptr ? index->root : options.model_dir);
+  card.family = "qwenimage";
+  card.dtype = DtypeName(options.dtype);
+  card.device = options.device.is_cuda() ? "cuda" : "cpu";
+  card.guidance_distilled = false;
+  card.accepts_text_prompt = false;
+  card.requires_prompt_embeddings = true;
+  card.prompt_embeds_shape = {1, -1, p->joint_attention_dim_};
+  card.accepts_text_mask = true;
+  card.images_out = false;
+  card.default_height = card.default_width = kDefaultSampleSize * p->vae_scale_factor_;
+  card.default_steps = kDefaultSteps;
+  card.default_guidance_scale = 0.0f;
+  card.default_max_sequence_length = 512;
+  return p;
+}
+
+absl::StatusOr<QwenImagePipeline::Conditioning> QwenImagePipeline::Condition(const GenerationJob& job,
+                                                                             bool negative) {
+  ASSIGN_OR_RETURN(torch::Tensor embeds,
+                   StackEmbeddings(job, negative, [](const PromptEmbeddings& e) { return e.prompt_embeds; },
+                                   "prompt_embeds"));
+  bool any_mask = false;
+  for (const JobItem& item : job.items) {
+    const auto& e = negative ? item.negative_embeddings : item.embeddings;
+    any_mask = any_mask || (e.has_value() && e->text_mask.defined());
+  }
+  Conditioning out;
+  out.embeds = embeds.to(device_, dtype_);
+  if (any_mask) {
+    // Items without a mask attend to every token.
+    ASSIGN_OR_RETURN(torch::Tensor mask,
+                     StackEmbeddings(job, negative,
+                                     [](const PromptEmbeddings& e) {
+                                       return e.text_mask.defined()
+                                                  ? e.text_mask
+                                                  : torch::ones({1, e.prompt_embeds.size(1)});
+                                     },
+                                     "text_mask"));
+    out.mask = mask.to(device_);
+  }
+  return out;
+}
+
+absl::StatusOr<GenerationResult> QwenImagePipeline::Run(const GenerationJob& job,
+                                                        const StepCallback& on_step,
+                                                        const CancelPredicate& cancel_requested) {
+  if (job.items.empty()) return absl::InvalidArgumentError("a job needs at least one item");
+  if (job.output != JobOutput::kLatents && !card_.images_out) {
+    return absl::InvalidArgumentError("this model can only return OUTPUT_FORMAT_LATENTS");
+  }
+  auto result =
+      GuardTorch("Qwen-Image pipeline", [&] { return RunUnguarded(job, on_step, cancel_requested); });
+  if (!result.ok()) return result.status();
+  return *std::move(result);
+}
+
+absl::StatusOr<GenerationResult> QwenImagePipeline::RunUnguarded(
+    const GenerationJob& job, const StepCallback& on_step, const CancelPredicate& cancel_requested) {
+  const int64_t batch = static_cast<int64_t>(job.items.size());
+  const bool true_cfg = job.true_cfg();
+  GenerationResult result;
+  const auto t_encode = Clock::now();
+  ASSIGN_OR_RETURN(Conditioning cond, Condition(job, /*negative=*/false));
+  Conditioning neg;
+  if (true_cfg) {
+    ASSIGN_OR_RETURN(neg, Condition(job, /*negative=*/true));
+  }
+  result.seconds.encode = SecondsSince(t_encode);
+
+  const auto t_denoise = Clock::now();
+  const int64_t h = LatentSide(job.height, vae_scale_factor_);
+  const int64_t w = LatentSide(job.width, vae_scale_factor_);
+  const int64_t tokens = (h / 2) * (w / 2);
+  const int steps = static_cast<int>(job.num_inference_steps);
+  torch::Tensor latents, img_shapes, cfg_scale;
+  FlowMatchEulerScheduler scheduler(scheduler_config_);
+  absl::Status prepared = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(torch::Tensor noise, BatchNoise(job, {1, in_channels_ / 4, h, w}, dtype_, device_));
+    ASSIGN_OR_RETURN(latents, PackLatents(noise));
+    img_shapes = torch::tensor({1.0f, static_cast<float>(h / 2), static_cast<float>(w / 2)})
+                     .view({1, 3})
+                     .expand({batch, 3})
+                     .contiguous()
+                     .to(device_);
+    cfg_scale = TrueCfgScales(job, dtype_, device_);
+    std::optional<double> mu;
+    if (scheduler_config_.use_dynamic_shifting) mu = CalculateShift(tokens, scheduler_config_);
+    return scheduler.SetTimesteps(FluxSigmas(steps), mu);
+  }();
+  RETURN_IF_ERROR(AgreeOnFailure(*comm_, prepared, "preparing the latents", device_));
+
+  auto call = [&](const torch::Tensor& x, int index,
+                  const Conditioning& c) -> absl::StatusOr<torch::Tensor> {
+    std::map<std::string, torch::Tensor> args;
+    args["hidden_states"] = x;
+    args["encoder_hidden_states"] = c.embeds;
+    args["timestep"] = ModelTimestep(scheduler, index, batch, dtype_, device_);
+    args["img_shapes"] = img_shapes;
+    if (c.mask.defined()) args["encoder_hidden_states_mask"] = c.mask;
+    return transformer_->Forward(args);
+  };
+  auto velocity = [&](const torch::Tensor& x, int index) -> absl::StatusOr<torch::Tensor> {
+    ASSIGN_OR_RETURN(torch::Tensor v, call(x, index, cond));
+    if (!true_cfg) return v;
+    ASSIGN_OR_RETURN(torch::Tensor nv, call(x, index, neg));
+    // The guided velocity, rescaled per token to the conditional prediction's norm.
+    torch::Tensor comb = nv + cfg_scale * (v - nv);
+    torch::Tensor cond_norm = torch::norm(v, 2, {-1}, /*keepdim=*/true);
+    torch::Tensor comb_norm = torch::norm(comb, 2, {-1}, /*keepdim=*/true);
+    return comb * (cond_norm / comb_norm);
+  };
+  ASSIGN_OR_RETURN(latents, RunDenoiseLoop(scheduler, latents, velocity, *comm_, on_step, cancel_requested));
+  result.seconds.denoise = SecondsSince(t_denoise);
+  if (comm_->rank() != 0) return result;
+  for (int64_t i = 0; i < batch; ++i) {
+    result.latents.push_back(latents.slice(0, i, i + 1).to(torch::kCPU, torch::kFloat32));
+  }
+  return result;
+}
+
+}  // namespace ditserve::pipeline

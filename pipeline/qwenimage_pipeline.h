@@ -1,0 +1,61 @@
+// QwenImagePipeline: diffusers' QwenImagePipeline for one rank. Every rank holds its shard of the
+// transformer. The conditioning (prompt embeddings with their text mask) comes from the request or
+// from the Qwen2.5-VL text encoder; true classifier-free guidance (a negative prompt with
+// true_cfg_scale > 1) runs the conditional and unconditional passes and combines them with the
+// reference's norm-preserving rescale; rank 0 decodes with the Qwen-Image VAE when the folder has
+// one, else returns latents.
+//
+// Latent layout (diffusers' prepare_latents): noise (B, C, 1, h, w) drawn in 5-D for the 3-D VAE
+// (the same values as (B, C, h, w)), 2x2-packed into (B, tokens, 4C); img_shapes (1, h/2, w/2) per
+// item; schedule: FluxSigmas with mu from calculate_shift over the packed tokens.
+//
+// Model folder: a QwenImagePipeline root, or a QwenImageTransformer2DModel folder alone (latents
+// only, the published scheduler configuration).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "models/transformer.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/scheduler.h"
+#include "sharding/pipeline_index.h"
+
+namespace ditserve::pipeline {
+
+class QwenImagePipeline final : public Pipeline {
+ public:
+  // `index` is null for a transformer folder alone (`transformer_dir`).
+  static absl::StatusOr<std::unique_ptr<QwenImagePipeline>> Load(
+      const sharding::PipelineIndex* index, const std::string& transformer_dir,
+      const PipelineOptions& options, comm::Communicator* comm);
+
+  const ModelCard& Card() const override { return card_; }
+  absl::StatusOr<GenerationResult> Run(const GenerationJob& job, const StepCallback& on_step,
+                                       const CancelPredicate& cancel_requested) override;
+  uint64_t weight_bytes() const override { return weight_bytes_; }
+
+ private:
+  struct Conditioning {
+    torch::Tensor embeds;  // (B, T, joint_attention_dim)
+    torch::Tensor mask;    // (B, T) or undefined (diffusers passes none when nothing is masked)
+  };
+
+  QwenImagePipeline() = default;
+  absl::StatusOr<Conditioning> Condition(const GenerationJob& job, bool negative);
+  absl::StatusOr<GenerationResult> RunUnguarded(const GenerationJob& job, const StepCallback& on_step,
+                                                const CancelPredicate& cancel_requested);
+
+  ModelCard card_;
+  comm::Communicator* comm_ = nullptr;
+  torch::Device device_ = torch::kCPU;
+  torch::ScalarType dtype_ = torch::kFloat32;
+  std::unique_ptr<models::DiffusionTransformer> transformer_;
+  FlowMatchSchedulerConfig scheduler_config_;
+  int64_t in_channels_ = 0;
+  int64_t joint_attention_dim_ = 0;
+  int64_t vae_scale_factor_ = 8;
+  uint64_t weight_bytes_ = 0;
+};
+
+}  // namespace ditserve::pipeline

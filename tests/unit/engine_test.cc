@@ -1,0 +1,262 @@
+// The worker engine: every job runs on the one engine thread with the rank's device current (a CPU
+// fake of the device binding records, per thread, what is current), the typed-job edge turns
+// exceptions into statuses (out of memory: RESOURCE_EXHAUSTED and the worker keeps serving), and
+// Status/Cancel answer while a job runs. The real FLUX.1 pipeline on the fixture runs through the
+// engine and the worker's codec into a PNG within one level of diffusers' image.
+#include <gtest/gtest.h>
+#include <png.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "tests/support/fixture_jobs.h"
+#include "tests/support/fixture_requests.h"
+#include "tests/support/fixtures.h"
+#include "worker/engine.h"
+#include "worker/engine_thread.h"
+#include "worker/job_codec.h"
+
+namespace ditserve::worker {
+namespace {
+
+using ::ditserve::testing::FixturesDir;
+using ::ditserve::testing::Ref;
+
+// A device that is "current" only on the threads that bound it.
+thread_local int t_current_device = -1;
+
+class FakeBinding final : public DeviceBinding {
+ public:
+  explicit FakeBinding(int index) : index_(index) {}
+  torch::Device device() const override { return torch::kCPU; }
+  absl::Status Bind() override {
+    t_current_device = index_;
+    ++binds;
+    return absl::OkStatus();
+  }
+  bool IsCurrent() const override { return t_current_device == index_; }
+  std::atomic<int> binds{0};
+
+ private:
+  int index_;
+};
+
+// The binding the engine got, shared with the test.
+struct BindingProbe {
+  FakeBinding* binding = nullptr;
+  DeviceBindingFactory Factory(int index) {
+    return [this, index](const std::string&, uint32_t, int64_t)
+               -> absl::StatusOr<std::unique_ptr<DeviceBinding>> {
+      auto b = std::make_unique<FakeBinding>(index);
+      binding = b.get();
+      return std::unique_ptr<DeviceBinding>(std::move(b));
+    };
+  }
+};
+
+v1::InitRequest InitFor(const std::string& model_dir) {
+  v1::InitRequest r;
+  r.set_rank(0);
+  r.mutable_rendezvous()->set_world_size(1);
+  r.set_model_dir(model_dir);
+  r.set_device("cpu");
+  r.set_dtype("float32");
+  return r;
+}
+
+absl::Status Init(Engine& engine, const std::string& model_dir) {
+  return engine.Init(InitFor(model_dir), [](const v1::InitEvent&) {});
+}
+
+// A pipeline whose Run does what the test says.
+class ScriptedPipeline final : public pipeline::Pipeline {
+ public:
+  explicit ScriptedPipeline(std::function<absl::StatusOr<pipeline::GenerationResult>()> run)
+      : run_(std::move(run)) {
+    card_.name = "scripted";
+    card_.family = "flux1";
+  }
+  const pipeline::ModelCard& Card() const override { return card_; }
+  absl::StatusOr<pipeline::GenerationResult> Run(const pipeline::GenerationJob&,
+                                                 const pipeline::StepCallback&,
+                                                 const pipeline::CancelPredicate&) override {
+    return run_();
+  }
+  uint64_t weight_bytes() const override { return 1; }
+
+ private:
+  std::function<absl::StatusOr<pipeline::GenerationResult>()> run_;
+  pipeline::ModelCard card_;
+};
+
+EngineDeps ScriptedDeps(BindingProbe* probe,
+                        std::function<absl::StatusOr<pipeline::GenerationResult>()> run) {
+  EngineDeps deps;
+  deps.bind_device = probe->Factory(3);
+  deps.load_pipeline = [run](const pipeline::PipelineOptions&, comm::Communicator*)
+      -> absl::StatusOr<std::unique_ptr<pipeline::Pipeline>> {
+    return std::unique_ptr<pipeline::Pipeline>(new ScriptedPipeline(run));
+  };
+  return deps;
+}
+
+RunJob AnyJob(const std::string& id = "job") {
+  RunJob job;
+  job.job_id = id;
+  job.job.items.resize(1);
+  return job;
+}
+
+TEST(EngineThread, RunsJobsInOrderOnItsOwnThread) {
+  EngineThread engine;
+  std::vector<int> order;
+  std::thread::id seen;
+  EXPECT_FALSE(engine.IsEngineThread());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(engine.Call([&] {
+      order.push_back(i);
+      if (i == 0) seen = std::this_thread::get_id();
+      EXPECT_EQ(std::this_thread::get_id(), seen);
+      return engine.IsEngineThread();
+    }));
+  }
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  EXPECT_NE(seen, std::this_thread::get_id());
+}
+
+TEST(Engine, EveryStepOfARealJobRunsOnTheEngineThreadWithTheDeviceCurrent) {
+  BindingProbe probe;
+  EngineDeps deps;
+  deps.bind_device = probe.Factory(1);
+  Engine engine(WorkerOptions{}, deps);
+  ASSERT_TRUE(Init(engine, FixturesDir() + "/flux1-tiny").ok());
+  ASSERT_NE(probe.binding, nullptr);
+  EXPECT_EQ(probe.binding->binds.load(), 1);
+  // The test threads never bound the device; the job must not run on them.
+  EXPECT_FALSE(probe.binding->IsCurrent());
+  for (int caller = 0; caller < 2; ++caller) {
+    std::thread t([&] {
+      int steps = 0, current = 0;
+      RunJob job{"real", ditserve::testing::Flux1FixtureJob(pipeline::JobOutput::kImage)};
+      auto r = engine.Run(
+          job,
+          [&](const pipeline::StepEvent&) {
+            ++steps;
+            current += probe.binding->IsCurrent() ? 1 : 0;
+          },
+          [] { return false; });
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(steps, 4);
+      EXPECT_EQ(current, 4) << "a step ran without the rank's device current";
+      ASSERT_EQ(r->images.size(), 1u);
+      EXPECT_LT(ditserve::testing::RelativeError(r->images[0], Ref("flux1.image")), 1e-3);
+    });
+    t.join();
+  }
+}
+
+TEST(Engine, ThroughTheCodecThePngIsWithinOneLevelOfDiffusers) {
+  BindingProbe probe;
+  EngineDeps deps;
+  deps.bind_device = probe.Factory(0);
+  Engine engine(WorkerOptions{}, deps);
+  ASSERT_TRUE(Init(engine, FixturesDir() + "/flux1-tiny").ok());
+  const v1::RunRequest request = ditserve::testing::Flux1FixtureRunRequest(ditserve::v1::OUTPUT_FORMAT_PNG);
+  auto job = JobFromRunRequest(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto generated = engine.Run(RunJob{"png", *job}, {}, {});
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  auto result = RunResultFromGeneration(request, *generated, *engine.Card());
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->items_size(), 1);
+  const auto& item = result->items(0);
+  EXPECT_EQ(item.request_id(), "fixture");
+  EXPECT_EQ(item.format(), ditserve::v1::OUTPUT_FORMAT_PNG);
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  ASSERT_TRUE(png_image_begin_read_from_memory(&image, item.image().data(), item.image().size()));
+  image.format = PNG_FORMAT_RGB;
+  torch::Tensor png = torch::empty({image.height, image.width, 3}, torch::kUInt8);
+  ASSERT_TRUE(png_image_finish_read(&image, nullptr, png.data_ptr(), 0, nullptr));
+  torch::Tensor ref = (Ref("flux1.image") * 255).round().to(torch::kInt32);
+  ASSERT_EQ(png.sizes(), ref.sizes());
+  EXPECT_LE((png.to(torch::kInt32) - ref).abs().max().item<int>(), 1);
+  EXPECT_GT(result->denoise_seconds(), 0);
+}
+
+TEST(Engine, OutOfMemoryFailsTheJobAndTheWorkerKeepsServing) {
+  BindingProbe probe;
+  std::atomic<int> calls{0};
+  Engine engine(WorkerOptions{}, ScriptedDeps(&probe, [&]() -> absl::StatusOr<pipeline::GenerationResult> {
+                  if (calls.fetch_add(1) == 0) {
+                    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate 80.00 GiB");
+                  }
+                  return pipeline::GenerationResult{};
+                }));
+  ASSERT_TRUE(Init(engine, "unused").ok());
+  auto failed = engine.Run(AnyJob(), {}, {});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted) << failed.status();
+  EXPECT_NE(failed.status().message().find("out of device memory"), std::string::npos);
+  EXPECT_TRUE(engine.Status().ready());
+  EXPECT_TRUE(engine.Run(AnyJob(), {}, {}).ok());
+}
+
+TEST(Engine, OtherTorchErrorsAreInternalAndNeedAReformedGroup) {
+  BindingProbe probe;
+  Engine engine(WorkerOptions{}, ScriptedDeps(&probe, []() -> absl::StatusOr<pipeline::GenerationResult> {
+                  TORCH_CHECK(false, "shape mismatch in a kernel");
+                  return pipeline::GenerationResult{};
+                }));
+  ASSERT_TRUE(Init(engine, "unused").ok());
+  auto failed = engine.Run(AnyJob(), {}, {});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(failed.status().message().find("shape mismatch in a kernel"), std::string::npos);
+  EXPECT_FALSE(engine.Status().ready());
+  EXPECT_EQ(engine.Run(AnyJob(), {}, {}).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Engine, StatusAndCancelAnswerWhileAJobRuns) {
+  BindingProbe probe;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false, release = false;
+  Engine engine(WorkerOptions{}, ScriptedDeps(&probe, [&]() -> absl::StatusOr<pipeline::GenerationResult> {
+                  std::unique_lock<std::mutex> lock(mu);
+                  started = true;
+                  cv.notify_all();
+                  cv.wait(lock, [&] { return release; });
+                  return pipeline::GenerationResult{};
+                }));
+  ASSERT_TRUE(Init(engine, "unused").ok());
+  std::thread job([&] { EXPECT_TRUE(engine.Run(AnyJob(), {}, {}).ok()); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return started; });
+  }
+  // The engine thread is busy; these answer from this thread.
+  EXPECT_TRUE(engine.Status().ready());
+  engine.Cancel("job");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  job.join();
+}
+
+TEST(Engine, InitRefusesARankOutsideTheWorld) {
+  BindingProbe probe;
+  Engine engine(WorkerOptions{}, ScriptedDeps(&probe, [] { return pipeline::GenerationResult{}; }));
+  v1::InitRequest r = InitFor("unused");
+  r.set_rank(2);
+  absl::Status s = engine.Init(r, [](const v1::InitEvent&) {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(probe.binding, nullptr);
+}
+
+}  // namespace
+}  // namespace ditserve::worker

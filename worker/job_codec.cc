@@ -1,0 +1,144 @@
+#include "worker/job_codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "worker/image_output.h"
+#include "worker/tensor_proto.h"
+
+namespace ditserve::worker {
+namespace {
+
+absl::StatusOr<pipeline::PromptEmbeddings> EmbeddingsFromProto(const ditserve::v1::PromptEmbeddings& p,
+                                                               const std::string& field) {
+  pipeline::PromptEmbeddings e;
+  ASSIGN_OR_RETURN(e.prompt_embeds, TensorFromProto(p.prompt_embeds(), field + ".prompt_embeds"));
+  if (p.has_pooled_prompt_embeds()) {
+    ASSIGN_OR_RETURN(e.pooled_prompt_embeds,
+                     TensorFromProto(p.pooled_prompt_embeds(), field + ".pooled_prompt_embeds"));
+  }
+  if (p.has_text_mask()) {
+    ASSIGN_OR_RETURN(e.text_mask, TensorFromProto(p.text_mask(), field + ".text_mask"));
+  }
+  return e;
+}
+
+// The generation parameters a PNG carries as tEXt chunks.
+std::vector<std::pair<std::string, std::string>> PngText(const v1::RunRequest& request,
+                                                         const v1::RunItem& item,
+                                                         const std::string& model) {
+  std::vector<std::pair<std::string, std::string>> text = {
+      {"Software", absl::StrCat("ditserve ", DITSERVE_VERSION)},
+      {"Model", model},
+      {"Prompt", item.prompt()},
+      {"Seed", std::to_string(item.seed())},
+      {"Steps", std::to_string(request.num_inference_steps())},
+      {"Guidance", absl::StrFormat("%g", item.guidance_scale())},
+      {"Size", absl::StrCat(request.width(), "x", request.height())}};
+  if (!item.prompt_2().empty() && item.prompt_2() != item.prompt()) {
+    text.emplace_back("Prompt 2", item.prompt_2());
+  }
+  if (item.true_cfg_scale() > 1.0f) {
+    text.emplace_back("Negative prompt", item.negative_prompt());
+    text.emplace_back("True CFG scale", absl::StrFormat("%g", item.true_cfg_scale()));
+  }
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<pipeline::GenerationJob> JobFromRunRequest(const v1::RunRequest& request) {
+  pipeline::GenerationJob job;
+  job.height = request.height();
+  job.width = request.width();
+  job.num_inference_steps = request.num_inference_steps();
+  job.max_sequence_length = request.max_sequence_length();
+  job.output = request.output_format() == ditserve::v1::OUTPUT_FORMAT_LATENTS
+                   ? pipeline::JobOutput::kLatents
+                   : pipeline::JobOutput::kImage;
+  for (int i = 0; i < request.items_size(); ++i) {
+    const v1::RunItem& in = request.items(i);
+    pipeline::JobItem item;
+    item.prompt = in.prompt();
+    item.prompt_2 = in.prompt_2();
+    item.negative_prompt = in.negative_prompt();
+    item.negative_prompt_2 = in.negative_prompt_2();
+    item.seed = in.seed();
+    item.guidance_scale = in.guidance_scale();
+    item.true_cfg_scale = in.true_cfg_scale();
+    if (in.has_prompt_embeddings()) {
+      ASSIGN_OR_RETURN(item.embeddings, EmbeddingsFromProto(in.prompt_embeddings(), "prompt_embeddings"));
+    }
+    if (in.has_negative_prompt_embeddings()) {
+      ASSIGN_OR_RETURN(item.negative_embeddings,
+                       EmbeddingsFromProto(in.negative_prompt_embeddings(), "negative_prompt_embeddings"));
+    }
+    job.items.push_back(std::move(item));
+  }
+  return job;
+}
+
+absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& request,
+                                                      const pipeline::GenerationResult& result,
+                                                      const pipeline::ModelCard& card) {
+  v1::RunResult out;
+  out.set_encode_seconds(result.seconds.encode);
+  out.set_denoise_seconds(result.seconds.denoise);
+  out.set_decode_seconds(result.seconds.decode);
+  const bool latents = request.output_format() == ditserve::v1::OUTPUT_FORMAT_LATENTS;
+  const size_t produced = latents ? result.latents.size() : result.images.size();
+  if (produced == 0) return out;  // not rank 0
+  if (produced != static_cast<size_t>(request.items_size())) {
+    return absl::InternalError(absl::StrCat("the pipeline returned ", produced, " outputs for ",
+                                            request.items_size(), " items"));
+  }
+  const auto format = request.output_format() == ditserve::v1::OUTPUT_FORMAT_UNSPECIFIED
+                          ? ditserve::v1::OUTPUT_FORMAT_PNG
+                          : request.output_format();
+  for (int i = 0; i < request.items_size(); ++i) {
+    const v1::RunItem& item = request.items(i);
+    ditserve::v1::GenerateResponse* r = out.add_items();
+    r->set_request_id(item.request_id());
+    r->set_format(format);
+    r->set_height(request.height());
+    r->set_width(request.width());
+    r->set_seed(item.seed());
+    r->set_num_inference_steps(request.num_inference_steps());
+    if (latents) {
+      *r->mutable_latents() = TensorToProto(result.latents[i]);
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::string bytes,
+                     EncodeImage(result.images[i], format, PngText(request, item, card.name)));
+    r->set_image(std::move(bytes));
+  }
+  return out;
+}
+
+v1::ModelDescription DescribeModel(const pipeline::ModelCard& card, uint32_t tp_degree,
+                                   uint64_t weight_bytes) {
+  v1::ModelDescription d;
+  d.set_name(card.name);
+  d.set_family(card.family);
+  d.set_tp_degree(tp_degree);
+  d.set_dtype(card.dtype);
+  d.set_device(card.device);
+  d.set_guidance_distilled(card.guidance_distilled);
+  d.set_weight_bytes(weight_bytes);
+  auto* in = d.mutable_inputs();
+  in->set_accepts_text_prompt(card.accepts_text_prompt);
+  in->set_requires_prompt_embeddings(card.requires_prompt_embeddings);
+  for (int64_t v : card.prompt_embeds_shape) in->add_prompt_embeds_shape(v);
+  for (int64_t v : card.pooled_prompt_embeds_shape) in->add_pooled_prompt_embeds_shape(v);
+  in->set_accepts_text_mask(card.accepts_text_mask);
+  if (!card.images_out) in->add_output_formats(ditserve::v1::OUTPUT_FORMAT_LATENTS);
+  auto* def = d.mutable_defaults();
+  def->set_height(static_cast<uint32_t>(card.default_height));
+  def->set_width(static_cast<uint32_t>(card.default_width));
+  def->set_num_inference_steps(static_cast<uint32_t>(card.default_steps));
+  def->set_guidance_scale(card.default_guidance_scale);
+  def->set_max_sequence_length(static_cast<uint32_t>(card.default_max_sequence_length));
+  return d;
+}
+
+}  // namespace ditserve::worker
