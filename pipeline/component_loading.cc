@@ -2,6 +2,7 @@
 
 #include "common/config_json.h"
 #include "common/status_macros.h"
+#include "models/text/causal_lm_config.h"
 #include "models/transformer_factory.h"
 #include "sharding/checkpoint.h"
 #include "sharding/tp_plan.h"
@@ -30,6 +31,23 @@ absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,
   ASSIGN_OR_RETURN(out.model, models::CreateTransformer(out.config, sd, comm));
   out.weight_bytes = sd.TotalBytes();
   return out;
+}
+
+absl::StatusOr<bool> ShardTextEncoder(const std::string& text_encoder_dir,
+                                      TextEncoderPlacement placement, torch::ScalarType dtype,
+                                      const comm::Communicator& comm) {
+  if (placement != TextEncoderPlacement::kAuto) return placement == TextEncoderPlacement::kSharded;
+  const int64_t world = comm.world_size();
+  if (world == 1) return false;
+  ASSIGN_OR_RETURN(std::unique_ptr<sharding::ComponentCheckpoint> ckpt,
+                   sharding::ComponentCheckpoint::Open(text_encoder_dir));
+  uint64_t elements = 0;
+  for (const auto& [name, loc] : ckpt->tensors()) elements += loc.info->numel();
+  const uint64_t bytes = elements * static_cast<uint64_t>(c10::elementSize(dtype));
+  ASSIGN_OR_RETURN(text::CausalLmConfig config,
+                   text::LoadCausalLmConfig(text_encoder_dir + "/config.json"));
+  return bytes > kShardTextEncoderAboveBytes && config.num_attention_heads % world == 0 &&
+         config.num_key_value_heads % world == 0;
 }
 
 absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir,

@@ -32,6 +32,13 @@ absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,
                                                   const PipelineOptions& options,
                                                   comm::Communicator* comm);
 
+// Whether a pipeline's LLM text encoder in `text_encoder_dir` runs sharded over the ranks:
+// kSharded / kRank0 as asked; kAuto shards when the group has several ranks, the weights in `dtype`
+// exceed kShardTextEncoderAboveBytes and the degree keeps whole key/value groups on every rank.
+absl::StatusOr<bool> ShardTextEncoder(const std::string& text_encoder_dir,
+                                      TextEncoderPlacement placement, torch::ScalarType dtype,
+                                      const comm::Communicator& comm);
+
 // `dir`/scheduler_config.json parsed, or `fallback` when `dir` is empty.
 absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir,
                                                              const FlowMatchSchedulerConfig& fallback);

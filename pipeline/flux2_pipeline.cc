@@ -7,6 +7,8 @@
 #include "pipeline/denoise_loop.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
+#include "models/vae/image_postprocess.h"
+#include "sharding/loader.h"
 
 namespace ditserve::pipeline {
 namespace {
@@ -53,16 +55,60 @@ absl::StatusOr<std::unique_ptr<Flux2Pipeline>> Flux2Pipeline::Load(
   }
   ASSIGN_OR_RETURN(p->scheduler_config_, LoadSchedulerConfig(scheduler_dir, PublishedScheduler()));
 
+  // The VAE (rank 0 decodes): its block count sets the latent grid on every rank.
+  if (index != nullptr && index->ComponentDir("vae").ok()) {
+    const std::string vae_dir = *index->ComponentDir("vae");
+    ASSIGN_OR_RETURN(vae::AutoencoderKLFlux2Config vae_config,
+                     vae::LoadAutoencoderKLFlux2Config(vae_dir + "/config.json"));
+    p->vae_scale_factor_ = vae_config.pipeline_vae_scale_factor();
+    if (vae_config.patchified_channels() != p->in_channels_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          index->root, ": the VAE's patchified latent channels (", vae_config.patchified_channels(),
+          ") do not match the transformer's in_channels (", p->in_channels_, ")"));
+    }
+    p->has_vae_ = true;
+    if (comm->rank() == 0) {
+      sharding::LoadOptions vae_lo = ShardLoadOptions(options);
+      vae_lo.progress = nullptr;
+      ASSIGN_OR_RETURN(sharding::ShardedStateDict vae_sd,
+                       sharding::LoadShard(vae_dir, nullptr, 0, 1, vae_lo));
+      ASSIGN_OR_RETURN(vae::AutoencoderKLFlux2 vae, vae::AutoencoderKLFlux2::Create(vae_config, vae_sd));
+      p->vae_.emplace(std::move(vae));
+      p->weight_bytes_ += vae_sd.TotalBytes();
+    }
+  }
+
+  // The text encoder: sharded over the ranks, or a replica on rank 0 (placement).
+  if (index != nullptr && index->ComponentDir("text_encoder").ok() &&
+      index->ComponentDir("tokenizer").ok()) {
+    const std::string te_dir = *index->ComponentDir("text_encoder");
+    const std::string tok_dir = *index->ComponentDir("tokenizer");
+    ASSIGN_OR_RETURN(bool sharded,
+                     ShardTextEncoder(te_dir, options.text_encoder_placement, options.dtype, *comm));
+    p->sharded_encoder_ = sharded;
+    p->has_encoder_ = true;
+    if (sharded || comm->rank() == 0) {
+      ASSIGN_OR_RETURN(p->encoder_, Flux2PromptEncoder::Load(tok_dir, te_dir, options, comm, sharded));
+      p->weight_bytes_ += p->encoder_->weight_bytes();
+      if (p->encoder_->embed_width() != p->joint_attention_dim_) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            index->root, ": the text encoder gives ", p->encoder_->embed_width(),
+            "-wide prompt embeddings (3 x hidden_size) but the transformer's joint_attention_dim is ",
+            p->joint_attention_dim_));
+      }
+    }
+  }
+
   ModelCard& card = p->card_;
   card.name = ModelNameFromDir(index != nullptr ? index->root : options.model_dir);
   card.family = "flux2";
   card.dtype = DtypeName(options.dtype);
   card.device = options.device.is_cuda() ? "cuda" : "cpu";
   card.guidance_distilled = p->guidance_embeds_;
-  card.accepts_text_prompt = false;
-  card.requires_prompt_embeddings = true;
+  card.accepts_text_prompt = p->has_encoder_;
+  card.requires_prompt_embeddings = !p->has_encoder_;
   card.prompt_embeds_shape = {1, -1, p->joint_attention_dim_};
-  card.images_out = false;
+  card.images_out = p->has_vae_;
   card.default_height = card.default_width = kDefaultSampleSize * p->vae_scale_factor_;
   card.default_steps = kDefaultSteps;
   card.default_guidance_scale = kDefaultGuidance;
@@ -71,11 +117,34 @@ absl::StatusOr<std::unique_ptr<Flux2Pipeline>> Flux2Pipeline::Load(
 }
 
 absl::StatusOr<torch::Tensor> Flux2Pipeline::Condition(const GenerationJob& job) {
-  ASSIGN_OR_RETURN(torch::Tensor embeds,
-                   StackEmbeddings(job, /*negative=*/false,
-                                   [](const PromptEmbeddings& e) { return e.prompt_embeds; },
-                                   "prompt_embeds"));
-  return embeds.to(device_, dtype_);
+  if (job.items[0].embeddings.has_value() || !has_encoder_) {
+    ASSIGN_OR_RETURN(torch::Tensor embeds,
+                     StackEmbeddings(job, /*negative=*/false,
+                                     [](const PromptEmbeddings& e) { return e.prompt_embeds; },
+                                     "prompt_embeds"));
+    return embeds.to(device_, dtype_);
+  }
+  std::vector<std::string> prompts;
+  for (const JobItem& item : job.items) prompts.push_back(item.prompt);
+  const int64_t seq = job.max_sequence_length;
+  if (sharded_encoder_) {
+    // Every rank tokenizes the same prompts; agree that it worked before the encoder's
+    // collectives, so a bad prompt fails on every rank alike.
+    absl::Status tokenized = encoder_->Tokenize(prompts, seq).status();
+    RETURN_IF_ERROR(AgreeOnFailure(*comm_, tokenized, "tokenizing the prompt", device_));
+    ASSIGN_OR_RETURN(torch::Tensor embeds, encoder_->Encode(prompts, seq));
+    return embeds.to(device_, dtype_);
+  }
+  std::vector<torch::Tensor> tensors;
+  RETURN_IF_ERROR(BroadcastFromRank0(
+      *comm_,
+      [&](std::vector<torch::Tensor>* out) -> absl::Status {
+        ASSIGN_OR_RETURN(torch::Tensor embeds, encoder_->Encode(prompts, seq));
+        out->push_back(embeds.to(device_, dtype_).contiguous());
+        return absl::OkStatus();
+      },
+      {{static_cast<int64_t>(prompts.size()), seq, joint_attention_dim_}}, dtype_, device_, &tensors));
+  return tensors[0];
 }
 
 absl::StatusOr<GenerationResult> Flux2Pipeline::Run(const GenerationJob& job,
@@ -138,9 +207,17 @@ absl::StatusOr<GenerationResult> Flux2Pipeline::RunUnguarded(const GenerationJob
   ASSIGN_OR_RETURN(latents, RunDenoiseLoop(scheduler, latents, velocity, *comm_, on_step, cancel_requested));
   result.seconds.denoise = SecondsSince(t_denoise);
   if (comm_->rank() != 0) return result;
-  for (int64_t i = 0; i < batch; ++i) {
-    result.latents.push_back(latents.slice(0, i, i + 1).to(torch::kCPU, torch::kFloat32));
+  const auto t_decode = Clock::now();
+  if (job.output == JobOutput::kLatents) {
+    for (int64_t i = 0; i < batch; ++i) {
+      result.latents.push_back(latents.slice(0, i, i + 1).to(torch::kCPU, torch::kFloat32));
+    }
+  } else {
+    ASSIGN_OR_RETURN(torch::Tensor decoded, vae_->DecodePackedLatents(latents, h, w));
+    ASSIGN_OR_RETURN(torch::Tensor images, vae::PostprocessImage(decoded));
+    for (int64_t i = 0; i < batch; ++i) result.images.push_back(images[i].to(torch::kCPU, torch::kFloat32));
   }
+  result.seconds.decode = SecondsSince(t_decode);
   return result;
 }
 

@@ -17,6 +17,8 @@
 #include <string>
 
 #include "models/transformer.h"
+#include "models/vae/autoencoder_kl_flux2.h"
+#include "pipeline/flux2_prompt_encoder.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/scheduler.h"
 #include "sharding/pipeline_index.h"
@@ -53,6 +55,12 @@ class Flux2Pipeline final : public Pipeline {
   bool guidance_embeds_ = false;
   int64_t vae_scale_factor_ = 8;
   uint64_t weight_bytes_ = 0;
+  // The text encoder: on every rank (sharded_encoder_) or on rank 0 only; null without one.
+  std::unique_ptr<Flux2PromptEncoder> encoder_;
+  bool sharded_encoder_ = false;
+  bool has_encoder_ = false;              // the folder has one (every rank knows)
+  std::optional<vae::AutoencoderKLFlux2> vae_;  // rank 0 only, when the folder has one
+  bool has_vae_ = false;
 };
 
 }  // namespace ditserve::pipeline

@@ -1,5 +1,7 @@
 #include "pipeline/qwenimage_pipeline.h"
 
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
@@ -7,6 +9,8 @@
 #include "pipeline/denoise_loop.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
+#include "models/vae/image_postprocess.h"
+#include "sharding/loader.h"
 
 namespace ditserve::pipeline {
 namespace {
@@ -52,17 +56,53 @@ absl::StatusOr<std::unique_ptr<QwenImagePipeline>> QwenImagePipeline::Load(
   }
   ASSIGN_OR_RETURN(p->scheduler_config_, LoadSchedulerConfig(scheduler_dir, PublishedScheduler()));
 
+  if (index != nullptr && index->ComponentDir("vae").ok()) {
+    const std::string vae_dir = *index->ComponentDir("vae");
+    ASSIGN_OR_RETURN(vae::AutoencoderKLQwenImageConfig vae_config,
+                     vae::LoadAutoencoderKLQwenImageConfig(vae_dir + "/config.json"));
+    p->vae_scale_factor_ = vae_config.scale_factor();
+    p->has_vae_ = true;
+    if (comm->rank() == 0) {
+      sharding::LoadOptions vae_lo = ShardLoadOptions(options);
+      vae_lo.progress = nullptr;
+      ASSIGN_OR_RETURN(sharding::ShardedStateDict vae_sd,
+                       sharding::LoadShard(vae_dir, nullptr, 0, 1, vae_lo));
+      ASSIGN_OR_RETURN(vae::AutoencoderKLQwenImage vae,
+                       vae::AutoencoderKLQwenImage::Create(vae_config, vae_sd));
+      p->vae_.emplace(std::move(vae));
+      p->weight_bytes_ += vae_sd.TotalBytes();
+    }
+  }
+  if (index != nullptr && index->ComponentDir("text_encoder").ok() &&
+      index->ComponentDir("tokenizer").ok()) {
+    const std::string te_dir = *index->ComponentDir("text_encoder");
+    ASSIGN_OR_RETURN(p->sharded_encoder_,
+                     ShardTextEncoder(te_dir, options.text_encoder_placement, options.dtype, *comm));
+    p->has_encoder_ = true;
+    if (p->sharded_encoder_ || comm->rank() == 0) {
+      ASSIGN_OR_RETURN(p->encoder_,
+                       QwenImagePromptEncoder::Load(*index->ComponentDir("tokenizer"), te_dir, options,
+                                                    comm, p->sharded_encoder_));
+      p->weight_bytes_ += p->encoder_->weight_bytes();
+      if (p->encoder_->hidden_size() != p->joint_attention_dim_) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            index->root, ": the text encoder's hidden_size (", p->encoder_->hidden_size(),
+            ") is not the transformer's joint_attention_dim (", p->joint_attention_dim_, ")"));
+      }
+    }
+  }
+
   ModelCard& card = p->card_;
   card.name = ModelNameFromDir(index != nullptr ? index->root : options.model_dir);
   card.family = "qwenimage";
   card.dtype = DtypeName(options.dtype);
   card.device = options.device.is_cuda() ? "cuda" : "cpu";
   card.guidance_distilled = false;
-  card.accepts_text_prompt = false;
-  card.requires_prompt_embeddings = true;
+  card.accepts_text_prompt = p->has_encoder_;
+  card.requires_prompt_embeddings = !p->has_encoder_;
   card.prompt_embeds_shape = {1, -1, p->joint_attention_dim_};
   card.accepts_text_mask = true;
-  card.images_out = false;
+  card.images_out = p->has_vae_;
   card.default_height = card.default_width = kDefaultSampleSize * p->vae_scale_factor_;
   card.default_steps = kDefaultSteps;
   card.default_guidance_scale = 0.0f;
@@ -72,6 +112,8 @@ absl::StatusOr<std::unique_ptr<QwenImagePipeline>> QwenImagePipeline::Load(
 
 absl::StatusOr<QwenImagePipeline::Conditioning> QwenImagePipeline::Condition(const GenerationJob& job,
                                                                              bool negative) {
+  const auto& first = negative ? job.items[0].negative_embeddings : job.items[0].embeddings;
+  if (!first.has_value() && has_encoder_) return Encode(job, negative);
   ASSIGN_OR_RETURN(torch::Tensor embeds,
                    StackEmbeddings(job, negative, [](const PromptEmbeddings& e) { return e.prompt_embeds; },
                                    "prompt_embeds"));
@@ -94,6 +136,49 @@ absl::StatusOr<QwenImagePipeline::Conditioning> QwenImagePipeline::Condition(con
                                      "text_mask"));
     out.mask = mask.to(device_);
   }
+  return out;
+}
+
+absl::StatusOr<QwenImagePipeline::Conditioning> QwenImagePipeline::Encode(const GenerationJob& job,
+                                                                          bool negative) {
+  std::vector<std::string> prompts;
+  for (const JobItem& item : job.items) prompts.push_back(negative ? item.negative_prompt : item.prompt);
+  const int64_t batch = static_cast<int64_t>(prompts.size());
+  torch::Tensor embeds, mask;
+  if (sharded_encoder_) {
+    absl::Status tokenized = encoder_->Tokenize(prompts).status();
+    RETURN_IF_ERROR(AgreeOnFailure(*comm_, tokenized, "tokenizing the prompt", device_));
+    ASSIGN_OR_RETURN(std::tie(embeds, mask), encoder_->Encode(prompts, job.max_sequence_length));
+  } else {
+    // The embeddings' length depends on the prompts: rank 0 broadcasts it first.
+    std::vector<torch::Tensor> length;
+    std::pair<torch::Tensor, torch::Tensor> encoded;
+    RETURN_IF_ERROR(BroadcastFromRank0(
+        *comm_,
+        [&](std::vector<torch::Tensor>* out) -> absl::Status {
+          ASSIGN_OR_RETURN(encoded, encoder_->Encode(prompts, job.max_sequence_length));
+          out->push_back(torch::full({1}, encoded.first.size(1),
+                                     torch::TensorOptions().dtype(torch::kInt64).device(device_)));
+          return absl::OkStatus();
+        },
+        {{1}}, torch::kInt64, device_, &length));
+    const int64_t seq = length[0].item<int64_t>();
+    std::vector<torch::Tensor> tensors;
+    RETURN_IF_ERROR(BroadcastFromRank0(
+        *comm_,
+        [&](std::vector<torch::Tensor>* out) -> absl::Status {
+          out->push_back(encoded.first.to(device_, dtype_).contiguous());
+          out->push_back(encoded.second.to(device_, dtype_).contiguous());
+          return absl::OkStatus();
+        },
+        {{batch, seq, joint_attention_dim_}, {batch, seq}}, dtype_, device_, &tensors));
+    embeds = tensors[0];
+    mask = tensors[1];
+  }
+  Conditioning out;
+  out.embeds = embeds.to(device_, dtype_);
+  // diffusers passes no mask when every token is real.
+  if (!mask.to(torch::kBool).all().item<bool>()) out.mask = mask.to(device_);
   return out;
 }
 
@@ -168,9 +253,17 @@ absl::StatusOr<GenerationResult> QwenImagePipeline::RunUnguarded(
   ASSIGN_OR_RETURN(latents, RunDenoiseLoop(scheduler, latents, velocity, *comm_, on_step, cancel_requested));
   result.seconds.denoise = SecondsSince(t_denoise);
   if (comm_->rank() != 0) return result;
-  for (int64_t i = 0; i < batch; ++i) {
-    result.latents.push_back(latents.slice(0, i, i + 1).to(torch::kCPU, torch::kFloat32));
+  const auto t_decode = Clock::now();
+  if (job.output == JobOutput::kLatents) {
+    for (int64_t i = 0; i < batch; ++i) {
+      result.latents.push_back(latents.slice(0, i, i + 1).to(torch::kCPU, torch::kFloat32));
+    }
+  } else {
+    ASSIGN_OR_RETURN(torch::Tensor decoded, vae_->DecodePackedLatents(latents, h, w));
+    ASSIGN_OR_RETURN(torch::Tensor images, vae::PostprocessImage(decoded));
+    for (int64_t i = 0; i < batch; ++i) result.images.push_back(images[i].to(torch::kCPU, torch::kFloat32));
   }
+  result.seconds.decode = SecondsSince(t_decode);
   return result;
 }
 

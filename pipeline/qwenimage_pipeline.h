@@ -17,7 +17,9 @@
 #include <string>
 
 #include "models/transformer.h"
+#include "models/vae/autoencoder_kl_qwenimage.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/qwenimage_prompt_encoder.h"
 #include "pipeline/scheduler.h"
 #include "sharding/pipeline_index.h"
 
@@ -43,6 +45,7 @@ class QwenImagePipeline final : public Pipeline {
 
   QwenImagePipeline() = default;
   absl::StatusOr<Conditioning> Condition(const GenerationJob& job, bool negative);
+  absl::StatusOr<Conditioning> Encode(const GenerationJob& job, bool negative);
   absl::StatusOr<GenerationResult> RunUnguarded(const GenerationJob& job, const StepCallback& on_step,
                                                 const CancelPredicate& cancel_requested);
 
@@ -56,6 +59,11 @@ class QwenImagePipeline final : public Pipeline {
   int64_t joint_attention_dim_ = 0;
   int64_t vae_scale_factor_ = 8;
   uint64_t weight_bytes_ = 0;
+  std::unique_ptr<QwenImagePromptEncoder> encoder_;  // every rank (sharded) or rank 0; null: none
+  bool sharded_encoder_ = false;
+  bool has_encoder_ = false;
+  std::optional<vae::AutoencoderKLQwenImage> vae_;  // rank 0 only, when the folder has one
+  bool has_vae_ = false;
 };
 
 }  // namespace ditserve::pipeline

@@ -12,6 +12,8 @@
 #      (make-tiny-model --preset flux1-dev-size, bf16), frontend + 1 CUDA worker, two 1024x1024
 #      28-step generations through the CLI (per-stage times), then the worker's GPU memory and
 #      step metrics from /metrics                                            -> e2e_gpu.txt
+#   7. FLUX.2-dev's Mistral text encoder at its released size, one 512-token prompt, ours and
+#      transformers' MistralModel in the same call                          -> mistral_encoder_bench.txt
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny
 #      pipeline and transformers on the GPU in float32 / bfloat16, frontend + 1 CUDA worker)
 #                                                                            -> gpu_tests.txt
@@ -156,6 +158,17 @@ stage6() {
   build && log "built" && (cd build-cuda && . ./ditserve-env.sh && DITSERVE_FIXTURES_DIR="$fixtures" \
     ctest -L gpu -V --timeout 600) > "$out/gpu_tests.txt" 2>&1
   grep -E "relative error|weights .* bytes|Passed|Failed|SKIPPED|tests passed|tests failed" "$out/gpu_tests.txt" | tail -40
+}
+
+stage7() {
+log "stage 7: FLUX.2-dev's Mistral text encoder, released size, one 512-token prompt (ours, then transformers)"
+if build ditserve-mistral-encoder-bench; then
+  build-cuda/models/text/ditserve-mistral-encoder-bench --device cuda --runs 5 --warmup 2 \
+    --text-tokens 512 2>&1 | tee "$out/mistral_encoder_bench.txt" | tail -1
+  python3 bench/mistral_encoder_reference.py --tokens 512 --runs 5 --warmup 2 2>&1 |
+    tee -a "$out/mistral_encoder_bench.txt" | tail -1
+fi
+
 }
 
 bg_build=""

@@ -160,6 +160,7 @@ absl::StatusOr<ShardedStateDict> LoadShard(const ComponentCheckpoint& ckpt, cons
   std::map<const SafetensorsFile*, size_t> file_order;
   uint64_t total = 0;
   for (const PlannedTensor& t : resolved.tensors) {
+    if (opts.select && !opts.select(t.name)) continue;
     ASSIGN_OR_RETURN(TensorLocation loc, ckpt.Find(t.name));
     auto src_type = TorchDType(loc.info->dtype);
     if (!src_type.ok()) {

@@ -38,6 +38,10 @@ struct LoadOptions {
   uint64_t staging_buffer_bytes = 64ull << 20;
   // Called after each staged chunk and once at the end with stored bytes read so far / in total.
   std::function<void(uint64_t bytes_loaded, uint64_t bytes_total)> progress;
+  // When set, only tensors it accepts are read and returned (e.g. the text model of a
+  // vision-language checkpoint, without its vision tower); the others' bytes are never read and
+  // do not count in `progress`. The plan is still validated against every tensor.
+  std::function<bool(const std::string& tensor_name)> select;
 };
 
 // `plan` null: every tensor replicated. world_size is the tensor-parallel degree.

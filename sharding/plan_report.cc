@@ -20,15 +20,16 @@ bool IsFloatingDType(DType dtype) {
   }
 }
 
-absl::StatusOr<nlohmann::ordered_json> DescribeShardPlan(const ComponentCheckpoint& ckpt,
-                                                 const TpPlan* plan, int tp_degree,
-                                                 std::optional<DType> float_dtype) {
+absl::StatusOr<nlohmann::ordered_json> DescribeShardPlan(
+    const ComponentCheckpoint& ckpt, const TpPlan* plan, int tp_degree,
+    std::optional<DType> float_dtype, const std::function<bool(const std::string&)>& select) {
   ASSIGN_OR_RETURN(ResolvedPlan resolved, ResolveTpPlan(plan, ckpt, tp_degree));
   const int n = resolved.tp_degree;
   nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
   std::vector<uint64_t> rank_bytes(n, 0);
   uint64_t sharded = 0, replicated = 0, full = 0;
   for (const PlannedTensor& t : resolved.tensors) {
+    if (select && !select(t.name)) continue;
     const DType out_dtype = float_dtype && IsFloatingDType(t.dtype) ? *float_dtype : t.dtype;
     const uint64_t esize = DTypeSize(out_dtype);
     nlohmann::ordered_json shapes = nlohmann::ordered_json::array();

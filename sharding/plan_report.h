@@ -2,6 +2,7 @@
 // `ditserve-tool plan`. Torch-free; reads headers only.
 #pragma once
 
+#include <functional>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -16,9 +17,11 @@ namespace ditserve::sharding {
 // stored dtype, module, style, split dim, global shape, shape and bytes on each rank; then the
 // total bytes per rank. Byte counts use `float_dtype` for floating tensors when given (the dtype
 // the loader would convert to), else the stored dtype. Returns the validation error on failure.
-absl::StatusOr<nlohmann::ordered_json> DescribeShardPlan(const ComponentCheckpoint& ckpt,
-                                                 const TpPlan* plan, int tp_degree,
-                                                 std::optional<DType> float_dtype);
+// `select` (optional) keeps only the tensors a loader reads (a text encoder's text model).
+absl::StatusOr<nlohmann::ordered_json> DescribeShardPlan(
+    const ComponentCheckpoint& ckpt, const TpPlan* plan, int tp_degree,
+    std::optional<DType> float_dtype,
+    const std::function<bool(const std::string&)>& select = nullptr);
 
 // True for F64 / F32 / F16 / BF16 / F8 (the dtypes the loader converts).
 bool IsFloatingDType(DType dtype);

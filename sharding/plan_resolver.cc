@@ -73,6 +73,20 @@ absl::StatusOr<std::vector<int64_t>> BlockSizes(const std::string& module, int64
   return sizes;
 }
 
+// A head count of config.json: the text model's ("text_config" of a transformers vision-language
+// config) when it has the field, else the top level's; null when neither is an integer.
+const nlohmann::json* HeadCount(const nlohmann::json& config, const char* key) {
+  if (!config.is_object()) return nullptr;
+  auto text = config.find("text_config");
+  if (text != config.end() && text->is_object()) {
+    auto f = text->find(key);
+    if (f != text->end() && f->is_number_integer()) return &*f;
+  }
+  auto f = config.find(key);
+  if (f != config.end() && f->is_number_integer()) return &*f;
+  return nullptr;
+}
+
 }  // namespace
 
 absl::StatusOr<ResolvedPlan> ResolveTpPlan(const TpPlan* plan,
@@ -84,8 +98,16 @@ absl::StatusOr<ResolvedPlan> ResolveTpPlan(const TpPlan* plan,
         absl::StrCat("`tp_degree` must be >= 1 (got ", n, ")."));
   }
   if (config != nullptr) {
-    auto h = config->find("num_attention_heads");
-    if (h != config->end() && h->is_number_integer() && h->get<int64_t>() % n != 0) {
+    const nlohmann::json* h = HeadCount(*config, "num_attention_heads");
+    const nlohmann::json* kv = HeadCount(*config, "num_key_value_heads");
+    if (h != nullptr && kv != nullptr) {
+      if (h->get<int64_t>() % n != 0 || kv->get<int64_t>() % n != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "`tp_degree` (", n, ") must divide both the number of attention heads (",
+            h->get<int64_t>(), ") and the number of key/value heads (", kv->get<int64_t>(),
+            "): every rank keeps whole key/value groups."));
+      }
+    } else if (h != nullptr && h->get<int64_t>() % n != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("`tp_degree` (", n, ") must divide the number of attention heads (",
                        h->get<int64_t>(), ")."));

@@ -3,7 +3,9 @@
 //
 // Checks, in order, each failing with INVALID_ARGUMENT and a message naming the key / module /
 // tensor and the sizes involved (diffusers' wording where it has one):
-//   * tp_degree >= 1, and it divides config.json's num_attention_heads (when present);
+//   * tp_degree >= 1, and it divides config.json's num_attention_heads (when present) and
+//     num_key_value_heads (when present: every rank keeps whole key/value groups); for a
+//     transformers vision-language config, those of its "text_config" first;
 //   * every key has at most one "*", as a whole path component, expanding over a block list the
 //     checkpoint has ("<prefix>.<index>." tensors, matched by index);
 //   * every planned module has "<module>.weight" of rank 2, and "<module>.bias", if any, of rank 1

@@ -1,8 +1,10 @@
 #include "sharding/tp_plan.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
 namespace ditserve::sharding {
@@ -41,7 +43,63 @@ void AddDualStreamAttention(std::vector<TpRule>* rules) {
   rules->push_back({"transformer_blocks.*.attn.to_add_out", TpStyle::kRowwise, {}});
 }
 
+constexpr absl::string_view kTransformers5TextPrefix = "model.language_model.";
+
+bool IsTextEncoderClass(absl::string_view class_name) {
+  return class_name == "Mistral3ForConditionalGeneration" ||
+         class_name == "Qwen2_5_VLForConditionalGeneration";
+}
+
+// transformers' base_model_tp_plan of MistralConfig / Qwen2_5_VLTextConfig, under `prefix`.
+void AddDecoderOnlyTextModel(const std::string& prefix, std::vector<TpRule>* rules) {
+  for (const char* m : {"q_proj", "k_proj", "v_proj"}) {
+    rules->push_back({absl::StrCat(prefix, "layers.*.self_attn.", m), TpStyle::kColwise, {}});
+  }
+  rules->push_back({absl::StrCat(prefix, "layers.*.self_attn.o_proj"), TpStyle::kRowwise, {}});
+  rules->push_back({absl::StrCat(prefix, "layers.*.mlp.gate_proj"), TpStyle::kColwise, {}});
+  rules->push_back({absl::StrCat(prefix, "layers.*.mlp.up_proj"), TpStyle::kColwise, {}});
+  rules->push_back({absl::StrCat(prefix, "layers.*.mlp.down_proj"), TpStyle::kRowwise, {}});
+}
+
 }  // namespace
+
+std::vector<std::string> TextModelPrefixes(absl::string_view class_name) {
+  if (class_name == "Mistral3ForConditionalGeneration") {
+    return {std::string(kTransformers5TextPrefix), "language_model.model."};
+  }
+  if (class_name == "Qwen2_5_VLForConditionalGeneration") {
+    return {std::string(kTransformers5TextPrefix), "model."};
+  }
+  return {};
+}
+
+absl::StatusOr<std::string> DetectTextModelPrefix(
+    absl::string_view class_name, const std::function<bool(const std::string&)>& has_tensor) {
+  const std::vector<std::string> prefixes = TextModelPrefixes(class_name);
+  std::vector<std::string> looked_for;
+  for (const std::string& p : prefixes) {
+    looked_for.push_back(p + "embed_tokens.weight");
+    if (has_tensor(looked_for.back())) return p;
+  }
+  if (prefixes.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("'", class_name, "' is not a vision-language class with a text model"));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no text model found in this ", class_name, " checkpoint: it has none of ",
+      absl::StrJoin(looked_for, ", ")));
+}
+
+std::string ConfigClassName(const nlohmann::json& config) {
+  if (!config.is_object()) return "";
+  auto cls = config.find("_class_name");
+  if (cls != config.end() && cls->is_string()) return cls->get<std::string>();
+  auto arch = config.find("architectures");
+  if (arch != config.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string()) {
+    return (*arch)[0].get<std::string>();
+  }
+  return "";
+}
 
 const TpRule* TpPlan::Find(absl::string_view key) const {
   for (const auto& r : rules) {
@@ -61,6 +119,11 @@ absl::StatusOr<TpStyle> ParseTpStyle(absl::string_view name) {
 }
 
 absl::StatusOr<TpPlan> BuiltinTpPlan(absl::string_view class_name, const nlohmann::json& config) {
+  return BuiltinTpPlan(class_name, config, kTransformers5TextPrefix);
+}
+
+absl::StatusOr<TpPlan> BuiltinTpPlan(absl::string_view class_name, const nlohmann::json& config,
+                                     absl::string_view text_model_prefix) {
   TpPlan plan;
   plan.model_class = std::string(class_name);
   auto& rules = plan.rules;
@@ -107,10 +170,38 @@ absl::StatusOr<TpPlan> BuiltinTpPlan(absl::string_view class_name, const nlohman
     rules.push_back({"transformer_blocks.*.txt_mlp.net.2", TpStyle::kRowwise, {}});
     return plan;
   }
+  if (IsTextEncoderClass(class_name)) {
+    const std::vector<std::string> prefixes = TextModelPrefixes(class_name);
+    if (std::find(prefixes.begin(), prefixes.end(), text_model_prefix) == prefixes.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", text_model_prefix, "' is not where a ", class_name,
+          " checkpoint keeps its text model (expected one of: ", absl::StrJoin(prefixes, ", "),
+          ")"));
+    }
+    AddDecoderOnlyTextModel(std::string(text_model_prefix), &rules);
+    return plan;
+  }
   return absl::NotFoundError(absl::StrCat(
       "`_tp_plan` must be set on the model class to use tensor parallelism. '", class_name,
       "' does not define one (built-in plans: FluxTransformer2DModel, Flux2Transformer2DModel, "
-      "QwenImageTransformer2DModel)."));
+      "QwenImageTransformer2DModel, Mistral3ForConditionalGeneration, "
+      "Qwen2_5_VLForConditionalGeneration)."));
+}
+
+absl::StatusOr<TpPlan> BuiltinTpPlanForCheckpoint(const ComponentCheckpoint& ckpt) {
+  const std::string cls = ConfigClassName(ckpt.config());
+  auto with_dir = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(ckpt.dir(), ": ", s.message()));
+  };
+  if (!IsTextEncoderClass(cls)) {
+    auto plan = BuiltinTpPlan(cls, ckpt.config());
+    if (!plan.ok()) return with_dir(plan.status());
+    return plan;
+  }
+  auto prefix = DetectTextModelPrefix(
+      cls, [&](const std::string& name) { return ckpt.tensors().count(name) != 0; });
+  if (!prefix.ok()) return with_dir(prefix.status());
+  return BuiltinTpPlan(cls, ckpt.config(), *prefix);
 }
 
 absl::StatusOr<TpPlan> ParseTpPlanJson(const nlohmann::json& json, absl::string_view class_name,

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "sharding/checkpoint.h"
 #include "sharding/tp_style.h"
 
 namespace ditserve::sharding {
@@ -42,7 +44,40 @@ absl::StatusOr<TpStyle> ParseTpStyle(absl::string_view name);
 // Flux2TransformerModel) or QwenImageTransformer2DModel, with packed block sizes from `config`
 // (the model's config.json: num_attention_heads, attention_head_dim, mlp_ratio). NOT_FOUND for a
 // class without a plan (as diffusers: "`_tp_plan` must be set on the model class ...").
+//
+// Text encoders (transformers vision-language classes, text model only): for
+// Mistral3ForConditionalGeneration (FLUX.2) and Qwen2_5_VLForConditionalGeneration (Qwen-Image),
+// transformers' `base_model_tp_plan` of the text model (MistralConfig / Qwen2_5_VLTextConfig):
+// layers.*.self_attn.{q,k,v}_proj and layers.*.mlp.{gate,up}_proj colwise, layers.*.self_attn.o_proj
+// and layers.*.mlp.down_proj rowwise, keyed under the text model's tensor-name prefix (see
+// TextModelPrefixes; this overload uses the transformers 5 one, "model.language_model.").
+// Everything else (embeddings, norms; the vision tower, projector and lm_head, which the text
+// encoder never loads) stays replicated.
 absl::StatusOr<TpPlan> BuiltinTpPlan(absl::string_view class_name, const nlohmann::json& config);
+// The same with the text-encoder keys under `text_model_prefix` (one of TextModelPrefixes);
+// INVALID_ARGUMENT for another prefix. Other classes ignore the prefix.
+absl::StatusOr<TpPlan> BuiltinTpPlan(absl::string_view class_name, const nlohmann::json& config,
+                                     absl::string_view text_model_prefix);
+
+// Where the text model of a vision-language checkpoint keeps its tensors, which depends on the
+// transformers version that saved it; newest first: "model.language_model." (transformers >= 4.52
+// and 5), then "language_model.model." (older Mistral3ForConditionalGeneration) or "model." (older
+// Qwen2_5_VLForConditionalGeneration, e.g. Qwen-Image's text_encoder). Empty for other classes.
+std::vector<std::string> TextModelPrefixes(absl::string_view class_name);
+// The first of TextModelPrefixes(class_name) whose "<prefix>embed_tokens.weight" `has_tensor`
+// reports. NOT_FOUND naming the class and the tensors looked for when none matches (or the class
+// has no text model).
+absl::StatusOr<std::string> DetectTextModelPrefix(
+    absl::string_view class_name, const std::function<bool(const std::string&)>& has_tensor);
+
+// The class a config.json describes: "_class_name" (diffusers), else "architectures"[0]
+// (transformers), else "".
+std::string ConfigClassName(const nlohmann::json& config);
+
+// The built-in plan of an opened component: ConfigClassName(ckpt.config()), and for the text
+// encoders the prefix DetectTextModelPrefix finds among the checkpoint's tensors (errors name
+// ckpt.dir()). What `ditserve-tool plan` and the text-encoder loader use.
+absl::StatusOr<TpPlan> BuiltinTpPlanForCheckpoint(const ComponentCheckpoint& ckpt);
 
 // A plan from JSON: {"<key>": "<style>" | {"style": "<style>", "blocks": [..]}, ...}. Packed rules
 // without "blocks" take them from the built-in plan of `class_name` for the same key, if any.

@@ -1,5 +1,6 @@
 #include "models/tokenizers/bpe_model.h"
 
+#include <cstdio>
 #include <queue>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,13 @@ size_t Utf8Length(unsigned char lead) {
 // Words longer than this are encoded but not cached (bounded cache memory).
 constexpr size_t kMaxCachedWordBytes = 256;
 
+// The byte-fallback token of one byte: "<0x0A>" (Rust's format "<{b:#04X}>").
+std::string ByteFallbackToken(unsigned char byte) {
+  char buffer[8];
+  std::snprintf(buffer, sizeof(buffer), "<0x%02X>", byte);
+  return buffer;
+}
+
 }  // namespace
 
 BpeModel::BpeModel() : cache_(std::make_unique<Cache>()) {}
@@ -37,13 +45,57 @@ BpeModel::BpeModel(BpeModel&&) noexcept = default;
 BpeModel& BpeModel::operator=(BpeModel&&) noexcept = default;
 BpeModel::~BpeModel() = default;
 
-absl::StatusOr<BpeModel> BpeModel::Load(const std::string& vocab_path,
-                                        const std::string& merges_path,
-                                        const std::string& end_of_word_suffix,
-                                        const std::string& unk_token) {
+absl::StatusOr<BpeModel> BpeModel::Create(
+    BpeVocab vocab, const BpeMerges& merges, BpeOptions options,
+    const std::string& vocab_location, const std::function<std::string(size_t)>& merge_location) {
   BpeModel model;
-  model.suffix_ = end_of_word_suffix;
+  for (const auto& [token, id] : vocab) {
+    if (id < 0 || id > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(vocab_location, ": id ", id, " of token \"",
+                                                     token, "\" is not in [0, 2^31)"));
+    }
+  }
+  model.vocab_ = std::move(vocab);
+  model.options_ = std::move(options);
+  if (model.options_.unk_token) {
+    auto unk = model.TokenToId(*model.options_.unk_token);
+    if (!unk) {
+      return absl::InvalidArgumentError(absl::StrCat(vocab_location, ": unknown token \"",
+                                                     *model.options_.unk_token,
+                                                     "\" is not in the vocabulary"));
+    }
+    model.unk_id_ = *unk;
+  }
+  const std::string& prefix = model.options_.continuing_subword_prefix;
+  model.merges_.reserve(merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const auto& [left, right] = merges[i];
+    const auto left_id = model.TokenToId(left);
+    const auto right_id = model.TokenToId(right);
+    if (!left_id || !right_id) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(merge_location(i), ": merge \"", left, " ", right, "\" uses token \"",
+                       left_id ? right : left, "\", which is not in the vocabulary"));
+    }
+    if (right.size() < prefix.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          merge_location(i), ": merge \"", left, " ", right,
+          "\": right part shorter than the continuing-subword prefix \"", prefix, "\""));
+    }
+    const std::string merged = absl::StrCat(left, absl::string_view(right).substr(prefix.size()));
+    const auto new_id = model.TokenToId(merged);
+    if (!new_id) {
+      return absl::InvalidArgumentError(absl::StrCat(merge_location(i), ": merge \"", left, " ",
+                                                     right, "\" makes \"", merged,
+                                                     "\", which is not in the vocabulary"));
+    }
+    // A pair listed twice keeps its last rank, as the reference does.
+    model.merges_[PairKey(*left_id, *right_id)] = Merge{static_cast<uint32_t>(i), *new_id};
+  }
+  return model;
+}
 
+absl::StatusOr<BpeVocab> BpeModel::ReadVocabFile(const std::string& vocab_path) {
   ASSIGN_OR_RETURN(std::string vocab_text, ReadWholeFile(vocab_path));
   const nlohmann::json vocab =
       nlohmann::json::parse(vocab_text, /*cb=*/nullptr, /*allow_exceptions=*/false);
@@ -51,26 +103,24 @@ absl::StatusOr<BpeModel> BpeModel::Load(const std::string& vocab_path,
     return absl::InvalidArgumentError(
         absl::StrCat(vocab_path, ": not a JSON object of token -> id"));
   }
-  model.vocab_.reserve(vocab.size());
+  BpeVocab out;
+  out.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
       return absl::InvalidArgumentError(
           absl::StrCat(vocab_path, ": id of token \"", token, "\" is not an integer in [0, 2^31)"));
     }
-    model.vocab_[token] = id.get<int64_t>();
+    out[token] = id.get<int64_t>();
   }
-  if (model.vocab_.empty()) return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": empty"));
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": empty"));
+  return out;
+}
 
-  auto unk = model.TokenToId(unk_token);
-  if (!unk) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(vocab_path, ": unknown token \"", unk_token, "\" is not in the vocabulary"));
-  }
-  model.unk_id_ = *unk;
-
+absl::StatusOr<BpeMerges> BpeModel::ReadMergesFile(const std::string& merges_path,
+                                                   std::vector<int>* line_numbers) {
   ASSIGN_OR_RETURN(std::string merges_text, ReadWholeFile(merges_path));
+  BpeMerges merges;
   absl::string_view rest = merges_text;
-  uint32_t rank = 0;
   for (int line_no = 1; !rest.empty(); ++line_no) {
     const size_t eol = rest.find('\n');
     absl::string_view line = rest.substr(0, eol);
@@ -84,20 +134,28 @@ absl::StatusOr<BpeModel> BpeModel::Load(const std::string& vocab_path,
       return absl::InvalidArgumentError(
           absl::StrCat(merges_path, ":", line_no, ": expected \"left right\", got \"", line, "\""));
     }
-    const absl::string_view left = line.substr(0, space);
-    const absl::string_view right = line.substr(space + 1);
-    const auto left_id = model.TokenToId(left);
-    const auto right_id = model.TokenToId(right);
-    const auto new_id = model.TokenToId(absl::StrCat(left, right));
-    if (!left_id || !right_id || !new_id) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          merges_path, ":", line_no, ": merge \"", line, "\" uses a token missing from ",
-          vocab_path));
-    }
-    // A pair listed twice keeps its last rank, as the reference does.
-    model.merges_[PairKey(*left_id, *right_id)] = Merge{rank++, *new_id};
+    merges.emplace_back(std::string(line.substr(0, space)), std::string(line.substr(space + 1)));
+    if (line_numbers != nullptr) line_numbers->push_back(line_no);
   }
-  return model;
+  return merges;
+}
+
+absl::StatusOr<BpeModel> BpeModel::Load(const std::string& vocab_path,
+                                        const std::string& merges_path,
+                                        const std::string& end_of_word_suffix,
+                                        const std::string& unk_token) {
+  ASSIGN_OR_RETURN(BpeVocab vocab, ReadVocabFile(vocab_path));
+  if (!vocab.contains(unk_token)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(vocab_path, ": unknown token \"", unk_token, "\" is not in the vocabulary"));
+  }
+  std::vector<int> lines;
+  ASSIGN_OR_RETURN(BpeMerges merges, ReadMergesFile(merges_path, &lines));
+  BpeOptions options;
+  options.unk_token = unk_token;
+  options.end_of_word_suffix = end_of_word_suffix;
+  return Create(std::move(vocab), merges, std::move(options), vocab_path,
+                [&](size_t i) { return absl::StrCat(merges_path, ":", lines[i]); });
 }
 
 std::optional<int64_t> BpeModel::TokenToId(absl::string_view token) const {
@@ -108,6 +166,12 @@ std::optional<int64_t> BpeModel::TokenToId(absl::string_view token) const {
 
 void BpeModel::EncodeWord(absl::string_view word, std::vector<int64_t>* out) const {
   if (word.empty()) return;
+  if (options_.ignore_merges) {
+    if (auto id = TokenToId(word)) {
+      out->push_back(*id);
+      return;
+    }
+  }
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
   if (cacheable) {
     absl::ReaderMutexLock lock(&cache_->mu);
@@ -126,9 +190,48 @@ void BpeModel::EncodeWord(absl::string_view word, std::vector<int64_t>* out) con
 }
 
 std::vector<int64_t> BpeModel::MergeWord(absl::string_view word) const {
-  // Symbols form a linked list over the word's characters; a merge folds the right symbol into the
-  // left one. The queue orders candidate merges by (rank, position); entries made stale by an
-  // earlier merge are recognised and skipped when popped.
+  // Initial symbols, one per character (or per byte with byte fallback). As in the reference, an
+  // unknown character is held back and emitted when the next known character (or the word's end)
+  // comes, so byte-fallback tokens emitted in between come first.
+  std::vector<int64_t> initial;
+  std::optional<int64_t> pending_unk;
+  std::string piece;
+  for (size_t pos = 0; pos < word.size();) {
+    const size_t len = std::min(Utf8Length(static_cast<unsigned char>(word[pos])), word.size() - pos);
+    piece.clear();
+    if (pos > 0) piece.append(options_.continuing_subword_prefix);
+    piece.append(word.data() + pos, len);
+    pos += len;
+    if (pos == word.size()) piece.append(options_.end_of_word_suffix);
+
+    if (const auto id = TokenToId(piece)) {
+      if (pending_unk) initial.push_back(*pending_unk);
+      pending_unk.reset();
+      initial.push_back(*id);
+      continue;
+    }
+    if (options_.byte_fallback) {
+      std::vector<int64_t> bytes;
+      for (char b : piece) {
+        const auto id = TokenToId(ByteFallbackToken(static_cast<unsigned char>(b)));
+        if (!id) break;
+        bytes.push_back(*id);
+      }
+      if (bytes.size() == piece.size()) {
+        initial.insert(initial.end(), bytes.begin(), bytes.end());
+        continue;
+      }
+    }
+    if (unk_id_ < 0) continue;  // no unknown token: the character is dropped
+    if (pending_unk && !options_.fuse_unk) initial.push_back(*pending_unk);
+    pending_unk = unk_id_;
+  }
+  if (pending_unk) initial.push_back(*pending_unk);
+  if (initial.size() < 2) return initial;
+
+  // Symbols form a linked list; a merge folds the right symbol into the left one. The queue orders
+  // candidate merges by (rank, position); entries made stale by an earlier merge are recognised and
+  // skipped when popped.
   struct Symbol {
     int64_t id;
     int prev;
@@ -136,18 +239,10 @@ std::vector<int64_t> BpeModel::MergeWord(absl::string_view word) const {
     bool alive;
   };
   std::vector<Symbol> symbols;
-  std::string with_suffix;
-  for (size_t pos = 0; pos < word.size();) {
-    const size_t len = std::min(Utf8Length(static_cast<unsigned char>(word[pos])), word.size() - pos);
-    absl::string_view piece = word.substr(pos, len);
-    pos += len;
-    if (pos == word.size() && !suffix_.empty()) {
-      with_suffix = absl::StrCat(piece, suffix_);
-      piece = with_suffix;
-    }
-    const auto id = TokenToId(piece);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back(Symbol{id ? *id : unk_id_, index - 1, index + 1, true});
+  symbols.reserve(initial.size());
+  for (size_t i = 0; i < initial.size(); ++i) {
+    const int index = static_cast<int>(i);
+    symbols.push_back(Symbol{initial[i], index - 1, index + 1, true});
   }
   symbols.back().next = -1;
 

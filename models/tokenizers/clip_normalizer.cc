@@ -1,10 +1,5 @@
 #include "models/tokenizers/clip_normalizer.h"
 
-#include <unicode/normalizer2.h>
-#include <unicode/uchar.h>
-#include <unicode/unistr.h>
-#include <unicode/ustring.h>
-
 namespace ditserve::tokenizers {
 namespace {
 
@@ -34,52 +29,29 @@ std::string NormalizeAscii(absl::string_view text) {
   return out;
 }
 
-// Full lower-case mapping of one code point, with no surrounding context.
-void AppendLower(UChar32 c, icu::UnicodeString* out) {
-  UChar src[2];
-  int32_t src_len = 0;
-  U16_APPEND_UNSAFE(src, src_len, c);
-  UChar dest[8];
-  UErrorCode status = U_ZERO_ERROR;
-  const int32_t n = u_strToLower(dest, 8, src, src_len, /*locale=*/"", &status);
-  if (U_FAILURE(status) || n > 8) {
-    out->append(u_tolower(c));  // simple mapping; cannot happen for any Unicode 15 code point
-    return;
-  }
-  out->append(dest, n);
-}
-
 }  // namespace
-
-bool IsUnicodeWhitespace(int32_t code_point) { return u_isUWhiteSpace(code_point) != 0; }
 
 std::string NormalizeClipText(absl::string_view text) {
   if (IsAscii(text)) return NormalizeAscii(text);
-
-  UErrorCode status = U_ZERO_ERROR;
-  const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
-  const icu::UnicodeString source =
-      icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
-  icu::UnicodeString composed;
-  if (U_SUCCESS(status)) composed = nfc->normalize(source, status);
-  if (U_FAILURE(status)) composed = source;  // ICU data missing: cannot happen with libicu72
-
-  icu::UnicodeString lowered;
+  // NFC (invalid UTF-8 becomes U+FFFD on the way through ICU), whitespace runs to one ' ', then
+  // the context-free lower-case mapping.
+  const std::string composed = NfcNormalize(text);
+  std::string collapsed;
+  collapsed.reserve(composed.size());
   bool in_space = false;
-  for (int32_t i = 0; i < composed.length();) {
-    const UChar32 c = composed.char32At(i);
-    i += U16_LENGTH(c);
-    if (u_isUWhiteSpace(c)) {
-      if (!in_space) lowered.append(static_cast<UChar>(' '));
+  for (size_t pos = 0; pos < composed.size();) {
+    int32_t c;
+    const size_t len = DecodeUtf8(composed, pos, &c);
+    if (IsUnicodeWhitespace(c)) {
+      if (!in_space) collapsed.push_back(' ');
       in_space = true;
-      continue;
+    } else {
+      in_space = false;
+      collapsed.append(composed, pos, len);
     }
-    in_space = false;
-    AppendLower(c, &lowered);
+    pos += len;
   }
-  std::string out;
-  lowered.toUTF8String(out);
-  return out;
+  return LowercaseUnicode(collapsed);
 }
 
 }  // namespace ditserve::tokenizers

@@ -103,7 +103,9 @@ absl::StatusOr<ClipTokenizer> ClipTokenizer::Load(const std::string& tokenizer_d
 
   std::vector<std::pair<std::string, int64_t>> added = {
       {bos, tokenizer.bos_id_}, {eos, tokenizer.eos_id_}, {pad, tokenizer.pad_id_}, {unk, unk_id}};
-  for (const auto& [id, content] : config.added_tokens_decoder) added.emplace_back(content, id);
+  for (const AddedTokenEntry& entry : config.added_tokens_decoder) {
+    added.emplace_back(entry.content, entry.id);
+  }
   for (const std::string& token : config.extra_special_tokens) {
     auto id = tokenizer.bpe_.TokenToId(token);
     if (!id) {

@@ -156,7 +156,9 @@ absl::StatusOr<T5Tokenizer> T5Tokenizer::Load(const std::string& tokenizer_dir) 
   if (FileExists(json_path)) {
     ASSIGN_OR_RETURN(added, ReadTokenizerJson(json_path, model, model_path));
   } else if (!config.added_tokens_decoder.empty()) {
-    for (const auto& [id, content] : config.added_tokens_decoder) added.emplace_back(content, id);
+    for (const AddedTokenEntry& entry : config.added_tokens_decoder) {
+      added.emplace_back(entry.content, entry.id);
+    }
   } else {
     ASSIGN_OR_RETURN(added, DeriveAddedTokens(config, {eos, pad, unk}, model, config_path));
   }

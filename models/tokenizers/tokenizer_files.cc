@@ -59,6 +59,7 @@ absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path) {
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   }
+  for (const auto& item : json.items()) config.keys.insert(item.key());
   const std::pair<const char*, std::optional<std::string>*> specials[] = {
       {"bos_token", &config.bos_token},
       {"eos_token", &config.eos_token},
@@ -72,8 +73,10 @@ absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path) {
   for (const char* key : {"extra_special_tokens", "additional_special_tokens"}) {
     auto it = json.find(key);
     if (it == json.end() || it->is_null()) continue;
-    if (!it->is_array()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": \"", key, "\" is not an array"));
+    // A list (transformers 4.x), or name -> token (transformers 5's extra_special_tokens).
+    if (!it->is_array() && !it->is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": \"", key, "\" is neither an array nor an object"));
     }
     for (const Json& item : *it) {
       ASSIGN_OR_RETURN(std::optional<std::string> content, TokenContent(item, key, path));
@@ -95,7 +98,35 @@ absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path) {
       id = std::stoll(id_text);
       ASSIGN_OR_RETURN(std::optional<std::string> content,
                        TokenContent(token, "added_tokens_decoder", path));
-      if (content) config.added_tokens_decoder.emplace_back(id, *content);
+      if (!content) continue;
+      AddedTokenEntry entry;
+      entry.id = id;
+      entry.content = *content;
+      if (token.is_object()) {
+        const std::pair<const char*, bool*> flags[] = {
+            {"special", &entry.special}, {"single_word", &entry.single_word},
+            {"lstrip", &entry.lstrip}, {"rstrip", &entry.rstrip}};
+        for (const auto& [key, field] : flags) {
+          auto flag = token.find(key);
+          if (flag == token.end() || flag->is_null()) continue;
+          if (!flag->is_boolean()) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                path, ": added_tokens_decoder[\"", id_text, "\"].", key, " is not a boolean"));
+          }
+          *field = flag->get<bool>();
+        }
+        entry.normalized = !entry.special;
+        if (auto flag = token.find("normalized"); flag != token.end() && !flag->is_null()) {
+          if (!flag->is_boolean()) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                path, ": added_tokens_decoder[\"", id_text, "\"].normalized is not a boolean"));
+          }
+          entry.normalized = flag->get<bool>();
+        }
+      } else {
+        entry.normalized = true;
+      }
+      config.added_tokens_decoder.push_back(std::move(entry));
     }
   }
   if (auto it = json.find("model_max_length"); it != json.end() && it->is_number()) {

@@ -14,7 +14,9 @@
 #include <torch/torch.h>
 
 #include "models/transformer_factory.h"
+#include "pipeline/flux2_prompt_encoder.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/qwenimage_prompt_encoder.h"
 #include "sharding/checkpoint.h"
 #include "sharding/loader.h"
 #include "sharding/tp_plan.h"
@@ -177,6 +179,41 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<1>(info.param)) +
              (std::get<2>(info.param) == torch::kFloat32 ? "_float32" : "_bfloat16");
     });
+
+// The FLUX.2 (Mistral3) and Qwen-Image (Qwen2.5-VL) prompt encoders on the GPU: float32 as on the
+// CPU, bfloat16 within the parity limit of the float32 reference.
+class CudaPromptEncoderTest : public ::testing::TestWithParam<torch::ScalarType> {};
+
+TEST_P(CudaPromptEncoderTest, EmbeddingsMatchTransformers) {
+  SKIP_WITHOUT_CUDA();
+  const double limit = GetParam() == torch::kFloat32 ? 1e-4 : 2e-2;
+  pipeline::PipelineOptions opts;
+  opts.device = kCuda;
+  opts.dtype = GetParam();
+  auto comm = comm::MakeSingleRankCommunicator();
+  const std::string flux2 = FixturesDir() + "/flux2-tiny";
+  auto f = pipeline::Flux2PromptEncoder::Load(flux2 + "/tokenizer", flux2 + "/text_encoder", opts,
+                                              comm.get(), false);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto fe = (*f)->Encode({"a cat holding a sign that says hello"}, 64);
+  ASSERT_TRUE(fe.ok()) << fe.status();
+  const double ferr = RelativeError(fe->to(torch::kCPU, torch::kFloat32), Ref("flux2.pipe.prompt_embeds"));
+  std::printf("flux2 prompt embeds on cuda %s: relative error %.3g\n", c10::toString(GetParam()), ferr);
+  EXPECT_LT(ferr, limit);
+  const std::string qwen = FixturesDir() + "/qwenimage-tiny";
+  auto q = pipeline::QwenImagePromptEncoder::Load(qwen + "/tokenizer", qwen + "/text_encoder", opts,
+                                                  comm.get(), false);
+  ASSERT_TRUE(q.ok()) << q.status();
+  auto qe = (*q)->Encode({"A photograph of an astronaut riding a horse, 4k!!"}, 64);
+  ASSERT_TRUE(qe.ok()) << qe.status();
+  const double qerr =
+      RelativeError(qe->first.to(torch::kCPU, torch::kFloat32), Ref("qwenimage.pipe.prompt_embeds"));
+  std::printf("qwenimage prompt embeds on cuda %s: relative error %.3g\n", c10::toString(GetParam()), qerr);
+  EXPECT_LT(qerr, limit);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaPromptEncoderTest,
+                         ::testing::Values(torch::kFloat32, torch::kBFloat16));
 
 }  // namespace
 }  // namespace ditserve::testing

@@ -27,6 +27,8 @@ const Tokenizer* LoadOrAbort(const std::string& dir) {
 
 }  // namespace
 
+std::string FixturePath(const std::string& relative) { return FixturesDir() + "/" + relative; }
+
 std::string ClipTokenizerDir() { return FixturesDir() + "/flux1-tiny/tokenizer"; }
 std::string T5TokenizerDir() { return FixturesDir() + "/flux1-tiny/tokenizer_2"; }
 

@@ -18,6 +18,9 @@
 
 namespace ditserve::testing {
 
+// FixturesDir()/`relative` (e.g. "flux2-tiny/tokenizer").
+std::string FixturePath(const std::string& relative);
+
 // FixturesDir()/flux1-tiny/tokenizer and .../tokenizer_2.
 std::string ClipTokenizerDir();
 std::string T5TokenizerDir();

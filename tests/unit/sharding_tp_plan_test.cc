@@ -1,4 +1,7 @@
 // TP plans (SPEC §1.3, §1.9), validation (SPEC §1.2, §1.4, §1.7) and slice arithmetic; torch-free.
+#include <filesystem>
+#include <set>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -127,6 +130,120 @@ TEST(TpPlanTest, ParsesJsonPlans) {
   EXPECT_FALSE(ParseTpPlanJson({{"x", {{"style", "packed_colwise"}, {"blocks", {0}}}}}, "", {}).ok());
   EXPECT_FALSE(ParseTpPlanJson({{"x", 3}}, "", {}).ok());
   EXPECT_FALSE(ParseTpPlanJson(nlohmann::json::array(), "", {}).ok());
+}
+
+// transformers' base_model_tp_plan of MistralConfig / Qwen2_5_VLTextConfig, under `prefix`.
+std::map<std::string, std::string> TextModelPlan(const std::string& prefix) {
+  std::map<std::string, std::string> m;
+  for (const char* k : {"q_proj", "k_proj", "v_proj"}) m[prefix + "layers.*.self_attn." + k] = "colwise";
+  m[prefix + "layers.*.self_attn.o_proj"] = "rowwise";
+  m[prefix + "layers.*.mlp.gate_proj"] = "colwise";
+  m[prefix + "layers.*.mlp.up_proj"] = "colwise";
+  m[prefix + "layers.*.mlp.down_proj"] = "rowwise";
+  return m;
+}
+
+TEST(TpPlanTest, TextEncoderPlansEqualTransformers) {
+  for (const char* cls : {"Mistral3ForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration"}) {
+    auto plan = BuiltinTpPlan(cls, nlohmann::json::object());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(Flatten(*plan), TextModelPlan("model.language_model.")) << cls;
+    const auto prefixes = TextModelPrefixes(cls);
+    ASSERT_EQ(prefixes.size(), 2u);
+    for (const auto& p : prefixes) {
+      auto under = BuiltinTpPlan(cls, nlohmann::json::object(), p);
+      ASSERT_TRUE(under.ok()) << under.status();
+      EXPECT_EQ(Flatten(*under), TextModelPlan(p));
+    }
+    auto bad = BuiltinTpPlan(cls, nlohmann::json::object(), "vision_tower.");
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(TextModelPrefixes("Mistral3ForConditionalGeneration")[1], "language_model.model.");
+  EXPECT_EQ(TextModelPrefixes("Qwen2_5_VLForConditionalGeneration")[1], "model.");
+  EXPECT_TRUE(TextModelPrefixes("FluxTransformer2DModel").empty());
+  // Diffusers classes ignore the prefix.
+  auto flux = BuiltinTpPlan("QwenImageTransformer2DModel", nlohmann::json::object(), "x.");
+  ASSERT_TRUE(flux.ok());
+}
+
+TEST(TpPlanTest, DetectsTheTextModelLayoutAndClass) {
+  std::set<std::string> names = {"model.embed_tokens.weight", "visual.patch_embed.proj.weight"};
+  auto has = [&](const std::string& n) { return names.count(n) != 0; };
+  auto p = DetectTextModelPrefix("Qwen2_5_VLForConditionalGeneration", has);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, "model.");
+  names.insert("model.language_model.embed_tokens.weight");
+  EXPECT_EQ(*DetectTextModelPrefix("Qwen2_5_VLForConditionalGeneration", has),
+            "model.language_model.");
+  names = {"model.embed_tokens.weight", "vision_tower.patch_conv.weight"};  // a Qwen-style name only
+  auto none = DetectTextModelPrefix("Mistral3ForConditionalGeneration", has);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(none.status().message()),
+              HasSubstr("language_model.model.embed_tokens.weight"));
+
+  EXPECT_EQ(ConfigClassName({{"_class_name", "FluxTransformer2DModel"}}), "FluxTransformer2DModel");
+  EXPECT_EQ(ConfigClassName({{"architectures", {"Mistral3ForConditionalGeneration"}}}),
+            "Mistral3ForConditionalGeneration");
+  EXPECT_EQ(ConfigClassName(nlohmann::json::object()), "");
+}
+
+TEST(PlanResolverTest, TextEncoderDegreeMustKeepWholeKeyValueGroups) {
+  // A Mistral-like text model: 4 query heads of 8, 2 key/value heads.
+  std::vector<TensorMeta> t;
+  const std::string p = "model.language_model.layers.0.";
+  t.push_back({"model.language_model.embed_tokens.weight", DType::kF32, {16, 32}});
+  t.push_back({p + "self_attn.q_proj.weight", DType::kF32, {32, 32}});
+  t.push_back({p + "self_attn.k_proj.weight", DType::kF32, {16, 32}});
+  t.push_back({p + "self_attn.v_proj.weight", DType::kF32, {16, 32}});
+  t.push_back({p + "self_attn.o_proj.weight", DType::kF32, {32, 32}});
+  t.push_back({p + "mlp.gate_proj.weight", DType::kF32, {64, 32}});
+  t.push_back({p + "mlp.up_proj.weight", DType::kF32, {64, 32}});
+  t.push_back({p + "mlp.down_proj.weight", DType::kF32, {32, 64}});
+  t.push_back({"model.vision_tower.w", DType::kF32, {3, 5}});
+  auto plan = BuiltinTpPlan("Mistral3ForConditionalGeneration", nlohmann::json::object());
+  ASSERT_TRUE(plan.ok());
+  const nlohmann::json nested = {
+      {"text_config", {{"num_attention_heads", 4}, {"num_key_value_heads", 2}}},
+      {"vision_config", {{"num_attention_heads", 3}}}};
+  const nlohmann::json flat = {{"num_attention_heads", 4}, {"num_key_value_heads", 2}};
+  for (const auto* config : {&nested, &flat}) {
+    auto ok = ResolveTpPlan(&*plan, t, 2, config);
+    ASSERT_TRUE(ok.ok()) << ok.status();
+    EXPECT_EQ(ok->modules.size(), 7u);
+    // k_proj's 16 rows would split 4 ways, but a rank would hold half a key/value head.
+    auto bad = ResolveTpPlan(&*plan, t, 4, config);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(std::string(bad.status().message()),
+                HasSubstr("`tp_degree` (4) must divide both the number of attention heads (4) and "
+                          "the number of key/value heads (2)"));
+  }
+  // Without a key/value count only the heads (and row counts) are checked: tp 4 would pass.
+  const nlohmann::json heads_only = {{"num_attention_heads", 4}};
+  EXPECT_TRUE(ResolveTpPlan(&*plan, t, 4, &heads_only).ok());
+}
+
+TEST(PlanResolverTest, TextEncoderFixturePlans) {
+  struct Case {
+    const char* dir;
+    const char* prefix;
+  } cases[] = {{"flux2-tiny/text_encoder", "language_model.model."},
+               {"qwenimage-tiny/text_encoder", "model."}};
+  for (const auto& c : cases) {
+    const std::string dir = testing::FixturesDir() + "/" + c.dir;
+    if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
+    auto ckpt = ComponentCheckpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    auto plan = BuiltinTpPlanForCheckpoint(**ckpt);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(Flatten(*plan), TextModelPlan(c.prefix)) << c.dir;
+    auto two = ResolveTpPlan(&*plan, **ckpt, 2);
+    ASSERT_TRUE(two.ok()) << two.status();
+    // Both tiny text models have 4 query heads and 2 key/value heads.
+    auto four = ResolveTpPlan(&*plan, **ckpt, 4);
+    ASSERT_FALSE(four.ok());
+    EXPECT_THAT(std::string(four.status().message()), HasSubstr(c.dir));
+    EXPECT_THAT(std::string(four.status().message()), HasSubstr("key/value heads (2)"));
+  }
 }
 
 // A toy model: two blocks with a colwise/rowwise pair and a packed layer.

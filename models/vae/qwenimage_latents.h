@@ -1,0 +1,32 @@
+// What QwenImagePipeline does to its denoised latents before vae.decode (pipeline_qwenimage.py,
+// the output_type != "latent" branch), as two pure steps:
+//   1. _unpack_latents: tokens (B, (h/2)(w/2), 4C) -> view (B, h/2, w/2, C, 2, 2) -> permute
+//      (0, 3, 1, 4, 2, 5) -> (B, C, 1, h, w) (the frame axis T = 1 of the video VAE), with
+//      h = 2 * (height // (vae_scale_factor * 2)) and likewise w;
+//   2. latents.to(vae dtype); mean = tensor(latents_mean) and inv_std = 1 / tensor(latents_std),
+//      built in float32 (torch.tensor of Python floats), cast to the VAE dtype (the reciprocal is
+//      taken after the cast); z = latents / inv_std + mean, per channel.
+// All functions are pure and thread-safe; shape errors come back as INVALID_ARGUMENT (nothing
+// throws). Internal to models/vae (AutoencoderKLQwenImage composes them), exposed for tests.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+
+namespace ditserve::vae {
+
+// Step 1; latent_height / latent_width (h, w) even, tokens.size(1) == (h/2)(w/2).
+absl::StatusOr<torch::Tensor> UnpackQwenImageTokens(const torch::Tensor& tokens,
+                                                    int64_t latent_height, int64_t latent_width);
+// Step 2; z: (B, C, T, h, w) with C == latents_mean.size() == latents_std.size(); the result is
+// in `dtype` (the VAE's) on z's device.
+absl::StatusOr<torch::Tensor> DenormalizeQwenImageLatents(const torch::Tensor& z,
+                                                          const std::vector<double>& latents_mean,
+                                                          const std::vector<double>& latents_std,
+                                                          torch::ScalarType dtype);
+
+}  // namespace ditserve::vae

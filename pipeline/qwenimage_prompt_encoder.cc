@@ -1,0 +1,82 @@
+#include "pipeline/qwenimage_prompt_encoder.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "comm/local_communicator.h"
+#include "common/status_macros.h"
+#include "common/torch_guard.h"
+#include "models/text/causal_lm_loader.h"
+#include "models/text/llm_prompt_embeds.h"
+#include "models/tokenizers/hf_tokenizer_loader.h"
+#include "pipeline/component_loading.h"
+
+namespace ditserve::pipeline {
+
+const char QwenImagePromptEncoder::kTemplate[] =
+    "<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, quantity, "
+    "text, spatial relationships of the objects and background:<|im_end|>\n<|im_start|>user\n{}"
+    "<|im_end|>\n<|im_start|>assistant\n";
+
+absl::StatusOr<std::unique_ptr<QwenImagePromptEncoder>> QwenImagePromptEncoder::Load(
+    const std::string& tokenizer_dir, const std::string& text_encoder_dir,
+    const PipelineOptions& options, comm::Communicator* comm, bool sharded) {
+  ASSIGN_OR_RETURN(tokenizers::HfTokenizer tokenizer, tokenizers::LoadHfTokenizer(tokenizer_dir));
+  if (!tokenizer.pad_id()) {
+    return absl::InvalidArgumentError(absl::StrCat(tokenizer_dir, ": no pad token"));
+  }
+  std::unique_ptr<QwenImagePromptEncoder> e(new QwenImagePromptEncoder(std::move(tokenizer)));
+  comm::Communicator* group = comm;
+  if (!sharded) {
+    e->own_comm_ = comm::MakeSingleRankCommunicator();
+    group = e->own_comm_.get();
+  }
+  sharding::LoadOptions lo = ShardLoadOptions(options);
+  lo.progress = nullptr;
+  ASSIGN_OR_RETURN(text::LoadedCausalLm loaded, text::LoadCausalLmTextEncoder(text_encoder_dir, group, lo));
+  e->model_ = std::move(loaded.model);
+  e->weight_bytes_ = loaded.weight_bytes;
+  return e;
+}
+
+absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> QwenImagePromptEncoder::Tokenize(
+    const std::vector<std::string>& prompts) const {
+  tokenizers::HfEncodeOptions opts;
+  opts.max_length = static_cast<int>(kTokenizerMaxLength + kTemplateStartIdx);
+  opts.truncation = true;
+  std::vector<tokenizers::HfEncoding> encoded;
+  size_t longest = 0;
+  for (const std::string& prompt : prompts) {
+    auto enc = tokenizer_.Encode(absl::StrReplaceAll(kTemplate, {{"{}", prompt}}), opts);
+    if (!enc.ok()) {
+      return absl::Status(enc.status().code(), absl::StrCat("prompt: ", enc.status().message()));
+    }
+    longest = std::max(longest, enc->ids.size());
+    encoded.push_back(*std::move(enc));
+  }
+  // padding=True: to the longest of the batch, on the tokenizer's side (Qwen2: right).
+  const int64_t batch = static_cast<int64_t>(prompts.size());
+  std::vector<int64_t> ids, mask;
+  for (const auto& enc : encoded) {
+    ids.insert(ids.end(), enc.ids.begin(), enc.ids.end());
+    mask.insert(mask.end(), enc.attention_mask.begin(), enc.attention_mask.end());
+    ids.insert(ids.end(), longest - enc.ids.size(), *tokenizer_.pad_id());
+    mask.insert(mask.end(), longest - enc.ids.size(), 0);
+  }
+  const int64_t len = static_cast<int64_t>(longest);
+  return GuardTorch("prompt ids", [&] {
+    return std::make_pair(torch::tensor(ids, torch::kInt64).view({batch, len}),
+                          torch::tensor(mask, torch::kInt64).view({batch, len}));
+  });
+}
+
+absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> QwenImagePromptEncoder::Encode(
+    const std::vector<std::string>& prompts, int64_t max_sequence_length) {
+  ASSIGN_OR_RETURN(auto tokens, Tokenize(prompts));
+  const torch::Device device = model_->device();
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> hidden,
+                   model_->Forward(tokens.first.to(device), tokens.second.to(device), {-1}));
+  return text::QwenImagePromptEmbeds(hidden[0], tokens.second.to(device), kTemplateStartIdx,
+                                     max_sequence_length);
+}
+
+}  // namespace ditserve::pipeline
