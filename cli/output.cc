@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/generate_request.h"
-#include "cli/safetensors_writer.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "sharding/safetensors_writer.h"
 
 namespace ditserve::cli {
 namespace {
@@ -36,26 +36,34 @@ absl::StatusOr<std::string> EncodeRaw(const GenerateResponse& r) {
                                             r.height(), "x", r.width(), "x3 float32 needs ",
                                             expected));
   }
-  return SerializeSafetensors(
-      {{"image", "F32", {int64_t{r.height()}, int64_t{r.width()}, 3}, r.image()}}, Metadata(r));
+  return sharding::SerializeSafetensors(
+      {{"image", sharding::DType::kF32, {int64_t{r.height()}, int64_t{r.width()}, 3},
+        r.image().data()}},
+      Metadata(r));
 }
 
 absl::StatusOr<std::string> EncodeLatents(const GenerateResponse& r) {
   const ditserve::v1::Tensor& t = r.latents();
-  std::string dtype;
+  sharding::DType dtype;
   switch (t.dtype()) {
-    case ditserve::v1::DTYPE_FLOAT32: dtype = "F32"; break;
-    case ditserve::v1::DTYPE_BFLOAT16: dtype = "BF16"; break;
-    case ditserve::v1::DTYPE_FLOAT16: dtype = "F16"; break;
+    case ditserve::v1::DTYPE_FLOAT32: dtype = sharding::DType::kF32; break;
+    case ditserve::v1::DTYPE_BFLOAT16: dtype = sharding::DType::kBF16; break;
+    case ditserve::v1::DTYPE_FLOAT16: dtype = sharding::DType::kF16; break;
     default:
       return absl::DataLossError("latents tensor has no dtype");
   }
   std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
   if (shape.empty()) return absl::DataLossError("latents tensor has no shape");
-  absl::StatusOr<std::string> out =
-      SerializeSafetensors({{"latents", dtype, shape, t.data()}}, Metadata(r));
-  if (!out.ok()) return absl::DataLossError(out.status().message());
-  return out;
+  uint64_t expected = sharding::DTypeSize(dtype);
+  for (int64_t d : shape) {
+    if (d < 0) return absl::DataLossError("latents tensor has a negative dimension");
+    expected *= static_cast<uint64_t>(d);
+  }
+  if (t.data().size() != expected) {
+    return absl::DataLossError(absl::StrCat("latents tensor has ", t.data().size(),
+                                            " bytes, its shape needs ", expected));
+  }
+  return sharding::SerializeSafetensors({{"latents", dtype, shape, t.data().data()}}, Metadata(r));
 }
 
 }  // namespace

@@ -44,19 +44,19 @@
 // worker restart shows up as a counter reset, which rate() handles.
 //
 // Thread-safety: every method may be called from any thread. Hot-path methods touch only children
-// resolved at Create (atomics, or a histogram's short mutex); ReportWorker takes one small mutex.
+// resolved at construction (atomics, or a histogram's short mutex); ReportWorker takes one small
+// mutex.
 // Ownership: the families belong to the Registry, which must outlive this object.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "metrics/family.h"
 #include "metrics/registry.h"
 
@@ -75,11 +75,9 @@ struct BuildInfo {
   std::string dtype;  // e.g. "bfloat16"
 };
 
-enum class RpcMethod { kGenerate, kGenerateStream };
-const char* RpcMethodName(RpcMethod method);  // "Generate", "GenerateStream"
-
+enum class RpcMethod { kGenerate, kGenerateStream };  // label method="Generate" / "GenerateStream"
+// Label reason="deadline_expired" / "cancelled" / "shutdown".
 enum class QueueDropReason { kDeadlineExpired, kCancelled, kShutdown };
-const char* QueueDropReasonName(QueueDropReason reason);  // "deadline_expired", ...
 
 // One worker's report (ditserve.worker.v1.WorkerStatus without the proto dependency). The *_total
 // style fields are cumulative since the worker started.
@@ -99,42 +97,14 @@ struct WorkerFigures {
   double denoise_step_seconds = 0;
 };
 
-struct DitserveFamilies {
-  Family<Counter>* requests_total = nullptr;
-  Family<Histogram>* request_duration_seconds = nullptr;
-  Family<Histogram>* queue_wait_seconds = nullptr;
-  Family<Histogram>* time_to_first_step_seconds = nullptr;
-  Family<Histogram>* denoise_step_duration_seconds = nullptr;
-  Family<Gauge>* requests_in_flight = nullptr;
-  Family<Gauge>* queue_depth = nullptr;
-  Family<Gauge>* queue_capacity = nullptr;
-  Family<Counter>* images_generated_total = nullptr;
-  Family<Counter>* queue_dropped_total = nullptr;
-  Family<Gauge>* build_info = nullptr;
-
-  Family<Gauge>* worker_ready = nullptr;
-  Family<Gauge>* worker_last_report_timestamp_seconds = nullptr;
-  Family<Gauge>* worker_device_memory_allocated_bytes = nullptr;
-  Family<Gauge>* worker_device_memory_peak_allocated_bytes = nullptr;
-  Family<Gauge>* worker_device_memory_reserved_bytes = nullptr;
-  Family<Gauge>* worker_device_memory_total_bytes = nullptr;
-  Family<Gauge>* worker_weight_bytes = nullptr;
-  Family<Gauge>* worker_load_duration_seconds = nullptr;
-  Family<Gauge>* worker_resident_memory_bytes = nullptr;
-  Family<Counter>* worker_allreduce_operations_total = nullptr;
-  Family<Counter>* worker_allreduce_bytes_total = nullptr;
-  Family<Counter>* worker_allreduce_seconds_total = nullptr;
-  Family<Counter>* worker_denoise_steps_total = nullptr;
-  Family<Counter>* worker_denoise_step_seconds_total = nullptr;
-};
-
 class DitserveMetrics {
  public:
   // Registers every family on `registry` and pre-creates the label combinations known up front.
-  static absl::StatusOr<std::unique_ptr<DitserveMetrics>> Create(Registry& registry,
-                                                                 const BuildInfo& build);
-
-  const DitserveFamilies& families() const { return f_; }
+  // The set is fixed and valid, so this cannot fail on a Registry that holds none of its names;
+  // a second set on the same Registry is a programming error and aborts, naming the clash.
+  DitserveMetrics(Registry& registry, const BuildInfo& build);
+  DitserveMetrics(const DitserveMetrics&) = delete;
+  DitserveMetrics& operator=(const DitserveMetrics&) = delete;
 
   // --- frontend ---
   // One generation RPC finished with `code` after `seconds` (end to end).
@@ -151,33 +121,24 @@ class DitserveMetrics {
   // --- workers ---
   // Copies one worker's report into the rank's series (creating them on the first report) and
   // stamps ditserve_worker_last_report_timestamp_seconds with the current time.
-  absl::Status ReportWorker(uint32_t rank, const WorkerFigures& figures);
-  // Drops every series of `rank` (e.g. the world shrank). Returns false if the rank had none.
-  bool ForgetWorker(uint32_t rank);
+  void ReportWorker(uint32_t rank, const WorkerFigures& figures);
 
  private:
+  // The per-rank series, in registration order.
+  enum WorkerGauge { kReady, kLastReport, kAllocated, kPeakAllocated, kReserved, kTotal, kWeight,
+                     kLoad, kRss, kNumWorkerGauges };
+  enum WorkerCounter { kAllreduceOps, kAllreduceBytes, kAllreduceSeconds, kSteps, kStepSeconds,
+                       kNumWorkerCounters };
   struct RankChildren {
-    Gauge* ready;
-    Gauge* last_report;
-    Gauge* allocated;
-    Gauge* peak_allocated;
-    Gauge* reserved;
-    Gauge* total;
-    Gauge* weight;
-    Gauge* load;
-    Gauge* rss;
-    Counter* allreduce_ops;
-    Counter* allreduce_bytes;
-    Counter* allreduce_seconds;
-    Counter* steps;
-    Counter* step_seconds;
+    std::array<Gauge*, kNumWorkerGauges> gauges;
+    std::array<Counter*, kNumWorkerCounters> counters;
   };
   static constexpr int kNumCodes = 17;  // absl::StatusCode / grpc::StatusCode 0..16
 
-  DitserveMetrics() = default;
-  absl::StatusOr<RankChildren> ResolveRankLocked(uint32_t rank);
+  const RankChildren& RankLocked(uint32_t rank);
 
-  DitserveFamilies f_;
+  std::array<Family<Gauge>*, kNumWorkerGauges> worker_gauges_ = {};
+  std::array<Family<Counter>*, kNumWorkerCounters> worker_counters_ = {};
   Counter* requests_[2][kNumCodes] = {};
   Histogram* request_duration_[2] = {};
   Histogram* queue_wait_ = nullptr;

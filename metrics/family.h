@@ -42,11 +42,6 @@ class FamilyBase {
   FamilyBase(const FamilyBase&) = delete;
   FamilyBase& operator=(const FamilyBase&) = delete;
 
-  const std::string& name() const { return spec_.name; }
-  const std::string& help() const { return spec_.help; }
-  MetricType type() const { return spec_.type; }
-  const FamilySpec& spec() const { return spec_; }
-
   // Number of children (label sets).
   size_t size() const;
 

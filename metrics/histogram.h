@@ -29,7 +29,6 @@ class Histogram {
   // is counted in +Inf only and poisons _sum, as in the reference client libraries.
   void Observe(double value);
 
-  const std::vector<double>& upper_bounds() const { return upper_bounds_; }
   void Snapshot(MetricSnapshot& out) const;
 
  private:

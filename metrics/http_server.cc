@@ -7,33 +7,10 @@
 #include <atomic>
 #include <chrono>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "metrics/text_serializer.h"
 
 namespace ditserve::metrics {
-
-absl::StatusOr<MetricsHttpServerOptions> ParseListenAddress(absl::string_view host_port) {
-  const size_t colon = host_port.rfind(':');
-  if (colon == absl::string_view::npos || colon == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics listen address \"", host_port, "\" is not HOST:PORT"));
-  }
-  absl::string_view host = host_port.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);  // [v6]:port
-  }
-  int port = -1;
-  if (!absl::SimpleAtoi(host_port.substr(colon + 1), &port) || port < 0 || port > 65535 ||
-      host.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics listen address \"", host_port, "\": port must be 0..65535 after a host"));
-  }
-  MetricsHttpServerOptions options;
-  options.host = std::string(host);
-  options.port = port;
-  return options;
-}
 
 MetricsHttpServer::MetricsHttpServer(std::vector<Collectable*> sources, CollectCallback callback)
     : sources_(std::move(sources)), callback_(std::move(callback)) {}

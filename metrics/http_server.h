@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "metrics/snapshot.h"
 
 namespace httplib {
@@ -29,14 +28,12 @@ class Server;
 namespace ditserve::metrics {
 
 struct MetricsHttpServerOptions {
-  std::string host = "127.0.0.1";  // "0.0.0.0" to serve every interface (inside a container)
+  // "0.0.0.0" to serve every interface (inside a container); an IPv6 literal without brackets.
+  // From a --metrics-listen flag: ParseHostPort (common/host_port.h).
+  std::string host = "127.0.0.1";
   int port = 9464;                 // 0 = pick a free port; port() reports the one chosen
   int worker_threads = 2;          // scrapes are rare; keep the pool small
 };
-
-// "HOST:PORT" (e.g. "127.0.0.1:9464", "0.0.0.0:0", "[::1]:9464") -> options with that host and
-// port; InvalidArgument on anything else.
-absl::StatusOr<MetricsHttpServerOptions> ParseListenAddress(absl::string_view host_port);
 
 // Extra families computed at scrape time, for sources that are not a Registry.
 using CollectCallback = std::function<std::vector<MetricFamilySnapshot>()>;
@@ -58,10 +55,9 @@ class MetricsHttpServer {
 
   void Stop();
 
-  // The exposition body /metrics would return now (handy for tests and debugging).
-  std::string Render() const;
-
  private:
+  // The exposition body /metrics returns now.
+  std::string Render() const;
   MetricsHttpServer(std::vector<Collectable*> sources, CollectCallback callback);
 
   std::vector<Collectable*> sources_;

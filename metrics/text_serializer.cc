@@ -132,6 +132,10 @@ std::string EscapeHelp(absl::string_view help) {
   return out;
 }
 
+namespace {
+
+// Appends one family (see the guarantees in text_serializer.h; family-name validity and clashes with other
+// families are SerializeText's job, not checked here).
 void AppendFamilyText(const MetricFamilySnapshot& family, std::string& out) {
   // Families from a Registry arrive sorted by label set, hence duplicate-free; only unsorted input
   // (a hand-written collect callback) pays for the set.
@@ -167,6 +171,8 @@ void AppendFamilyText(const MetricFamilySnapshot& family, std::string& out) {
     }
   }
 }
+
+}  // namespace
 
 std::string SerializeText(const std::vector<MetricFamilySnapshot>& families) {
   std::string out;

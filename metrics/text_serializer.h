@@ -34,10 +34,6 @@ std::string FormatValue(double value);
 std::string EscapeLabelValue(absl::string_view value);
 std::string EscapeHelp(absl::string_view help);
 
-// Appends one family (see the guarantees above; family-name validity and clashes with other
-// families are SerializeText's job, not checked here).
-void AppendFamilyText(const MetricFamilySnapshot& family, std::string& out);
-
 std::string SerializeText(const std::vector<MetricFamilySnapshot>& families);
 
 }  // namespace ditserve::metrics

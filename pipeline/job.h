@@ -83,6 +83,7 @@ struct ModelCard {
   int64_t default_width = 0;
   int64_t default_steps = 0;
   float default_guidance_scale = 0;
+  float default_true_cfg_scale = 0;  // with a negative prompt and no scale in the request
   int64_t default_max_sequence_length = 512;
 };
 

@@ -106,6 +106,7 @@ absl::StatusOr<std::unique_ptr<QwenImagePipeline>> QwenImagePipeline::Load(
   card.default_height = card.default_width = kDefaultSampleSize * p->vae_scale_factor_;
   card.default_steps = kDefaultSteps;
   card.default_guidance_scale = 0.0f;
+  card.default_true_cfg_scale = 4.0f;  // QwenImagePipeline.__call__'s true_cfg_scale
   card.default_max_sequence_length = 512;
   return p;
 }

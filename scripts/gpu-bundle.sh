@@ -45,7 +45,7 @@ mapfile -t -O "${#SEED[@]}" SEED < <(grep -v '^\s*#' "$deps_txt" | grep -E -- '-
   | grep -Ev '^(libtorch-dev|libclang-rt-.*)\s*$' | tr -d ' \t')
 # Base system, toolchain and packaging machinery: present on any Ubuntu 24.04 host with g++, and
 # bundling them would shadow the host's newer copies (glibc 2.39, libstdc++ 13).
-EXCLUDE_RE='^(<.*>|adduser|cdebconf|debconf|dpkg|tar|passwd|install-info|readline-common|rpcsvc-proto|gcc-[0-9]+-base|libc6|libc6-dev|libc-dev-bin|linux-libc-dev|libgcc-s1|libstdc\+\+6|libcrypt1|libcrypt-dev|libnsl2|libnsl-dev|libtirpc.*|libacl1|libaudit.*|libbz2-1\.0|libcap-ng0|libcom-err2|libdb5\.3|libdebian-installer4|libgssapi-krb5-2|libk5crypto3|libkeyutils1|libkrb5.*|liblzma5|libmd0|libnewt0\.52|libpam.*|libpcre2-8-0|libreadline8|libselinux1|libsemanage.*|libsepol2|libslang2|libtextwrap1|libtinfo6|libzstd1|googletest|catch2)$'
+EXCLUDE_RE='^(<.*>|adduser|cdebconf|debconf|dpkg|tar|passwd|install-info|readline-common|rpcsvc-proto|gcc-[0-9]+-base|libc6|libc6-dev|libc-dev-bin|linux-libc-dev|libgcc-s1|libstdc\+\+6|libcrypt1|libcrypt-dev|libnsl2|libnsl-dev|libtirpc.*|libacl1|libaudit.*|libbz2-1\.0|libcap-ng0|libcom-err2|libdb5\.3|libdebian-installer4|libgssapi-krb5-2|libk5crypto3|libkeyutils1|libkrb5.*|liblzma5|libmd0|libnewt0\.52|libpam.*|libreadline8|libselinux1|libsemanage.*|libsepol2|libslang2|libtextwrap1|libtinfo6|libzstd1|googletest|catch2)$'
 
 mapfile -t PKGS < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
     --no-breaks --no-replaces --no-enhances "${SEED[@]}" \

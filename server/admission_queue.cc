@@ -1,7 +1,5 @@
 #include "server/admission_queue.h"
 
-#include <chrono>
-
 #include "absl/strings/str_cat.h"
 
 namespace ditserve::server {
@@ -9,12 +7,12 @@ namespace ditserve::server {
 AdmissionQueue::AdmissionQueue(size_t capacity) : capacity_(capacity) {}
 
 void AdmissionQueue::TakeDeadLocked(Dropped* dropped) {
+  const Clock::time_point now = Clock::now();
   for (auto it = queue_.begin(); it != queue_.end();) {
-    if ((*it)->cancelled()) {
-      absl::Status why = Clock::now() >= (*it)->deadline()
-                             ? absl::DeadlineExceededError("deadline expired while queued")
-                             : absl::CancelledError("cancelled while queued");
-      dropped->emplace_back(*it, why);
+    // An expired request is cancelled here with the Deadline's status; a cancelled one already
+    // carries its reason (Cancel finished it).
+    if ((*it)->CancelIfExpired(now)) {
+      dropped->emplace_back(*it, (*it)->status());
       it = queue_.erase(it);
     } else {
       ++it;
@@ -24,7 +22,7 @@ void AdmissionQueue::TakeDeadLocked(Dropped* dropped) {
 
 void AdmissionQueue::FinishDropped(Dropped* dropped) {
   for (auto& [request, why] : *dropped) {
-    request->Finish(why);
+    request->Finish(why);  // no-op unless Close() dropped it
     if (on_dropped_) on_dropped_(*request, why);
   }
   dropped->clear();
@@ -74,8 +72,9 @@ std::vector<std::shared_ptr<PendingRequest>> AdmissionQueue::PopBatch(size_t max
         break;
       }
       if (closed_) break;
-      // Wake up periodically to expire deadlines of queued requests.
-      cv_.wait_for(lock, std::chrono::milliseconds(100));
+      // Only an empty queue waits, so no deadline needs noticing here (a queued request's
+      // deadline is watched by its RPC handler, which cancels it and calls DropCancelled).
+      cv_.wait(lock);
     }
   }
   FinishDropped(&dropped);

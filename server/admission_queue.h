@@ -30,8 +30,9 @@ class AdmissionQueue {
   absl::Status Push(std::shared_ptr<PendingRequest> request);
 
   // Blocks until a live request is queued or the queue is closed (then returns empty). Requests
-  // cancelled or past their deadline while queued are finished with CANCELLED /
-  // DEADLINE_EXCEEDED and reported to the drop observer, never run. Returns the oldest live
+  // cancelled or past their deadline while queued are finished with their cancel reason / the
+  // Deadline's DEADLINE_EXCEEDED and reported to the drop observer, never run. It waits only while
+  // the queue is empty, and wakes on Push / Close only (no timer). Returns the oldest live
   // request plus up to max_batch - 1 later requests of the same shape, in arrival order.
   std::vector<std::shared_ptr<PendingRequest>> PopBatch(size_t max_batch);
 

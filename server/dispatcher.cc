@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -17,14 +18,46 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
 
 Dispatcher::Dispatcher(AdmissionQueue* queue, WorkerGroup* group, size_t max_batch,
                        DispatchObserver observer)
-    : queue_(queue), group_(group), max_batch_(max_batch), observer_(std::move(observer)) {}
+    : queue_(queue), group_(group), max_batch_(max_batch), observer_(std::move(observer)) {
+  readiness_listener_ = group_->AddReadinessListener([this](bool) { wakeup_.Notify(); });
+}
 
-Dispatcher::~Dispatcher() { Join(); }
+Dispatcher::~Dispatcher() {
+  Join();
+  group_->RemoveReadinessListener(readiness_listener_);
+}
 
-void Dispatcher::Start() { thread_ = std::thread([this] { Loop(); }); }
+void Dispatcher::Start() {
+  {
+    std::lock_guard<std::mutex> lock(batch_mu_);
+    running_ = true;
+  }
+  thread_ = std::thread([this] {
+    Loop();
+    {
+      std::lock_guard<std::mutex> lock(batch_mu_);
+      running_ = false;
+    }
+    stopped_cv_.notify_all();
+  });
+}
+
+bool Dispatcher::WaitUntilStopped(Clock::time_point until) {
+  std::unique_lock<std::mutex> lock(batch_mu_);
+  return stopped_cv_.wait_until(lock, until, [&] { return !running_; });
+}
 
 void Dispatcher::Join() {
   if (thread_.joinable()) thread_.join();
+}
+
+void Dispatcher::CancelRunning(const absl::Status& why) {
+  std::vector<std::shared_ptr<PendingRequest>> batch;
+  {
+    std::lock_guard<std::mutex> lock(batch_mu_);
+    batch = batch_;
+  }
+  for (const auto& r : batch) r->Cancel(why);  // each notifies wakeup_ through its listener
 }
 
 void Dispatcher::Loop() {
@@ -32,7 +65,17 @@ void Dispatcher::Loop() {
     auto batch = queue_->PopBatch(max_batch_);
     if (batch.empty()) return;  // closed
     busy_.store(true);
+    {
+      std::lock_guard<std::mutex> lock(batch_mu_);
+      batch_ = batch;
+    }
+    for (const auto& r : batch) r->SetCancelListener([this] { wakeup_.Notify(); });
     RunBatch(batch);
+    for (const auto& r : batch) r->SetCancelListener({});
+    {
+      std::lock_guard<std::mutex> lock(batch_mu_);
+      batch_.clear();
+    }
     busy_.store(false);
   }
 }
@@ -44,22 +87,20 @@ void Dispatcher::RunBatch(const std::vector<std::shared_ptr<PendingRequest>>& ba
     }
     return true;
   };
+  // The job is worth running until the last request's deadline.
+  Clock::time_point last_deadline = Clock::time_point::min();
+  for (const auto& r : batch) last_deadline = std::max(last_deadline, r->deadline().when());
+
   // Wait for the group (it may be re-forming after a failure) as long as a client still waits.
-  while (!group_->ready()) {
-    if (all_cancelled()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  wakeup_.WaitUntil(last_deadline, [&] { return group_->ready() || all_cancelled(); });
   const Clock::time_point start = Clock::now();
   for (const auto& r : batch) {
     if (observer_.on_start) observer_.on_start(*r, SecondsBetween(r->enqueued_at(), start));
   }
   if (all_cancelled()) {
     for (const auto& r : batch) {
-      absl::Status why = Clock::now() >= r->deadline()
-                             ? absl::DeadlineExceededError("deadline expired before the job ran")
-                             : absl::CancelledError("cancelled before the job ran");
-      r->Finish(why);
-      if (observer_.on_dropped) observer_.on_dropped(*r, why);
+      r->CancelIfExpired();
+      if (observer_.on_dropped) observer_.on_dropped(*r, r->status());
     }
     return;
   }
@@ -92,17 +133,21 @@ void Dispatcher::RunBatch(const std::vector<std::shared_ptr<PendingRequest>>& ba
     }
     if (observer_.on_step) observer_.on_step(p.step_seconds(), p.step());
   };
-  auto result = group_->Run(run, on_progress, all_cancelled);
+  RunControl control;
+  control.on_progress = on_progress;
+  control.should_cancel = all_cancelled;
+  control.wakeup = &wakeup_;
+  control.cancel_at = last_deadline;
+  auto result = group_->Run(run, control);
   const Clock::time_point end = Clock::now();
 
   if (!result.ok()) {
     spdlog::warn("job {}: {}", run.job_id(), result.status().ToString());
     for (const auto& r : batch) {
-      absl::Status s = result.status();
-      if (s.code() == absl::StatusCode::kCancelled && Clock::now() >= r->deadline()) {
-        s = absl::DeadlineExceededError("deadline expired; the job was stopped at a step boundary");
-      }
-      r->Finish(s);
+      // A cancelled request already carries its reason (client, deadline, drain); the others
+      // get the job's status.
+      r->CancelIfExpired(end);
+      r->Finish(result.status());
     }
     return;
   }

@@ -28,6 +28,8 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("worker-host", &o.worker_host, "address spawned workers listen on");
   p.AddString("device", &o.device, "cpu or cuda");
   p.AddString("dtype", &o.dtype, "float32 or bfloat16");
+  p.AddString("text-encoder-placement", &o.text_encoder_placement,
+              "auto | sharded | rank0: where an LLM text encoder runs (auto: sharded above 4 GiB)");
   p.AddUint("staging-buffer-mib", &o.staging_buffer_mib, "host staging buffer per loading rank");
   p.AddUint("max-queue", &o.max_queue, "admission queue length (RESOURCE_EXHAUSTED beyond)");
   p.AddUint("max-batch", &o.max_batch, "largest batch of same-shape requests run together");
@@ -57,6 +59,11 @@ absl::Status ValidateFrontendOptions(const FrontendOptions& o) {
   }
   if (o.device != "cpu" && o.device != "cuda") {
     return bad(absl::StrCat("--device must be cpu or cuda, got '", o.device, "'"));
+  }
+  if (o.text_encoder_placement != "auto" && o.text_encoder_placement != "sharded" &&
+      o.text_encoder_placement != "rank0") {
+    return bad(absl::StrCat("--text-encoder-placement must be auto, sharded or rank0, got '",
+                            o.text_encoder_placement, "'"));
   }
   if (o.dtype != "float32" && o.dtype != "bfloat16") {
     return bad(absl::StrCat("--dtype must be float32 or bfloat16, got '", o.dtype, "'"));

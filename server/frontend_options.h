@@ -36,6 +36,10 @@ struct FrontendOptions {
   std::string worker_host = "127.0.0.1";  // where spawned workers listen
   std::string device = "cpu";
   std::string dtype = "float32";
+  // Where an LLM text encoder (FLUX.2's Mistral3, Qwen-Image's Qwen2.5-VL) runs: "sharded" over the
+  // ranks, "rank0" (a replica on rank 0 that broadcasts), or "auto" (sharded when its weights exceed
+  // 4 GiB in the serving dtype and the degree keeps whole key/value head groups).
+  std::string text_encoder_placement = "auto";
   uint64_t staging_buffer_mib = 64;
   uint64_t max_queue = 16;
   uint64_t max_batch = 1;

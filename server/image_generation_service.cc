@@ -12,17 +12,13 @@
 namespace ditserve::server {
 namespace {
 
-Clock::time_point SteadyDeadline(grpc::ServerContext* ctx, double default_seconds) {
-  const auto now_sys = std::chrono::system_clock::now();
-  const auto default_deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(default_seconds));
-  const auto client = ctx->deadline();
-  if (client >= std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365)) {
-    return default_deadline;
-  }
-  return std::min(default_deadline, Clock::now() + (client - now_sys));
-}
+// gRPC's sync API has no notification for a client that cancels or goes away: the handler looks
+// at ServerContext::IsCancelled() this often while it waits (everything else wakes it).
+constexpr auto kClientCheckInterval = std::chrono::milliseconds(50);
+// gRPC cancels the call at the client's deadline on its own (millisecond) timer, possibly just
+// before our steady-clock mapping of the same deadline passes; within this margin a cancelled
+// call is counted as expired.
+constexpr auto kDeadlineSlack = std::chrono::milliseconds(20);
 
 }  // namespace
 
@@ -47,6 +43,10 @@ absl::Status ImageGenerationService::Serve(
     grpc::ServerContext* ctx, const v1::GenerateRequest& req, bool streaming,
     const std::function<bool(const v1::GenerateEvent&)>& emit, v1::GenerateResponse* resp) {
   const auto start = Clock::now();
+  const Deadline deadline =
+      Deadline::ForClient(ctx->deadline(),
+                          std::chrono::duration<double>(options_->default_timeout_seconds), start,
+                          std::chrono::system_clock::now());
   bool admitted = false;
   auto finish = [&](absl::Status s, bool image) {
     if (observer_.on_finished) {
@@ -68,13 +68,14 @@ absl::Status ImageGenerationService::Serve(
   if (!validated.ok()) return finish(validated.status(), false);
 
   const std::string id = req.request_id().empty() ? NewRequestId() : req.request_id();
-  auto pending = std::make_shared<PendingRequest>(
-      id, std::move(*validated), SteadyDeadline(ctx, options_->default_timeout_seconds));
+  auto pending = std::make_shared<PendingRequest>(id, std::move(*validated), deadline);
+  // Counted before it is queued, so "nothing in flight" also means "nothing queued" (drain).
+  in_flight_.fetch_add(1);
   if (absl::Status s = queue_->Push(pending); !s.ok()) {
+    EndInFlight();
     spdlog::warn("req={} rejected: {}", id, s.ToString());
     return finish(s, false);
   }
-  in_flight_.fetch_add(1);
   admitted = true;
   if (observer_.on_admitted) observer_.on_admitted();
   spdlog::info("req={} admitted ({}x{}, {} steps, seed {})", id,
@@ -85,24 +86,22 @@ absl::Status ImageGenerationService::Serve(
   queued.mutable_queued()->set_position(std::max(0, queue_->Position(*pending)));
   bool client_gone = !emit(queued);
   bool first_step = true;
-  absl::Status status;
   while (true) {
-    if (client_gone || ctx->IsCancelled()) {
-      pending->Cancel();
-      queue_->DropCancelled();
-      status = absl::CancelledError("cancelled by the client");
-      break;
+    if (!pending->done()) {
+      const Clock::time_point now = Clock::now();
+      if (deadline.expired(now) ||
+          (ctx->IsCancelled() && deadline.expired(now + kDeadlineSlack))) {
+        pending->Cancel(deadline.ExceededError(now));
+        queue_->DropCancelled();  // frees its queue slot at once if it was still queued
+      } else if (client_gone || ctx->IsCancelled()) {
+        pending->Cancel(absl::CancelledError("cancelled by the client"));
+        queue_->DropCancelled();
+      }
     }
-    if (Clock::now() >= pending->deadline() && !pending->done()) {
-      pending->Cancel();
-      queue_->DropCancelled();
-      status = absl::DeadlineExceededError(absl::StrCat(
-          "deadline exceeded after ",
-          absl::StrFormat("%.3f", std::chrono::duration<double>(Clock::now() - start).count()),
-          " s"));
-      break;
-    }
-    auto ev = pending->WaitForEvent(Clock::now() + std::chrono::milliseconds(50));
+    // Events, the result and any cancellation (the dispatcher's, the drain's) wake this at once;
+    // the request's own deadline is waited for exactly.
+    auto ev = pending->WaitForEvent(
+        std::min(deadline.when(), Clock::now() + kClientCheckInterval));
     if (ev) {
       if (first_step && ev->has_progress() && observer_.on_first_step) {
         observer_.on_first_step(std::chrono::duration<double>(Clock::now() - start).count());
@@ -111,15 +110,26 @@ absl::Status ImageGenerationService::Serve(
       if (!emit(*ev)) client_gone = true;
       continue;
     }
-    if (pending->done()) {
-      status = pending->status();
-      if (status.ok()) *resp = pending->TakeResponse();
-      break;
-    }
+    if (pending->done()) break;
   }
-  in_flight_.fetch_sub(1);
+  absl::Status status = pending->status();
+  if (status.ok()) *resp = pending->TakeResponse();
+  EndInFlight();
   spdlog::info("req={} finished: {}", id, status.ok() ? "OK" : status.ToString());
   return finish(status, status.ok());
+}
+
+void ImageGenerationService::EndInFlight() {
+  {
+    std::lock_guard<std::mutex> lock(idle_mu_);
+    in_flight_.fetch_sub(1);
+  }
+  idle_cv_.notify_all();
+}
+
+bool ImageGenerationService::WaitUntilIdle(Clock::time_point until) {
+  std::unique_lock<std::mutex> lock(idle_mu_);
+  return idle_cv_.wait_until(lock, until, [&] { return in_flight_.load() == 0; });
 }
 
 grpc::Status ImageGenerationService::Generate(grpc::ServerContext* ctx,

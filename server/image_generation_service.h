@@ -1,13 +1,21 @@
-// The public ditserve.v1.ImageGeneration service: a thin RPC edge. It validates, admits into the
-// queue, waits for the dispatcher to finish the request while watching the client (cancellation,
-// deadline), and converts absl::Status to grpc::Status once, here.
+// The public ditserve.v1.ImageGeneration service: a thin RPC edge. It validates, maps the
+// client's deadline once (Deadline), admits into the queue, and waits for the request to finish
+// while watching the client and the deadline, and converts absl::Status to grpc::Status once,
+// here.
+//
+// The handler is its request's deadline timer: it sleeps until an event, the end of the request,
+// or the deadline (then cancels the request with the Deadline's DEADLINE_EXCEEDED, which stops
+// the job on the ranks through the dispatcher). The one periodic wake-up left is the client
+// check every 50 ms: gRPC's sync API does not announce a client's cancellation.
 //
 // Threads: gRPC's sync server threads call the handlers concurrently; every member they use is
 // thread-safe.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <string>
 
 #include "ditserve/v1/ditserve.grpc.pb.h"
@@ -45,8 +53,11 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
 
   // New requests get UNAVAILABLE from now on (graceful shutdown).
   void StartDraining() { draining_.store(true); }
-  // Requests admitted and not yet finished.
+  // Requests admitted (queued or running) and not yet finished.
   int in_flight() const { return in_flight_.load(); }
+  // Waits until nothing is in flight or `until`; returns whether nothing is. Woken by each
+  // request's end, no polling.
+  bool WaitUntilIdle(Clock::time_point until);
 
  private:
   // Shared by both calls. `emit` receives each event as it happens (streaming); returns the final
@@ -55,6 +66,7 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
                      const std::function<bool(const v1::GenerateEvent&)>& emit,
                      v1::GenerateResponse* resp);
   std::string NewRequestId();
+  void EndInFlight();
 
   const FrontendOptions* const options_;
   AdmissionQueue* const queue_;
@@ -62,6 +74,8 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   const RequestObserver observer_;
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
+  std::mutex idle_mu_;  // orders in_flight_ decrements with WaitUntilIdle
+  std::condition_variable idle_cv_;
   std::atomic<uint64_t> counter_{0};
 };
 

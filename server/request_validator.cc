@@ -175,7 +175,8 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
     return Invalid(absl::StrCat("guidance_scale must be in ", limits.min_guidance, "..",
                                 limits.max_guidance, ", got ", guidance));
   }
-  const float true_cfg = r.true_cfg_scale();
+  // 0 = not given: the model's default (Qwen-Image: 4.0) applies when there is a negative prompt.
+  const float true_cfg = r.true_cfg_scale() != 0 ? r.true_cfg_scale() : defaults.true_cfg_scale();
   if (!std::isfinite(true_cfg) || true_cfg < 0 || true_cfg > limits.max_true_cfg) {
     return Invalid(absl::StrCat("true_cfg_scale must be in 0..", limits.max_true_cfg, ", got ",
                                 true_cfg));

@@ -1,8 +1,10 @@
 #include "server/worker_group.h"
 
-#include <condition_variable>
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
@@ -31,6 +33,34 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 
 }  // namespace
 
+// The calls of one running job, shared between Run() and Shutdown().
+struct WorkerGroup::Job {
+  struct RankCall {
+    grpc::ClientContext ctx;
+    grpc::Status status;
+    worker::v1::RunResult result;
+    bool has_result = false;
+  };
+  explicit Job(size_t n, Wakeup* wakeup) : calls(n), wakeup(wakeup) {
+    for (auto& c : calls) c = std::make_unique<RankCall>();
+  }
+  // Ends every call still running (client-side cancel: it completes at once, whatever the rank
+  // does).
+  void AbandonCalls() {
+    abandoned.store(true);
+    for (auto& c : calls) c->ctx.TryCancel();
+  }
+
+  std::vector<std::unique_ptr<RankCall>> calls;
+  Wakeup* const wakeup;
+  std::mutex mu;  // guards RankCall::status/result/has_result and the counters below
+  size_t finished = 0;
+  int first_failure = -1;  // the first rank that ended with an error the frontend did not cause
+  std::atomic<bool> cancel_sent{false};    // Cancel went to every rank
+  std::atomic<bool> abandoned{false};      // the frontend ended the calls itself
+  std::atomic<bool> shutting_down{false};
+};
+
 WorkerGroup::WorkerGroup(WorkerGroupOptions options) : options_(std::move(options)) {}
 
 WorkerGroup::~WorkerGroup() { Shutdown(); }
@@ -46,8 +76,15 @@ void WorkerGroup::Start() { control_ = std::thread([this] { ControlLoop(); }); }
 void WorkerGroup::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && !control_.joinable()) return;
+    if (stopping_ && !control_.joinable() && ranks_.empty()) return;
     stopping_ = true;
+    for (grpc::ClientContext* ctx : forming_) ctx->TryCancel();
+    // Under mu_: Run() unregisters its job (and its wakeup goes away) only under mu_.
+    if (job_) {
+      job_->shutting_down.store(true);
+      job_->AbandonCalls();
+      job_->wakeup->Notify();
+    }
   }
   cv_.notify_all();
   if (control_.joinable()) control_.join();
@@ -75,18 +112,22 @@ std::optional<worker::v1::ModelDescription> WorkerGroup::model() const {
   return model_;
 }
 
-void WorkerGroup::SetReadinessListener(std::function<void(bool)> listener) {
-  std::lock_guard<std::mutex> lock(mu_);
-  listener_ = std::move(listener);
+int WorkerGroup::AddReadinessListener(std::function<void(bool)> listener) {
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  listeners_[next_listener_] = std::move(listener);
+  return next_listener_++;
+}
+
+void WorkerGroup::RemoveReadinessListener(int id) {
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  listeners_.erase(id);
 }
 
 void WorkerGroup::SetReady(bool ready) {
-  std::function<void(bool)> listener;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    listener = listener_;
-  }
-  if (ready_.exchange(ready) != ready && listener) listener(ready);
+  // The change and its announcement under one lock, so listeners see the changes in order.
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  if (ready_.exchange(ready) == ready) return;
+  for (auto& [id, listener] : listeners_) listener(ready);
 }
 
 void WorkerGroup::MarkBroken(const std::string& why) {
@@ -99,30 +140,32 @@ void WorkerGroup::MarkBroken(const std::string& why) {
   cv_.notify_all();
 }
 
+void WorkerGroup::OnProcessExit(const Rank* rank, int index) {
+  pid_t pid = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Only a process of the current group counts; ConnectRanks stops the previous ones itself.
+    const bool current = std::any_of(ranks_.begin(), ranks_.end(),
+                                     [&](const auto& r) { return r.get() == rank; });
+    if (!current || broken_ || stopping_) return;
+    pid = rank->process->pid();
+  }
+  MarkBroken(absl::StrCat("worker rank ", index, " (pid ", pid, ") exited"));
+}
+
 void WorkerGroup::ControlLoop() {
-  auto backoff = std::chrono::milliseconds(500);
+  auto backoff = options_.retry_backoff;
   while (true) {
     {
+      // Sleep until something breaks the group (a failed job, a spawned worker's exit) or
+      // Shutdown(): both notify.
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_ || broken_; });
+      cv_.wait(lock, [&] { return stopping_ || broken_; });
       if (stopping_) return;
-      // Supervise spawned processes: any exit breaks the group.
-      if (!broken_) {
-        for (size_t i = 0; i < ranks_.size(); ++i) {
-          if (ranks_[i]->process && !ranks_[i]->process->Alive()) {
-            lock.unlock();
-            MarkBroken(absl::StrCat("worker rank ", i, " (pid ", ranks_[i]->process->pid(),
-                                    ") exited"));
-            lock.lock();
-            break;
-          }
-        }
-      }
-      if (!broken_) continue;
     }
     absl::Status s = Form();
     if (s.ok()) {
-      backoff = std::chrono::milliseconds(500);
+      backoff = options_.retry_backoff;
       continue;
     }
     spdlog::error("forming the worker group failed: {}; retrying in {} ms", s.ToString(),
@@ -153,9 +196,10 @@ absl::Status WorkerGroup::ConnectRanks() {
       po.host = options_.worker_host;
       po.rank = static_cast<int>(i);
       po.extra_args = options_.worker_extra_args;
-      auto proc = WorkerProcess::Start(po);
-      if (!proc.ok()) return proc.status();
       auto rank = std::make_shared<Rank>();
+      auto proc = WorkerProcess::Start(
+          po, [this, r = rank.get(), i] { OnProcessExit(r, static_cast<int>(i)); });
+      if (!proc.ok()) return proc.status();
       rank->address = (*proc)->address();
       rank->process = std::move(*proc);
       ranks.push_back(std::move(rank));
@@ -172,7 +216,7 @@ absl::Status WorkerGroup::ConnectRanks() {
     r->stub = worker::v1::Worker::NewStub(r->channel);
   }
   for (size_t i = 0; i < ranks.size(); ++i) {
-    if (!ranks[i]->channel->WaitForConnected(After(std::chrono::milliseconds(10000)))) {
+    if (!ranks[i]->channel->WaitForConnected(After(options_.connect_timeout))) {
       return absl::UnavailableError(
           absl::StrCat("worker rank ", i, " at ", ranks[i]->address, " is not reachable"));
     }
@@ -216,6 +260,12 @@ absl::Status WorkerGroup::Form() {
     threads.emplace_back([&, i] {
       grpc::ClientContext ctx;
       ctx.set_deadline(After(options_.init_timeout));
+      {
+        // Shutdown() cancels a formation in progress (a load can take many minutes).
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) ctx.TryCancel();
+        forming_.push_back(&ctx);
+      }
       worker::v1::InitRequest req = options_.init_template;
       req.set_rank(i);
       *req.mutable_rendezvous() = rendezvous;
@@ -232,6 +282,10 @@ absl::Status WorkerGroup::Form() {
         }
       }
       grpc::Status s = reader->Finish();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        forming_.erase(std::find(forming_.begin(), forming_.end(), &ctx));
+      }
       if (!s.ok()) {
         results[i] = absl::Status(FromGrpcStatus(s).code(),
                                   absl::StrCat("rank ", i, " Init: ", s.error_message()));
@@ -246,6 +300,7 @@ absl::Status WorkerGroup::Form() {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("shutting down");
     model_ = models[0];
     broken_ = false;
   }
@@ -253,118 +308,156 @@ absl::Status WorkerGroup::Form() {
   spdlog::info("worker group ready: model '{}' ({}), tp={}, {} on {}", models[0].name(),
                models[0].family(), n, models[0].dtype(), models[0].device());
   SetReady(true);
+  // A spawned worker that died while the group formed leaves no trace but a dead process.
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i]->process && !ranks[i]->process->Alive()) OnProcessExit(ranks[i].get(), static_cast<int>(i));
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<worker::v1::RunResult> WorkerGroup::Run(
-    const worker::v1::RunRequest& request,
-    const std::function<void(const worker::v1::StepProgress&)>& on_progress,
-    const std::function<bool()>& should_cancel) {
+absl::StatusOr<worker::v1::RunResult> WorkerGroup::Run(const worker::v1::RunRequest& request,
+                                                       const RunControl& control) {
   if (!ready()) return absl::UnavailableError("the worker group is not ready");
+  Wakeup own_wakeup;
+  Wakeup* const wakeup = control.wakeup ? control.wakeup : &own_wakeup;
   std::vector<std::shared_ptr<Rank>> ranks;
+  std::shared_ptr<Job> job;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("server is shutting down");
     ranks = ranks_;
+    job = std::make_shared<Job>(ranks.size(), wakeup);
+    job_ = job;
   }
   const size_t n = ranks.size();
-  struct RankCall {
-    grpc::ClientContext ctx;
-    grpc::Status status;
-    worker::v1::RunResult result;
-    bool has_result = false;
-  };
-  std::vector<std::unique_ptr<RankCall>> calls(n);
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t finished = 0;
+
   std::vector<std::thread> threads;
   for (size_t i = 0; i < n; ++i) {
-    calls[i] = std::make_unique<RankCall>();
     threads.emplace_back([&, i] {
-      RankCall& call = *calls[i];
+      Job::RankCall& call = *job->calls[i];
       auto reader = ranks[i]->stub->Run(&call.ctx, request);
       RunEvent ev;
+      worker::v1::RunResult result;
+      bool has_result = false;
       while (reader->Read(&ev)) {
-        if (ev.has_progress() && i == 0 && on_progress) on_progress(ev.progress());
+        if (ev.has_progress() && i == 0 && control.on_progress) control.on_progress(ev.progress());
         if (ev.has_result()) {
-          call.result = std::move(*ev.mutable_result());
-          call.has_result = true;
+          result = std::move(*ev.mutable_result());
+          has_result = true;
         }
       }
-      call.status = reader->Finish();
+      grpc::Status status = reader->Finish();
       {
-        std::lock_guard<std::mutex> lock(mu);
-        ++finished;
+        std::lock_guard<std::mutex> lock(job->mu);
+        // CANCELLED is expected only after the frontend asked every rank to stop or ended the
+        // calls itself; otherwise the rank (or its connection) went away.
+        const bool expected = status.ok() ||
+                              status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                              (status.error_code() == grpc::StatusCode::CANCELLED &&
+                               (job->cancel_sent.load() || job->abandoned.load()));
+        if (!expected && job->first_failure < 0) job->first_failure = static_cast<int>(i);
+        call.status = std::move(status);
+        call.result = std::move(result);
+        call.has_result = has_result;
+        ++job->finished;
       }
-      cv.notify_all();
+      wakeup->Notify();
     });
   }
 
-  bool cancel_sent = false;
-  std::optional<std::chrono::steady_clock::time_point> hard_deadline;
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    while (finished < n) {
-      cv.wait_for(lock, std::chrono::milliseconds(20));
-      if (finished == n) break;
-      if (!cancel_sent && should_cancel && should_cancel()) {
-        cancel_sent = true;
-        lock.unlock();
-        for (size_t i = 0; i < n; ++i) {
-          grpc::ClientContext ctx;
-          ctx.set_deadline(After(std::chrono::milliseconds(2000)));
-          worker::v1::CancelRequest creq;
-          creq.set_job_id(request.job_id());
-          worker::v1::CancelResponse cresp;
-          ranks[i]->stub->Cancel(&ctx, creq, &cresp);
-        }
-        // The ranks stop at the next step boundary; a step longer than the collective timeout
-        // means the group is stuck.
-        hard_deadline = std::chrono::steady_clock::now() + options_.collective_timeout +
-                        std::chrono::milliseconds(5000);
-        lock.lock();
+  // Wait for the calls, reacting to (in this order) the end of every call, a broken rank, a
+  // cancel request and the stop deadline after a cancel. Nothing here polls: the rank threads
+  // and whoever turns should_cancel() true notify `wakeup`; the only timers are `cancel_at` and
+  // the stop deadline.
+  bool abandoned = false;
+  std::string abandon_reason;
+  std::optional<Clock::time_point> stop_deadline;
+  auto cancel_wanted = [&] {
+    return (control.should_cancel && control.should_cancel()) ||
+           Clock::now() >= control.cancel_at;
+  };
+  while (true) {
+    const Clock::time_point until = abandoned        ? Clock::time_point::max()
+                                    : stop_deadline    ? *stop_deadline
+                                    : job->cancel_sent ? Clock::time_point::max()
+                                                       : control.cancel_at;
+    bool all_done = false, failed = false;
+    wakeup->WaitUntil(until, [&] {
+      std::lock_guard<std::mutex> lock(job->mu);
+      all_done = job->finished == n;
+      failed = job->first_failure >= 0;
+      if (all_done) return true;
+      if (abandoned) return false;  // only the end of the abandoned calls matters now
+      return failed || job->shutting_down.load() || (!job->cancel_sent.load() && cancel_wanted());
+    });
+    if (all_done) break;
+    if (abandoned) continue;  // the abandoned calls are ending (spurious wake-up)
+    if (failed || job->shutting_down.load()) {
+      abandoned = true;
+      abandon_reason = failed ? "a rank failed" : "shutting down";
+      job->AbandonCalls();
+      continue;
+    }
+    if (!job->cancel_sent.load() && cancel_wanted()) {
+      job->cancel_sent.store(true);
+      for (size_t i = 0; i < n; ++i) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(After(std::chrono::milliseconds(2000)));
+        worker::v1::CancelRequest creq;
+        creq.set_job_id(request.job_id());
+        worker::v1::CancelResponse cresp;
+        grpc::Status s = ranks[i]->stub->Cancel(&ctx, creq, &cresp);
+        if (!s.ok()) spdlog::warn("job {}: Cancel on rank {}: {}", request.job_id(), i, s.error_message());
       }
-      if (hard_deadline && std::chrono::steady_clock::now() > *hard_deadline) {
-        for (auto& c : calls) c->ctx.TryCancel();
-      }
+      // The ranks stop at the next step boundary; a step longer than the collective timeout
+      // means the group is stuck.
+      stop_deadline = Clock::now() + options_.collective_timeout + std::chrono::milliseconds(5000);
+      continue;
+    }
+    if (stop_deadline && Clock::now() >= *stop_deadline) {
+      abandoned = true;
+      abandon_reason = absl::StrCat("the ranks did not stop within ",
+                                    (options_.collective_timeout.count() + 5000), " ms of the cancel");
+      job->AbandonCalls();
     }
   }
   for (auto& t : threads) t.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job_ == job) job_.reset();
+  }
 
+  if (job->shutting_down.load() && job->first_failure < 0) {
+    return absl::UnavailableError("server is shutting down; the job was abandoned");
+  }
+  if (job->first_failure >= 0) {
+    const int i = job->first_failure;
+    const std::string failure =
+        absl::StrCat("rank ", i, ": ", job->calls[i]->status.error_message());
+    MarkBroken(failure);
+    return absl::UnavailableError(
+        absl::StrCat("the worker group failed during the job (", failure, "); re-forming"));
+  }
+  if (abandoned) {
+    MarkBroken(abandon_reason);
+    return absl::UnavailableError(
+        absl::StrCat("the worker group is stuck (", abandon_reason, "); re-forming"));
+  }
   bool all_ok = true;
-  bool any_cancelled = false;
-  std::string failure;
-  grpc::StatusCode failure_code = grpc::StatusCode::OK;
   for (size_t i = 0; i < n; ++i) {
-    const grpc::Status& s = calls[i]->status;
-    if (s.ok()) continue;
-    all_ok = false;
-    if (s.error_code() == grpc::StatusCode::CANCELLED) {
-      any_cancelled = true;
-      continue;
+    const grpc::Status& s = job->calls[i]->status;
+    if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      // A request the pipeline itself rejected leaves the group intact.
+      return absl::InvalidArgumentError(absl::StrCat("rank ", i, ": ", s.error_message()));
     }
-    if (failure.empty()) {
-      failure = absl::StrCat("rank ", i, ": ", s.error_message());
-      failure_code = s.error_code();
-    }
+    if (!s.ok()) all_ok = false;
   }
-  if (all_ok) {
-    if (!calls[0]->has_result) {
-      MarkBroken("rank 0 finished a job without a result");
-      return absl::InternalError("rank 0 finished the job without a result");
-    }
-    return std::move(calls[0]->result);
+  if (!all_ok) return absl::CancelledError("cancelled; every rank stopped at the same step");
+  if (!job->calls[0]->has_result) {
+    MarkBroken("rank 0 finished a job without a result");
+    return absl::InternalError("rank 0 finished the job without a result");
   }
-  if (failure.empty() && any_cancelled) {
-    return absl::CancelledError("cancelled; every rank stopped at the same step");
-  }
-  // A request the pipeline itself rejected leaves the group intact.
-  if (failure_code == grpc::StatusCode::INVALID_ARGUMENT) {
-    return absl::InvalidArgumentError(failure);
-  }
-  MarkBroken(failure);
-  return absl::UnavailableError(
-      absl::StrCat("the worker group failed during the job (", failure, "); re-forming"));
+  return std::move(job->calls[0]->result);
 }
 
 std::vector<worker::v1::WorkerStatus> WorkerGroup::CollectStatus(

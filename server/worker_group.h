@@ -5,14 +5,24 @@
 // after any failure (new rendezvous, respawned processes, reload), and fans each job out to every
 // rank in lock step.
 //
-// Threads: a private control thread forms and supervises the group. Run() is called by one
-// dispatcher thread at a time. ready(), model() and CollectStatus() may be called from any thread.
+// Failure handling in Run(): the first rank that fails (its stream ends with an error the
+// frontend did not ask for, e.g. a dead process or a collective that timed out on a peer) breaks
+// the group: the other ranks' calls are abandoned at once (a hung rank is never waited for), the
+// job fails UNAVAILABLE, readiness turns false and the control thread re-forms the group.
+// INVALID_ARGUMENT from the ranks leaves the group intact. A cancel (should_cancel) sends Cancel
+// to every rank; they stop at the same step boundary and the job ends CANCELLED with the group
+// intact, unless they do not stop within the collective timeout + 5 s (then the group is broken).
+//
+// Threads: a private control thread forms and supervises the group; it sleeps until the group
+// breaks (Run, a spawned process's exit) or Shutdown(). Run() is called by one dispatcher thread
+// at a time. ready(), model(), CollectStatus() and the listener calls may come from any thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +34,8 @@
 
 #include "absl/status/statusor.h"
 #include "ditserve/worker/v1/worker.grpc.pb.h"
+#include "server/deadline.h"
+#include "server/wakeup.h"
 #include "server/worker_process.h"
 
 namespace ditserve::server {
@@ -37,6 +49,23 @@ struct WorkerGroupOptions {
   worker::v1::InitRequest init_template;  // model_dir, device, dtype, staging, timeout
   std::chrono::milliseconds init_timeout{1800000};
   std::chrono::milliseconds collective_timeout{300000};
+  // How long forming waits for a rank's channel to connect, and the first retry delay after a
+  // failed formation (doubling up to 10 s).
+  std::chrono::milliseconds connect_timeout{10000};
+  std::chrono::milliseconds retry_backoff{500};
+};
+
+// How the dispatcher drives one job through Run(). Every member may be empty.
+struct RunControl {
+  // Rank 0's step events, on the thread reading rank 0's stream.
+  std::function<void(const worker::v1::StepProgress&)> on_progress;
+  // Evaluated (under `wakeup`'s lock: no blocking, no Notify) when `wakeup` is notified and at
+  // `cancel_at`; once true the job is cancelled on every rank. Whoever makes it true must call
+  // wakeup->Notify().
+  std::function<bool()> should_cancel;
+  Wakeup* wakeup = nullptr;  // null: Run uses its own, and only `cancel_at` can cancel
+  // The job is cancelled at this time even if nobody notifies (e.g. every request's deadline).
+  Clock::time_point cancel_at = Clock::time_point::max();
 };
 
 class WorkerGroup {
@@ -46,22 +75,25 @@ class WorkerGroup {
 
   // Starts the control thread, which forms the group in the background.
   void Start();
-  // Stops supervising, shuts spawned workers down. Idempotent.
+  // Stops supervising, abandons a running job (its Run returns UNAVAILABLE), shuts spawned
+  // workers down. Idempotent.
   void Shutdown();
 
   bool ready() const { return ready_.load(); }
   uint32_t world_size() const;
   std::optional<worker::v1::ModelDescription> model() const;
-  // Called (from the control thread) whenever readiness changes.
-  void SetReadinessListener(std::function<void(bool ready)> listener);
+  // `listener` is called whenever readiness changes, from the thread that changed it (the
+  // control thread, or the dispatcher thread when a job breaks the group), never concurrently
+  // with itself. Returns an id for RemoveReadinessListener, which waits for a call in progress.
+  int AddReadinessListener(std::function<void(bool ready)> listener);
+  void RemoveReadinessListener(int id);
 
-  // Runs one job on every rank. UNAVAILABLE when the group is not ready or breaks during the job
-  // (the group is then re-formed in the background); CANCELLED when should_cancel() turned true
-  // and the ranks stopped at a step boundary. `on_progress` receives rank 0's step events.
-  absl::StatusOr<worker::v1::RunResult> Run(
-      const worker::v1::RunRequest& request,
-      const std::function<void(const worker::v1::StepProgress&)>& on_progress,
-      const std::function<bool()>& should_cancel);
+  // Runs one job on every rank. UNAVAILABLE when the group is not ready, shuts down, or breaks
+  // during the job (the group is then re-formed in the background); CANCELLED when the job was
+  // cancelled (RunControl) and the ranks stopped at a step boundary; INVALID_ARGUMENT when the
+  // ranks rejected the job.
+  absl::StatusOr<worker::v1::RunResult> Run(const worker::v1::RunRequest& request,
+                                            const RunControl& control);
 
   // Each ready rank's status (memory, counters); ranks that do not answer in time are left out.
   std::vector<worker::v1::WorkerStatus> CollectStatus(std::chrono::milliseconds timeout) const;
@@ -76,10 +108,12 @@ class WorkerGroup {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<worker::v1::Worker::Stub> stub;
   };
+  struct Job;  // the rank calls of the running job (worker_group.cc)
 
   void ControlLoop();
   absl::Status Form();
   absl::Status ConnectRanks();
+  void OnProcessExit(const Rank* rank, int index);
   void MarkBroken(const std::string& why);
   void SetReady(bool ready);
 
@@ -91,10 +125,15 @@ class WorkerGroup {
   bool broken_ = true;  // needs (re-)forming
   std::vector<std::shared_ptr<Rank>> ranks_;
   std::optional<worker::v1::ModelDescription> model_;
-  std::function<void(bool)> listener_;
+  std::shared_ptr<Job> job_;  // the running job, for Shutdown()
+  std::vector<grpc::ClientContext*> forming_;  // the Init calls in progress, for Shutdown()
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> formations_{0};
   uint64_t group_counter_ = 0;
+
+  std::mutex listeners_mu_;  // held while listeners run
+  std::map<int, std::function<void(bool)>> listeners_;
+  int next_listener_ = 0;
 };
 
 }  // namespace ditserve::server

@@ -5,18 +5,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 
 namespace ditserve::server {
 
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
-    const WorkerProcessOptions& opts) {
+    const WorkerProcessOptions& opts, std::function<void()> on_exit) {
   if (::access(opts.binary.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("worker binary '", opts.binary, "' is not executable: ", std::strerror(errno)));
@@ -49,53 +49,74 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
     ::_exit(127);
   }
   proc->pid_ = pid;
+  proc->on_exit_ = std::move(on_exit);
+  proc->reaper_ = std::thread([p = proc.get()] { p->Reap(); });
 
+  // The worker renames its port file into place once it listens; nothing signals that, so look
+  // every 20 ms (start-up only). A death ends the wait at once.
   const auto deadline = std::chrono::steady_clock::now() + opts.start_timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (!proc->Alive()) {
-      return absl::UnavailableError(
-          absl::StrCat("worker rank ", opts.rank, " (", opts.binary, ") exited during start-up"));
-    }
     std::ifstream in(proc->port_file_);
     int port = 0;
     if (in >> port && port > 0) {
       proc->address_ = absl::StrCat(opts.host, ":", port);
       return proc;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (proc->WaitForExit(std::min(deadline, std::chrono::steady_clock::now() +
+                                                 std::chrono::milliseconds(20)))) {
+      return absl::UnavailableError(
+          absl::StrCat("worker rank ", opts.rank, " (", opts.binary, ") exited during start-up"));
+    }
   }
   return absl::DeadlineExceededError(
       absl::StrCat("worker rank ", opts.rank, " did not start listening within ",
                    opts.start_timeout.count(), " ms"));
 }
 
-bool WorkerProcess::Alive() {
-  if (pid_ <= 0 || reaped_) return false;
-  int status = 0;
-  pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_ || (r < 0 && errno == ECHILD)) {
-    reaped_ = true;
-    return false;
+void WorkerProcess::Reap() {
+  // Wait without reaping first, so the pid cannot be reused while Stop() may still signal it.
+  siginfo_t info{};
+  while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
   }
-  return true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exited_ = true;
+  }
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  cv_.notify_all();
+  if (on_exit_) on_exit_();
+}
+
+bool WorkerProcess::Alive() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pid_ > 0 && !exited_;
+}
+
+bool WorkerProcess::WaitForExit(std::chrono::steady_clock::time_point until) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_until(lock, until, [&] { return exited_; });
 }
 
 void WorkerProcess::Stop(std::chrono::milliseconds grace) {
-  if (!Alive()) return;
-  ::kill(pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (!Alive()) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pid_ <= 0 || exited_) return;
+    ::kill(pid_, SIGTERM);
   }
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  reaped_ = true;
+  if (WaitForExit(std::chrono::steady_clock::now() + grace)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!exited_) ::kill(pid_, SIGKILL);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return exited_; });
 }
 
 WorkerProcess::~WorkerProcess() {
   Stop();
+  if (reaper_.joinable()) reaper_.join();
   if (!port_file_.empty()) ::unlink(port_file_.c_str());
 }
 

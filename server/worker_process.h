@@ -1,13 +1,21 @@
 // WorkerProcess: one spawned ditserve-worker child (the --spawn-workers mode). RAII: the
 // destructor terminates the child (SIGTERM, then SIGKILL after a grace period) and reaps it.
 // The child binds port 0 and writes the chosen port to a file, which Start() waits for, so no
-// port is ever guessed. Not thread-safe: owned and driven by the WorkerGroup's control thread.
+// port is ever guessed. A reaper thread waits for the child's exit, so the owner learns of a
+// death through `on_exit` (called once, on the reaper thread) instead of polling.
+// Not thread-safe apart from Alive() and the callback: owned and driven by the WorkerGroup's
+// control thread.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,23 +32,34 @@ struct WorkerProcessOptions {
 
 class WorkerProcess {
  public:
-  // Starts the child and waits until it listens. Returns its address (host:port).
-  static absl::StatusOr<std::unique_ptr<WorkerProcess>> Start(const WorkerProcessOptions& opts);
+  // Starts the child and waits until it listens. Returns its address (host:port). `on_exit` is
+  // called once when the child exits, however it ends (also after Stop()); it must not call back
+  // into this object except Alive()/pid().
+  static absl::StatusOr<std::unique_ptr<WorkerProcess>> Start(
+      const WorkerProcessOptions& opts, std::function<void()> on_exit = {});
   ~WorkerProcess();
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   const std::string& address() const { return address_; }
   pid_t pid() const { return pid_; }
-  // False once the child has exited (reaps it).
-  bool Alive();
+  // False once the child has exited. Thread-safe.
+  bool Alive() const;
   // Sends SIGTERM and waits up to `grace`, then SIGKILL.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 
  private:
   WorkerProcess() = default;
+  void Reap();  // the reaper thread
+  // Waits until the child has exited or `until`; returns whether it has.
+  bool WaitForExit(std::chrono::steady_clock::time_point until);
+
   pid_t pid_ = -1;
-  bool reaped_ = false;
+  std::function<void()> on_exit_;
+  std::thread reaper_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool exited_ = false;  // under mu_; the pid stays reserved (zombie) until the reaper reaps it
   std::string address_;
   std::string port_file_;
 };

@@ -1,12 +1,9 @@
 #include "sharding/pipeline_index.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/config_json.h"
 
 namespace ditserve::sharding {
 namespace fs = std::filesystem;
@@ -32,14 +29,9 @@ bool IsPipelineRoot(const std::string& dir) {
 
 absl::StatusOr<PipelineIndex> ReadPipelineIndex(const std::string& root) {
   const std::string path = (fs::path(root) / "model_index.json").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
-  }
+  absl::StatusOr<nlohmann::json> read = ReadJsonObjectFile(path);
+  if (!read.ok()) return read.status();
+  const nlohmann::json& j = *read;
   PipelineIndex index;
   index.root = root;
   for (auto it = j.begin(); it != j.end(); ++it) {

@@ -43,7 +43,10 @@ std::string SafetensorsHeaderBytes(const std::vector<TensorToWrite>& tensors,
 
 namespace {
 
-absl::Status CheckTensors(const std::string& path, const std::vector<TensorToWrite>& tensors) {
+// `path` names the destination in errors. With `need_data`, a non-empty tensor without data is
+// refused as well.
+absl::Status CheckTensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                          bool need_data = false) {
   std::set<std::string> names;
   for (const auto& t : tensors) {
     if (t.name.empty() || t.name == "__metadata__") {
@@ -57,6 +60,9 @@ absl::Status CheckTensors(const std::string& path, const std::vector<TensorToWri
         return absl::InvalidArgumentError(
             absl::StrCat(path, ": tensor '", t.name, "' has a negative dimension"));
       }
+    }
+    if (need_data && t.data == nullptr && NumBytes(t) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t.name, "' has no data"));
     }
   }
   return absl::OkStatus();
@@ -140,6 +146,17 @@ absl::Status SafetensorsFileWriter::Finish() {
     return absl::InternalError(absl::StrCat(path_, ": rename failed: ", std::strerror(rerr)));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> SerializeSafetensors(
+    const std::vector<TensorToWrite>& tensors,
+    const std::map<std::string, std::string>& metadata) {
+  if (absl::Status s = CheckTensors("safetensors", tensors, /*need_data=*/true); !s.ok()) return s;
+  std::string out = SafetensorsHeaderBytes(tensors, metadata);
+  for (const auto& t : tensors) {
+    if (NumBytes(t) > 0) out.append(static_cast<const char*>(t.data), NumBytes(t));
+  }
+  return out;
 }
 
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,

@@ -1,7 +1,7 @@
 // Writes safetensors files (SPEC §6): the inverse of SafetensorsFile. Torch-free.
 //
-// Used to save replicated state dicts, by tests to build hand-made checkpoints, and by the
-// benchmarks. The file is written to "<path>.tmp" and renamed into place, so a reader never sees
+// Used to save replicated state dicts and tool outputs, by the CLI for its raw and latents outputs,
+// by tests to build hand-made checkpoints, and by the benchmarks. The file is written to "<path>.tmp" and renamed into place, so a reader never sees
 // a half-written file. The header is padded with spaces to a multiple of 8 bytes, as the format's
 // reference writer does, so every tensor's data starts 8-byte aligned.
 //
@@ -33,6 +33,12 @@ struct TensorToWrite {
 // (naming the path).
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata = {});
+
+// The whole file in memory: the bytes WriteSafetensors would write, for destinations that are not
+// a plain file (stdout, a pipe). Refuses what WriteSafetensors refuses (INVALID_ARGUMENT).
+absl::StatusOr<std::string> SerializeSafetensors(
+    const std::vector<TensorToWrite>& tensors,
+    const std::map<std::string, std::string>& metadata = {});
 
 // One safetensors file written tensor by tensor, for files larger than the memory one would
 // hold them in: Create() writes the header (from the tensors' names, dtypes and shapes; `data` is

@@ -10,13 +10,14 @@
 // together and rank 0 writes the output. The parent waits for all of them; if one fails it stops
 // the others, and the exit code is non-zero.
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <torch/torch.h>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "models/transformer_factory.h"
 #include "sharding/checkpoint.h"
 #include "sharding/loader.h"
@@ -31,6 +33,7 @@
 #include "sharding/safetensors_writer.h"
 #include "sharding/torch_tensor.h"
 #include "sharding/tp_plan.h"
+#include "tools/dtype_flag.h"
 #include "tools/tool_registry.h"
 #include "comm/free_port.h"
 #include "comm/local_communicator.h"
@@ -57,12 +60,6 @@ struct ForwardToolOptions {
   int64_t timeout_ms = 120000;
 };
 
-absl::StatusOr<torch::ScalarType> ParseDtype(const std::string& s) {
-  if (s == "float32" || s == "f32") return torch::kFloat32;
-  if (s == "bfloat16" || s == "bf16") return torch::kBFloat16;
-  return absl::InvalidArgumentError(absl::StrCat("--dtype must be float32 or bfloat16, got '", s, "'"));
-}
-
 absl::StatusOr<torch::Device> ParseDevice(const std::string& s, int rank) {
   if (s == "cpu") return torch::Device(torch::kCPU);
   if (s == "cuda") {
@@ -78,7 +75,9 @@ absl::StatusOr<torch::Device> ParseDevice(const std::string& s, int rank) {
 // Loads this rank's shard, runs the forward on `comm`, and (rank 0) writes the output.
 absl::Status RunRank(const ForwardToolOptions& o, comm::Communicator* comm) {
   const int rank = comm->rank(), world = comm->world_size();
-  ASSIGN_OR_RETURN(torch::ScalarType dtype, ParseDtype(o.dtype));
+  ASSIGN_OR_RETURN(sharding::DType flag_dtype,
+                   ParseDTypeFlag(o.dtype, {sharding::DType::kF32, sharding::DType::kBF16}));
+  ASSIGN_OR_RETURN(torch::ScalarType dtype, sharding::TorchDType(flag_dtype));
   ASSIGN_OR_RETURN(torch::Device device, ParseDevice(o.device, rank));
   ASSIGN_OR_RETURN(std::string dir, sharding::ResolveComponentDir(o.model, "transformer"));
   ASSIGN_OR_RETURN(auto ckpt, sharding::ComponentCheckpoint::Open(dir));
@@ -133,55 +132,36 @@ absl::Status RunWorkerProcess(const ForwardToolOptions& o) {
 #endif
 }
 
-// Spawns the N worker processes and waits for them; kills the survivors when one fails.
+// Spawns the N worker processes and waits for them; stops the survivors when one fails.
 absl::Status SpawnWorkers(const ForwardToolOptions& o, int argc, const char* const* argv) {
   ASSIGN_OR_RETURN(int port, comm::PickFreePort("127.0.0.1"));
   const std::string group = absl::StrCat("forward-", getpid());
-  std::vector<pid_t> pids;
+  std::vector<Subprocess> workers;
   for (int r = 0; r < o.tp; ++r) {
-    std::vector<std::string> args = {"/proc/self/exe"};
-    for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
-    for (const auto& extra : {std::string("--rank"), std::to_string(r), std::string("--world"),
-                              std::to_string(o.tp), std::string("--store-port"),
-                              std::to_string(port), std::string("--group-id"), group}) {
-      args.push_back(extra);
+    SpawnOptions spawn({"/proc/self/exe"});
+    spawn.argv.insert(spawn.argv.end(), argv, argv + argc);
+    for (const std::string& extra :
+         {std::string("--rank"), std::to_string(r), std::string("--world"), std::to_string(o.tp),
+          std::string("--store-port"), std::to_string(port), std::string("--group-id"), group}) {
+      spawn.argv.push_back(extra);
     }
-    std::vector<char*> cargs;
-    for (auto& a : args) cargs.push_back(a.data());
-    cargs.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) break;
-    if (pid == 0) {
-      execv("/proc/self/exe", cargs.data());
-      _exit(127);
-    }
-    pids.push_back(pid);
+    // On a failed spawn, the workers already started are killed as `workers` goes out of scope.
+    ASSIGN_OR_RETURN(Subprocess worker, Subprocess::Spawn(spawn));
+    workers.push_back(std::move(worker));
   }
-  absl::Status status = pids.size() == static_cast<size_t>(o.tp)
-                            ? absl::OkStatus()
-                            : absl::InternalError("fork failed");
-  size_t running = pids.size();
+  absl::Status status;
+  size_t running = workers.size();
   while (running > 0) {
-    int ws = 0;
-    const pid_t done = waitpid(-1, &ws, 0);
-    if (done < 0) break;
-    bool ours = false;
-    for (auto& p : pids) {
-      if (p == done) {
-        p = -1;
-        ours = true;
+    for (Subprocess& w : workers) {
+      std::optional<ExitStatus> exit = w.TryWait();
+      if (!exit) continue;
+      --running;
+      if (!exit->success() && status.ok()) {
+        status = absl::InternalError(absl::StrCat("a worker process failed (", exit->ToString(), ")"));
+        for (Subprocess& other : workers) other.Kill(SIGTERM);
       }
     }
-    if (!ours) continue;
-    --running;
-    const bool ok = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
-    if (!ok && status.ok()) {
-      status = absl::InternalError(absl::StrCat("a worker process exited with ",
-                                                WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws)));
-      for (pid_t p : pids) {
-        if (p > 0) kill(p, SIGTERM);
-      }
-    }
+    if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return status;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
+#include "tools/dtype_flag.h"
 #include "tools/tiny_model/tiny_model.h"
 #include "tools/tool_registry.h"
 
@@ -59,13 +60,11 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
   }
   tiny_model::TinyModelOptions options;
   if (parsed.ok()) {
-    if (o.dtype == "float32" || o.dtype == "f32") {
-      options.dtype = sharding::DType::kF32;
-    } else if (o.dtype == "bfloat16" || o.dtype == "bf16") {
-      options.dtype = sharding::DType::kBF16;
+    auto dtype = ParseDTypeFlag(o.dtype, {sharding::DType::kF32, sharding::DType::kBF16});
+    if (dtype.ok()) {
+      options.dtype = *dtype;
     } else {
-      parsed = absl::InvalidArgumentError(
-          absl::StrCat("--dtype must be float32 or bfloat16, got '", o.dtype, "'"));
+      parsed = dtype.status();
     }
   }
   if (parsed.ok()) {

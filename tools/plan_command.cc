@@ -1,23 +1,27 @@
 // `ditserve-tool plan --model DIR --tp N`: validates the tensor-parallel plan of a transformer
 // checkpoint for N ranks and prints, as JSON, every tensor with its style, global and per-rank
-// shape and bytes, and the total bytes per rank. Reads safetensors headers only. Exit 1 (with the
-// error on stderr and {"valid": false, "error": ...} on stdout) when the plan does not validate.
+// shape and bytes, and the total bytes per rank. For a pipeline root whose text encoder is
+// sharded too (FLUX.2's Mistral3, Qwen-Image's Qwen2.5-VL), "text_encoder" holds the same report
+// for the text model's tensors (the ones the loader reads). Reads safetensors headers only. Exit 1
+// (with the error on stderr and {"valid": false, "error": ...} on stdout) when a plan does not
+// validate.
 #include <cstdio>
-#include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/config_json.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "sharding/checkpoint.h"
 #include "sharding/pipeline_index.h"
 #include "sharding/plan_report.h"
 #include "sharding/tp_plan.h"
+#include "tools/dtype_flag.h"
 #include "tools/tool_registry.h"
 
 namespace ditserve::tools {
@@ -31,13 +35,39 @@ struct PlanToolOptions {
   bool replicated = false;
 };
 
+// The report of one component: its built-in plan (or --plan / --replicated) and, for a text
+// encoder, only the text model's tensors (what the loader reads).
+absl::StatusOr<nlohmann::ordered_json> DescribeComponent(const sharding::ComponentCheckpoint& ckpt,
+                                                         const PlanToolOptions& o,
+                                                         std::optional<sharding::DType> dtype) {
+  std::optional<sharding::TpPlan> plan;
+  const std::string cls = sharding::ConfigClassName(ckpt.config());
+  if (!o.plan_file.empty()) {
+    ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonObjectFile(o.plan_file));
+    auto parsed = sharding::ParseTpPlanJson(j, cls, ckpt.config());
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(o.plan_file, ": ", parsed.status().message()));
+    }
+    plan = std::move(*parsed);
+  } else if (!o.replicated) {
+    ASSIGN_OR_RETURN(plan, sharding::BuiltinTpPlanForCheckpoint(ckpt));
+  }
+  std::function<bool(const std::string&)> select;
+  if (!sharding::TextModelPrefixes(cls).empty()) {
+    ASSIGN_OR_RETURN(std::string prefix, sharding::DetectTextModelPrefix(cls, [&](const std::string& n) {
+                       return ckpt.tensors().count(n) > 0;
+                     }));
+    select = [prefix](const std::string& n) { return n.rfind(prefix, 0) == 0; };
+  }
+  return sharding::DescribeShardPlan(ckpt, plan ? &*plan : nullptr, static_cast<int>(o.tp), dtype,
+                                     select);
+}
+
 absl::StatusOr<nlohmann::ordered_json> Describe(const PlanToolOptions& o) {
   if (o.model.empty()) return absl::InvalidArgumentError("--model is required");
   if (o.tp < 1 || o.tp > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("`tp_degree` must be >= 1 (got ", o.tp, ")."));
   }
-  ASSIGN_OR_RETURN(std::string dir, sharding::ResolveComponentDir(o.model, "transformer"));
-  ASSIGN_OR_RETURN(auto ckpt, sharding::ComponentCheckpoint::Open(dir));
   std::optional<sharding::DType> dtype;
   if (o.dtype == "f32" || o.dtype == "float32") dtype = sharding::DType::kF32;
   else if (o.dtype == "bf16" || o.dtype == "bfloat16") dtype = sharding::DType::kBF16;
@@ -46,33 +76,27 @@ absl::StatusOr<nlohmann::ordered_json> Describe(const PlanToolOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("--dtype must be f32, bf16 or f16, got '",
                                                    o.dtype, "'"));
   }
-  std::optional<sharding::TpPlan> plan;
-  if (!o.plan_file.empty()) {
-    std::ifstream in(o.plan_file);
-    if (!in) return absl::NotFoundError(absl::StrCat(o.plan_file, ": cannot open"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) {
-      return absl::InvalidArgumentError(absl::StrCat(o.plan_file, ": not valid JSON"));
+  ASSIGN_OR_RETURN(std::string dir, sharding::ResolveComponentDir(o.model, "transformer"));
+  ASSIGN_OR_RETURN(auto ckpt, sharding::ComponentCheckpoint::Open(dir));
+  ASSIGN_OR_RETURN(nlohmann::ordered_json report, DescribeComponent(*ckpt, o, dtype));
+  // A pipeline root's text encoder, when it is sharded too (its class has a built-in plan).
+  if (sharding::IsPipelineRoot(o.model) && o.plan_file.empty()) {
+    ASSIGN_OR_RETURN(sharding::PipelineIndex index, sharding::ReadPipelineIndex(o.model));
+    if (auto te_dir = index.ComponentDir("text_encoder"); te_dir.ok()) {
+      ASSIGN_OR_RETURN(auto te, sharding::ComponentCheckpoint::Open(*te_dir));
+      if (!sharding::TextModelPrefixes(sharding::ConfigClassName(te->config())).empty()) {
+        ASSIGN_OR_RETURN(report["text_encoder"], DescribeComponent(*te, o, dtype));
+      }
     }
-    auto parsed = sharding::ParseTpPlanJson(j, ckpt->class_name(), ckpt->config());
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(o.plan_file, ": ", parsed.status().message()));
-    }
-    plan = std::move(*parsed);
-  } else if (!o.replicated) {
-    ASSIGN_OR_RETURN(plan, sharding::BuiltinTpPlan(ckpt->class_name(), ckpt->config()));
   }
-  return sharding::DescribeShardPlan(*ckpt, plan ? &*plan : nullptr, static_cast<int>(o.tp),
-                                     dtype);
+  return report;
 }
 
 int PlanMain(int argc, const char* const* argv) {
   PlanToolOptions o;
   FlagParser p("ditserve-tool plan",
                "Validates the tensor-parallel plan of a checkpoint and prints what each rank loads.");
-  p.AddString("model", &o.model, "component folder, or pipeline root (its transformer/ is used)");
+  p.AddString("model", &o.model, "component folder, or pipeline root (its transformer/, and its text_encoder/ when sharded)");
   p.AddInt("tp", &o.tp, "tensor-parallel degree");
   p.AddString("plan", &o.plan_file,
               "JSON plan {key: style | {style, blocks}} instead of the model's built-in plan");

@@ -1,10 +1,7 @@
 #include "worker/device_memory.h"
 
-#include <unistd.h>
-
-#include <fstream>
-
 #include "common/torch_compat.h"
+#include "metrics/process_metrics.h"
 
 #ifdef DITSERVE_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -27,10 +24,8 @@ DeviceMemoryInfo QueryDeviceMemory(torch::Device device) {
 }
 
 uint64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size = 0, resident = 0;
-  if (!(statm >> size >> resident)) return 0;
-  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  absl::StatusOr<metrics::ProcessStats> stats = metrics::ReadProcessStats();
+  return stats.ok() ? static_cast<uint64_t>(stats->resident_memory_bytes) : 0;
 }
 
 }  // namespace ditserve::worker

@@ -19,6 +19,8 @@ struct DeviceMemoryInfo {
 
 // The CUDA caching allocator's figures for `device` (zeros for the CPU).
 DeviceMemoryInfo QueryDeviceMemory(torch::Device device);
+// This process's resident set size (metrics::ReadProcessStats, the figure /metrics exports as
+// process_resident_memory_bytes); 0 if /proc cannot be read.
 uint64_t ResidentBytes();
 
 }  // namespace ditserve::worker

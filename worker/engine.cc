@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
 #include "worker/comm_factory.h"
@@ -97,9 +98,10 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
   comm_options.rank = static_cast<int>(rank);
   comm_options.device = device;
   comm_options.timeout_ms = request.collective_timeout_ms() ? request.collective_timeout_ms() : 300000;
-  comm_options.listen_host = options_.listen.substr(0, options_.listen.rfind(':'));
+  ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options_.listen, "--listen"));
+  comm_options.listen_host = listen.host;
   if (comm_options.listen_host.empty() || comm_options.listen_host == "0.0.0.0" ||
-      comm_options.listen_host == "[::]") {
+      comm_options.listen_host == "::") {
     comm_options.listen_host = options_.store_host;
   }
   ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> comm,

@@ -137,6 +137,7 @@ v1::ModelDescription DescribeModel(const pipeline::ModelCard& card, uint32_t tp_
   def->set_width(static_cast<uint32_t>(card.default_width));
   def->set_num_inference_steps(static_cast<uint32_t>(card.default_steps));
   def->set_guidance_scale(card.default_guidance_scale);
+  def->set_true_cfg_scale(card.default_true_cfg_scale);
   def->set_max_sequence_length(static_cast<uint32_t>(card.default_max_sequence_length));
   return d;
 }

@@ -1,6 +1,7 @@
 #include "worker/worker_options.h"
 
-#include "absl/strings/str_cat.h"
+#include "common/host_port.h"
+#include "common/status_macros.h"
 
 namespace ditserve::worker {
 
@@ -15,9 +16,7 @@ void BindWorkerFlags(FlagParser& p, WorkerOptions& o) {
 }
 
 absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
-  if (o.listen.empty() || o.listen.find(':') == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("--listen must be HOST:PORT, got '", o.listen, "'"));
-  }
+  RETURN_IF_ERROR(ParseHostPort(o.listen, "--listen").status());
   if (o.rank < 0) return absl::InvalidArgumentError("--rank must not be negative");
   if (o.device_index < -1) return absl::InvalidArgumentError("--device-index must be -1 or a device");
   return absl::OkStatus();

@@ -282,6 +282,43 @@ TEST_F(ServerE2E, CancelledStreamIsFollowedByASuccessfulRequest) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
+// Cancellation is collective: every rank stops at the same step boundary. Each rank's executed
+// step counter (the workers' GetStatus `steps`, re-exported by the frontend's /metrics per rank)
+// must grow by the same number of steps, fewer than the job had.
+TEST_F(ServerE2E, CancellationStopsEveryRankAtTheSameStep) {
+  auto rank_steps = [](int rank) {
+    const std::string v =
+        MetricValue("ditserve_worker_denoise_steps_total{rank=\"" + std::to_string(rank) + "\"}");
+    return v.empty() ? -1.0 : std::stod(v);
+  };
+  const double before0 = rank_steps(0), before1 = rank_steps(1);
+  ASSERT_GE(before0, 0) << "no per-rank step counter on /metrics";
+  ASSERT_GE(before1, 0);
+
+  auto stub = Stub();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(300));
+  auto reader = stub->GenerateStream(&ctx, SlowRequest());
+  GenerateEvent ev;
+  uint32_t seen = 0;
+  while (seen < 3 && reader->Read(&ev)) {
+    if (ev.has_progress()) seen = ev.progress().step();
+  }
+  ASSERT_GE(seen, 3u);
+  ctx.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The dispatcher runs one job at a time: once this request is done, the cancelled job has
+  // ended on every rank.
+  GenerateResponse resp;
+  grpc::Status ok = Generate(Flux1FixtureGenerateRequest(), &resp, std::chrono::seconds(60));
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  const double steps0 = rank_steps(0) - before0, steps1 = rank_steps(1) - before1;
+  const double fixture_steps = Flux1FixtureGenerateRequest().num_inference_steps();
+  EXPECT_EQ(steps0, steps1) << "the ranks stopped at different steps";
+  EXPECT_GE(steps0 - fixture_steps, seen);  // at least the steps the client saw
+  EXPECT_LT(steps0 - fixture_steps, SlowRequest().num_inference_steps());
+}
+
 TEST_F(ServerE2E, DeadlineShorterThanTheJob) {
   GenerateResponse resp;
   const auto start = std::chrono::steady_clock::now();

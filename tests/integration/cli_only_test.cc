@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "cli/safetensors_writer.h"
 #include "nlohmann/json.hpp"
+#include "sharding/safetensors_writer.h"
 #include "tests/integration/cli_fake_server.h"
 #include "tests/integration/cli_subprocess.h"
 #include "tests/integration/cli_test_env.h"
@@ -56,12 +56,12 @@ TEST_F(CliTest, EmbeddingsAreSentAsFloat32Tensors) {
   std::vector<int64_t> mask = {1, 1, 0};
   std::string mask_bytes(reinterpret_cast<const char*>(mask.data()), mask.size() * 8);
   std::string embeds_bytes = Floats(embeds);
-  auto file = cli::SerializeSafetensors({{"prompt_embeds", "F32", {1, 3, 2}, embeds_bytes},
-                                         {"pooled_prompt_embeds", "BF16", {1, 2}, pooled_bf16},
-                                         {"text_mask", "I64", {1, 3}, mask_bytes}});
-  ASSERT_TRUE(file.ok()) << file.status();
   std::string path = dir_ + "/embeds.safetensors";
-  WriteFileBytes(path, *file);
+  ASSERT_TRUE(sharding::WriteSafetensors(
+                  path, {{"prompt_embeds", sharding::DType::kF32, {1, 3, 2}, embeds_bytes.data()},
+                         {"pooled_prompt_embeds", sharding::DType::kBF16, {1, 2}, pooled_bf16.data()},
+                         {"text_mask", sharding::DType::kI64, {1, 3}, mask_bytes.data()}})
+                  .ok());
 
   ProcessResult r = Cli({"generate", "--server", server_->address(), "--embeddings", path,
                          "--quiet", "-o", dir_ + "/e.png"});
@@ -82,10 +82,10 @@ TEST_F(CliTest, EmbeddingsAreSentAsFloat32Tensors) {
 
 TEST_F(CliTest, EmbeddingsWithAnUnknownTensorAreRejectedLocally) {
   std::string bytes = Floats({1.0f});
-  auto file = cli::SerializeSafetensors({{"prompt_embed", "F32", {1, 1, 1}, bytes}});
-  ASSERT_TRUE(file.ok());
   std::string path = dir_ + "/typo.safetensors";
-  WriteFileBytes(path, *file);
+  ASSERT_TRUE(sharding::WriteSafetensors(
+                  path, {{"prompt_embed", sharding::DType::kF32, {1, 1, 1}, bytes.data()}})
+                  .ok());
   ProcessResult r = Cli({"generate", "--server", server_->address(), "--embeddings", path,
                          "-o", dir_ + "/x.png"});
   EXPECT_EQ(r.exit_code, 2);

@@ -1,9 +1,8 @@
-// Runs a client binary or script as a child process and captures what it prints, for the client
-// tests. The child inherits the environment plus `extra_env`; it is killed (by its pid) when it
-// outlives `timeout_seconds`.
+// Runs a client binary or script as a child process (common/subprocess.h) and captures what it
+// prints, for the client tests. The child inherits the environment plus `extra_env` and reads
+// stdin from /dev/null; it is killed when it outlives `timeout_seconds`.
 //
-// Threads: may be called from any one thread; fork is followed straight by exec, so it is safe in
-// a process that also runs a gRPC server.
+// Threads: may be called from any one thread, also in a process that runs a gRPC server.
 #pragma once
 
 #include <string>
@@ -12,7 +11,7 @@
 namespace ditserve::testing {
 
 struct ProcessResult {
-  int exit_code = -1;  // -1 when killed by a signal or the timeout
+  int exit_code = -1;  // -1 when killed by a signal or the timeout, or not started (see err)
   bool timed_out = false;
   std::string out;  // stdout
   std::string err;  // stderr

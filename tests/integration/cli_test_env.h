@@ -35,8 +35,4 @@ inline std::string ReadFileBytes(const std::string& path) {
   return s.str();
 }
 
-inline void WriteFileBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
 }  // namespace ditserve::testing

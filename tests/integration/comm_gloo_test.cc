@@ -1,8 +1,5 @@
 // The Gloo communicator across real processes on loopback: comm_probe launched as N ranks.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,15 +13,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/free_port.h"
+#include "common/subprocess.h"
 
 namespace ditserve::comm {
 namespace {
 
 struct Rank {
-  pid_t pid = -1;
-  int status = 0;      // from waitpid
+  Subprocess process;
+  ExitStatus status;  // once done: how it exited, or that it stopped
   bool done = false;
-  std::string log;     // stdout + stderr file
+  std::string log;    // stdout + stderr file
 };
 
 std::string ReadFile(const std::string& path) {
@@ -42,7 +40,8 @@ class CommGlooTest : public ::testing::Test {
     auto port = PickFreePort("127.0.0.1");
     ASSERT_TRUE(port.ok()) << port.status();
     const std::string group = absl::StrCat("test-", getpid(), "-", ++launches_);
-    ranks_.assign(world, Rank{});
+    ranks_.clear();
+    ranks_.resize(world);
     for (int r : which) {
       Rank& rk = ranks_[r];
       rk.log = absl::StrCat(::testing::TempDir(), "comm_probe_", group, "_", r, ".log");
@@ -51,21 +50,12 @@ class CommGlooTest : public ::testing::Test {
           "--port", std::to_string(*port), "--group", group,
           "--timeout-ms", std::to_string(timeout_ms), "--mode", mode,
           "--victim", std::to_string(victim)};
-      const pid_t pid = fork();
-      ASSERT_GE(pid, 0);
-      if (pid == 0) {
-        const int fd = open(rk.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-          dup2(fd, 1);
-          dup2(fd, 2);
-        }
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        execv(argv[0], argv.data());
-        _exit(127);
-      }
-      rk.pid = pid;
+      SpawnOptions o(std::move(args));
+      o.stdout_to = Redirect::File(rk.log);
+      o.stderr_to = Redirect::ToStdout();
+      auto process = Subprocess::Spawn(o);
+      ASSERT_TRUE(process.ok()) << process.status();
+      rk.process = std::move(*process);
     }
   }
 
@@ -79,11 +69,9 @@ class CommGlooTest : public ::testing::Test {
     for (;;) {
       bool pending = false;
       for (Rank& rk : ranks_) {
-        if (rk.pid < 0 || rk.done) continue;
-        int st = 0;
-        const pid_t got = waitpid(rk.pid, &st, WNOHANG | WUNTRACED);
-        if (got == rk.pid) {
-          rk.status = st;
+        if (!rk.process.running() || rk.done) continue;
+        if (auto st = rk.process.TryWait(/*report_stopped=*/true)) {
+          rk.status = *st;
           rk.done = true;
         } else {
           pending = true;
@@ -97,11 +85,10 @@ class CommGlooTest : public ::testing::Test {
 
   void TearDown() override {
     for (Rank& rk : ranks_) {
-      if (rk.pid < 0) continue;
-      if (!rk.done || WIFSTOPPED(rk.status)) {
-        kill(rk.pid, SIGKILL);
-        waitpid(rk.pid, nullptr, 0);
-        if (!rk.done) ADD_FAILURE() << "rank pid " << rk.pid << " hung and was killed";
+      if (rk.log.empty()) continue;  // not launched
+      if (rk.process.running()) {  // hung, or stopped on purpose: the handle kills and reaps it
+        if (!rk.done) ADD_FAILURE() << "rank pid " << rk.process.pid() << " hung and was killed";
+        rk.process = Subprocess();
       }
       if (HasFailure()) std::cerr << "---- " << rk.log << "\n" << ReadFile(rk.log);
     }
@@ -109,7 +96,7 @@ class CommGlooTest : public ::testing::Test {
 
   int ExitCode(int r) const {
     const Rank& rk = ranks_[r];
-    return rk.done && WIFEXITED(rk.status) ? WEXITSTATUS(rk.status) : -1;
+    return rk.done ? rk.status.exit_code() : -1;
   }
 
   std::vector<Rank> ranks_;
@@ -140,8 +127,7 @@ TEST_P(CommGlooWorldTest, KilledRankMakesOthersFailWithUnavailable) {
     WaitAll(120);
     for (int r = 0; r < n; ++r) {
       if (r == victim) {
-        EXPECT_TRUE(ranks_[r].done && WIFSIGNALED(ranks_[r].status) &&
-                    WTERMSIG(ranks_[r].status) == SIGKILL);
+        EXPECT_TRUE(ranks_[r].done && ranks_[r].status.term_signal() == SIGKILL);
         continue;
       }
       EXPECT_EQ(ExitCode(r), 3) << "rank " << r << " victim " << victim;
@@ -163,7 +149,7 @@ TEST_F(CommGlooTest, HungRankMakesOthersFailAfterTheTimeout) {
   constexpr int kTimeoutMs = 3000;
   Launch(4, All(4), "stop", kTimeoutMs, /*victim=*/2);
   WaitAll(120);
-  EXPECT_TRUE(ranks_[2].done && WIFSTOPPED(ranks_[2].status));
+  EXPECT_TRUE(ranks_[2].done && ranks_[2].status.stopped());
   for (int r : {0, 1, 3}) {
     EXPECT_EQ(ExitCode(r), 3) << "rank " << r;
     const std::string log = ReadFile(ranks_[r].log);

@@ -28,10 +28,9 @@ TEST(MetricsPrometheus, RealPrometheusScrapesAndQueriesOurEndpoint) {
     GTEST_SKIP() << "prometheus (or coreutils timeout) not installed";
   }
   Registry registry;
-  auto metrics = DitserveMetrics::Create(registry, {"0.1.0", "flux1", 2, "bfloat16"});
-  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  DitserveMetrics metrics(registry, {"0.1.0", "flux1", 2, "bfloat16"});
   for (double s : {0.4, 0.8, 1.5, 2.5, 4.0, 8.0}) {
-    (*metrics)->RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, s);
+    metrics.RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, s);
   }
   const std::string tricky = "a\"b\\c\nd";
   auto info = BuildGauge().Name("demo_escape_info").Help("Escaping \\ check\nsecond line.").Register(registry);

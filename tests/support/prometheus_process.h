@@ -1,15 +1,16 @@
 // Test support: Debian's real Prometheus server as a child process scraping given targets on
 // loopback, and instant queries against its HTTP API. The process runs under coreutils' timeout so
-// even a SIGKILLed test cannot leave it running; the destructor stops it and removes its temp dir.
+// even a SIGKILLed test cannot leave it running; the destructor stops it (SIGTERM, SIGKILL after
+// 5 s) and removes its temp dir.
 #pragma once
-
-#include <sys/types.h>
 
 #include <string>
 #include <vector>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+
+#include "common/subprocess.h"
 
 namespace ditserve::testing {
 
@@ -19,7 +20,7 @@ constexpr char kTimeoutBinary[] = "/usr/bin/timeout";
 // True when Prometheus and coreutils' timeout are installed.
 bool PrometheusAvailable();
 
-// A free loopback TCP port (bind to 0, read it back, release it); -1 on failure.
+// A free loopback TCP port (comm::PickFreePort on 127.0.0.1); -1 on failure.
 int FreeLoopbackPort();
 
 class PrometheusProcess {
@@ -32,11 +33,13 @@ class PrometheusProcess {
   // Writes a config (job "ditserve", 1 s scrape interval, /metrics of every target) and starts
   // Prometheus with its API on 127.0.0.1:<api_port>; it is killed after `max_seconds` regardless.
   bool Start(const std::vector<std::string>& targets, int api_port, int max_seconds = 90);
+  // True once the process has exited (on its own: Start succeeded and it died or timed out).
   bool Exited();
   std::string Log() const;
 
  private:
-  pid_t pid_ = -1;
+  Subprocess process_;
+  bool exited_ = false;
   std::string dir_;
 };
 

@@ -1,60 +1,47 @@
 #include "tests/support/server_process.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/support/fixtures.h"
 
 namespace ditserve::testing {
+namespace {
 
+// The frontend binary in the build tree.
 std::string FrontendBinary() { return BinaryDir() + "/server/ditserve-frontend"; }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::vector<std::string>& args) {
   std::unique_ptr<ServerProcess> p(new ServerProcess());
   char log_tmpl[] = "/tmp/ditserve-frontend-log-XXXXXX";
-  int log_fd = ::mkstemp(log_tmpl);
+  const int log_fd = ::mkstemp(log_tmpl);
   if (log_fd < 0) return absl::InternalError("mkstemp failed");
-  p->log_path_ = log_tmpl;
-  int out_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
-
-  std::vector<std::string> argv = {FrontendBinary(), "--listen", "127.0.0.1:0",
-                                   "--metrics-listen", "127.0.0.1:0"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-
-  pid_t pid = ::fork();
-  if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {
-    ::dup2(out_pipe[1], STDOUT_FILENO);
-    ::dup2(log_fd, STDERR_FILENO);
-    ::execv(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  ::close(out_pipe[1]);
   ::close(log_fd);
-  p->pid_ = pid;
-  p->stdout_fd_ = out_pipe[0];
+  p->log_path_ = log_tmpl;
+
+  SpawnOptions o({FrontendBinary(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"});
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.stdout_to = Redirect::Pipe();
+  o.stderr_to = Redirect::File(p->log_path_);
+  ASSIGN_OR_RETURN(p->process_, Subprocess::Spawn(o));
+  const int stdout_fd = p->process_.stdout_fd();
 
   std::string buffer;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while ((p->port_ == 0 || p->metrics_port_ == 0) && std::chrono::steady_clock::now() < deadline) {
-    pollfd pfd{p->stdout_fd_, POLLIN, 0};
+    pollfd pfd{stdout_fd, POLLIN, 0};
     if (::poll(&pfd, 1, 200) <= 0) continue;
     char chunk[256];
-    ssize_t n = ::read(p->stdout_fd_, chunk, sizeof(chunk));
+    ssize_t n = ::read(stdout_fd, chunk, sizeof(chunk));
     if (n <= 0) break;
     buffer.append(chunk, static_cast<size_t>(n));
     size_t nl;
@@ -99,27 +86,11 @@ bool ServerProcess::WaitUntilServing(std::chrono::seconds timeout) const {
 }
 
 int ServerProcess::Stop(std::chrono::seconds grace) {
-  if (pid_ <= 0) return -1;
-  ::kill(pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pid_t r = ::waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
-  return -1;
+  if (!process_.running()) return -1;
+  const ExitStatus st = process_.Terminate(grace);
+  return st.exited() ? st.exit_code() : -1;
 }
 
-ServerProcess::~ServerProcess() {
-  Stop(std::chrono::seconds(10));
-  if (stdout_fd_ >= 0) ::close(stdout_fd_);
-}
+ServerProcess::~ServerProcess() { Stop(std::chrono::seconds(10)); }
 
 }  // namespace ditserve::testing

@@ -3,8 +3,6 @@
 // frontend prints; the destructor sends SIGTERM and reaps it (SIGKILL after a grace period).
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <memory>
 #include <string>
@@ -13,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "common/subprocess.h"
 
 namespace ditserve::testing {
 
@@ -23,10 +22,8 @@ class ServerProcess {
   ~ServerProcess();
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
-  pid_t pid() const { return pid_; }
-  const std::string& log_path() const { return log_path_; }
+  const std::string& log_path() const { return log_path_; }  // the frontend's stderr
   std::shared_ptr<grpc::Channel> Channel() const;
 
   // Health of the overall server ("" service): "SERVING", "NOT_SERVING", or an error string.
@@ -38,14 +35,10 @@ class ServerProcess {
 
  private:
   ServerProcess() = default;
-  pid_t pid_ = -1;
+  Subprocess process_;  // stdout piped (the port lines), stderr to log_path_
   int port_ = 0;
   int metrics_port_ = 0;
-  int stdout_fd_ = -1;
   std::string log_path_;
 };
-
-// The frontend binary in the build tree.
-std::string FrontendBinary();
 
 }  // namespace ditserve::testing

@@ -6,9 +6,9 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "metrics/ditserve_metrics.h"
-#include "metrics/exposition_parser.h"
 #include "metrics/registry.h"
 #include "metrics/text_serializer.h"
+#include "tests/support/exposition_parser.h"
 
 namespace ditserve::metrics {
 namespace {
@@ -27,9 +27,8 @@ double Value(const ParsedExposition& p, const std::string& name, const Labels& l
 
 TEST(DitserveMetrics, NamesFollowPrometheusConventions) {
   Registry r;
-  auto m = DitserveMetrics::Create(r, {"0.1.0", "flux1", 2, "bfloat16"});
-  ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_TRUE((*m)->ReportWorker(0, {}).ok());  // so worker families have series
+  DitserveMetrics m(r, {"0.1.0", "flux1", 2, "bfloat16"});
+  m.ReportWorker(0, {});  // so worker families have series
   const ParsedExposition p = Scrape(r);
   EXPECT_EQ(p.types.size(), 25u);
   for (const auto& [name, type] : p.types) {
@@ -50,8 +49,7 @@ TEST(DitserveMetrics, NamesFollowPrometheusConventions) {
 
 TEST(DitserveMetrics, PreInitialisesKnownSeriesAndBuildInfo) {
   Registry r;
-  auto m = DitserveMetrics::Create(r, {"0.1.0", "flux1", 4, "bfloat16"});
-  ASSERT_TRUE(m.ok());
+  DitserveMetrics m(r, {"0.1.0", "flux1", 4, "bfloat16"});
   const ParsedExposition p = Scrape(r);
   for (const char* method : {"Generate", "GenerateStream"}) {
     for (const char* code : {"OK", "CANCELLED", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
@@ -68,15 +66,13 @@ TEST(DitserveMetrics, PreInitialisesKnownSeriesAndBuildInfo) {
             1);
   EXPECT_EQ(p.types.count("ditserve_worker_ready"), 0u) << "no rank has reported yet";
   // A second set on the same registry is a programming error, reported as such.
-  auto twice = DitserveMetrics::Create(r, {"0.1.0", "flux1", 4, "bfloat16"});
-  EXPECT_EQ(twice.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_DEATH({ DitserveMetrics twice(r, {"0.1.0", "flux1", 4, "bfloat16"}); },
+               "ditserve_requests_total.*already used");
 }
 
 TEST(DitserveMetrics, FrontendHelpersHitTheRightSeries) {
   Registry r;
-  auto created = DitserveMetrics::Create(r, {"0.1.0", "flux1", 1, "float32"});
-  ASSERT_TRUE(created.ok());
-  DitserveMetrics& m = **created;
+  DitserveMetrics m(r, {"0.1.0", "flux1", 1, "float32"});
   m.RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, 4.0);
   m.RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, 6.0);
   m.RequestFinished(RpcMethod::kGenerateStream, absl::StatusCode::kResourceExhausted, 0.001);
@@ -112,9 +108,7 @@ TEST(DitserveMetrics, FrontendHelpersHitTheRightSeries) {
 
 TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
   Registry r;
-  auto created = DitserveMetrics::Create(r, {"0.1.0", "flux1", 2, "float32"});
-  ASSERT_TRUE(created.ok());
-  DitserveMetrics& m = **created;
+  DitserveMetrics m(r, {"0.1.0", "flux1", 2, "float32"});
   // The frontend refreshes worker figures right before each scrape.
   int refreshes = 0;
   r.AddCollectHook([&] {
@@ -134,7 +128,7 @@ TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
       w.allreduce_seconds = 0.25 * refreshes;
       w.denoise_steps = 28 * refreshes;
       w.denoise_step_seconds = 14.0 * refreshes;
-      ASSERT_TRUE(m.ReportWorker(rank, w).ok());
+      m.ReportWorker(rank, w);
     }
   });
   const double before =
@@ -157,25 +151,6 @@ TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
   EXPECT_EQ(Value(p, "ditserve_worker_denoise_step_seconds_total", r1), 28);
   EXPECT_GE(Value(p, "ditserve_worker_last_report_timestamp_seconds", r0), before);
   EXPECT_EQ(p.types.at("ditserve_worker_allreduce_bytes_total"), "counter");
-
-}
-
-TEST(DitserveMetrics, ForgetWorkerDropsTheRanksSeries) {
-  Registry r;
-  auto created = DitserveMetrics::Create(r, {"0.1.0", "flux1", 2, "float32"});
-  ASSERT_TRUE(created.ok());
-  ASSERT_TRUE((*created)->ReportWorker(0, {}).ok());
-  ASSERT_TRUE((*created)->ReportWorker(1, {}).ok());
-  EXPECT_TRUE((*created)->ForgetWorker(1));
-  EXPECT_FALSE((*created)->ForgetWorker(7));
-  const ParsedExposition p = Scrape(r);
-  EXPECT_NE(p.Find("ditserve_worker_ready", {{"rank", "0"}}), nullptr);
-  for (const ParsedSample& s : p.samples) {
-    auto it = s.labels.find("rank");
-    EXPECT_TRUE(it == s.labels.end() || it->second == "0") << s.name;
-  }
-  ASSERT_TRUE((*created)->ReportWorker(1, {}).ok()) << "a forgotten rank may report again";
-  EXPECT_NE(Scrape(r).Find("ditserve_worker_ready", {{"rank", "1"}}), nullptr);
 }
 
 }  // namespace

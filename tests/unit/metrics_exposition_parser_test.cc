@@ -3,7 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "metrics/exposition_parser.h"
+#include "tests/support/exposition_parser.h"
 
 namespace ditserve::metrics {
 namespace {

@@ -11,7 +11,7 @@
 #include "metrics/process_metrics.h"
 #include "metrics/registry.h"
 #include "metrics/text_serializer.h"
-#include "metrics/exposition_parser.h"
+#include "tests/support/exposition_parser.h"
 
 namespace ditserve::metrics {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "gtest/gtest.h"
 #include "metrics/builder.h"
-#include "metrics/exposition_parser.h"
 #include "metrics/registry.h"
 #include "metrics/text_serializer.h"
+#include "tests/support/exposition_parser.h"
 
 namespace ditserve::metrics {
 namespace {

@@ -182,6 +182,10 @@ absl::StatusOr<ClipBpeFiles> TrainClipBpe(const std::string& corpus, int num_mer
   return files;
 }
 
+namespace {
+
+// tokenizer_config.json as transformers 5 writes it for CLIPTokenizer (the fixture's keys), with
+// `model_max_length` (77 for FLUX.1).
 std::string ClipTokenizerConfigJson(int model_max_length) {
   nlohmann::json config = {
       {"backend", "tokenizers"},
@@ -196,6 +200,8 @@ std::string ClipTokenizerConfigJson(int model_max_length) {
   };
   return ConfigJsonText(config);
 }
+
+}  // namespace
 
 absl::Status WriteClipTokenizer(const std::string& dir, const ClipBpeFiles& files,
                                 int model_max_length) {

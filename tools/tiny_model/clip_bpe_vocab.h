@@ -39,10 +39,6 @@ inline constexpr char kClipEosToken[] = "<|endoftext|>";
 // num_merges < 0.
 absl::StatusOr<ClipBpeFiles> TrainClipBpe(const std::string& corpus, int num_merges);
 
-// tokenizer_config.json as transformers 5 writes it for CLIPTokenizer (the fixture's keys), with
-// `model_max_length` (77 for FLUX.1).
-std::string ClipTokenizerConfigJson(int model_max_length);
-
 // Writes vocab.json, merges.txt and tokenizer_config.json into the existing folder `dir`.
 absl::Status WriteClipTokenizer(const std::string& dir, const ClipBpeFiles& files,
                                 int model_max_length);

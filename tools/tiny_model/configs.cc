@@ -4,6 +4,8 @@ namespace ditserve::tiny_model {
 
 using nlohmann::json;
 
+namespace {
+
 json FluxPipelineModelIndex() {
   return {
       {"_class_name", "FluxPipeline"},
@@ -19,6 +21,7 @@ json FluxPipelineModelIndex() {
       {"vae", {"diffusers", "AutoencoderKL"}},
   };
 }
+
 
 json FluxSchedulerConfig() {
   return {
@@ -41,6 +44,8 @@ json FluxSchedulerConfig() {
   };
 }
 
+}  // namespace
+
 json TinyFluxTransformerConfig() {
   return {
       {"_class_name", "FluxTransformer2DModel"},
@@ -58,6 +63,8 @@ json TinyFluxTransformerConfig() {
       {"pooled_projection_dim", 32},
   };
 }
+
+namespace {
 
 json TinyClipTextConfig(int64_t vocab_size) {
   // bos/eos/pad ids are CLIPTextConfig's defaults, as in FLUX.1-dev's text_encoder/config.json
@@ -84,6 +91,7 @@ json TinyClipTextConfig(int64_t vocab_size) {
       {"vocab_size", vocab_size},
   };
 }
+
 
 json TinyT5EncoderConfig(int64_t vocab_size) {
   return {
@@ -117,6 +125,7 @@ json TinyT5EncoderConfig(int64_t vocab_size) {
   };
 }
 
+
 json TinyVaeConfig() {
   // mid_block_add_attention false: at the pipeline's default size the VAE mid block sees a
   // 128x128 latent grid, and its single-head attention over 16384 positions costs ~20 s and 2.2 GB
@@ -144,6 +153,8 @@ json TinyVaeConfig() {
       {"use_quant_conv", false},
   };
 }
+
+}  // namespace
 
 TinyModelConfigs DefaultTinyModelConfigs() {
   TinyModelConfigs c;

@@ -54,11 +54,7 @@ TinyModelConfigs DefaultTinyModelConfigs();
 // and memory without a download (about 24 GB in bfloat16).
 TinyModelConfigs Flux1DevSizeConfigs();
 
-nlohmann::json FluxPipelineModelIndex();
-nlohmann::json FluxSchedulerConfig();
+// The default model's FluxTransformer2DModel config.
 nlohmann::json TinyFluxTransformerConfig();
-nlohmann::json TinyClipTextConfig(int64_t vocab_size);
-nlohmann::json TinyT5EncoderConfig(int64_t vocab_size);
-nlohmann::json TinyVaeConfig();
 
 }  // namespace ditserve::tiny_model

@@ -39,8 +39,7 @@ uint16_t ToBFloat16(float value) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-}  // namespace
-
+// numel(spec.shape) float32 values.
 std::vector<float> InitialValues(const TensorSpec& spec, uint64_t seed) {
   int64_t numel = 1;
   for (int64_t d : spec.shape) numel *= d;
@@ -68,6 +67,8 @@ std::vector<float> InitialValues(const TensorSpec& spec, uint64_t seed) {
   }
   return values;
 }
+
+}  // namespace
 
 absl::StatusOr<std::vector<uint8_t>> InitialBytes(const TensorSpec& spec, uint64_t seed,
                                                   sharding::DType dtype) {

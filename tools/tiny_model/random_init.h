@@ -19,9 +19,6 @@
 
 namespace ditserve::tiny_model {
 
-// numel(spec.shape) float32 values.
-std::vector<float> InitialValues(const TensorSpec& spec, uint64_t seed);
-
 // The same values as raw little-endian bytes of `dtype` (kF32, or kBF16 rounded to nearest even).
 // INVALID_ARGUMENT for any other dtype.
 absl::StatusOr<std::vector<uint8_t>> InitialBytes(const TensorSpec& spec, uint64_t seed,

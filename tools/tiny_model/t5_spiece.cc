@@ -1,13 +1,9 @@
 #include "tools/tiny_model/t5_spiece.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <vector>
@@ -17,9 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "models/tokenizers/spm_model_proto.h"
-#include "models/tokenizers/tokenizer_files.h"
 #include "tools/tiny_model/file_util.h"
 
 namespace ditserve::tiny_model {
@@ -32,47 +29,6 @@ constexpr char kTrainerName[] = "ditserve-spm-train";
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
-// Runs `argv` with working directory `cwd`, stdout and stderr appended to `log_path`. Returns the
-// exit status, or INTERNAL if the process could not be started or was killed by a signal.
-absl::StatusOr<int> RunProcess(const std::vector<std::string>& argv, const std::string& cwd,
-                               const std::string& log_path) {
-  // Everything the child touches is prepared before fork(): between fork and exec only
-  // async-signal-safe calls are allowed (the caller may be multi-threaded).
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    return absl::InternalError(absl::StrCat(log_path, ": cannot create: ", std::strerror(errno)));
-  }
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int err = errno;
-    ::close(log_fd);
-    return absl::InternalError(absl::StrCat("fork failed: ", std::strerror(err)));
-  }
-  if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0 || ::dup2(log_fd, STDOUT_FILENO) < 0 ||
-        ::dup2(log_fd, STDERR_FILENO) < 0) {
-      ::_exit(126);
-    }
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  ::close(log_fd);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      return absl::InternalError(absl::StrCat("waitpid failed: ", std::strerror(errno)));
-    }
-  }
-  if (WIFSIGNALED(status)) {
-    return absl::InternalError(
-        absl::StrCat(argv[0], " was killed by signal ", WTERMSIG(status)));
-  }
-  return WEXITSTATUS(status);
 }
 
 }  // namespace
@@ -135,15 +91,18 @@ absl::StatusOr<int64_t> TrainT5SentencePiece(const std::string& corpus, int64_t 
       " --num_threads=1 --shuffle_input_sentence=false --input_sentence_size=0"
       " --hard_vocab_limit=false --minloglevel=1");
   const std::string log_path = JoinPath(work, "train.log");
-  ASSIGN_OR_RETURN(const int exit_code, RunProcess({trainer_path, options}, work, log_path));
-  if (exit_code != 0) {
-    auto log = tokenizers::ReadWholeFile(log_path);
-    return absl::InternalError(absl::StrCat(
-        trainer_path, " failed (exit ", exit_code,
-        exit_code == 127 ? ": could not be executed" : "", "): ", log.ok() ? *log : ""));
+  SpawnOptions trainer_run({trainer_path, options});
+  trainer_run.cwd = work;
+  trainer_run.stdout_to = Redirect::File(log_path);
+  trainer_run.stderr_to = Redirect::ToStdout();
+  ASSIGN_OR_RETURN(Subprocess child, Subprocess::Spawn(trainer_run));
+  const ExitStatus exit = child.Wait();
+  if (!exit.success()) {
+    auto log = ReadTextFile(log_path);
+    return absl::InternalError(
+        absl::StrCat(trainer_path, " failed (", exit.ToString(), "): ", log.ok() ? *log : ""));
   }
-  ASSIGN_OR_RETURN(const std::string model_bytes,
-                   tokenizers::ReadWholeFile(JoinPath(work, "spiece.model")));
+  ASSIGN_OR_RETURN(const std::string model_bytes, ReadTextFile(JoinPath(work, "spiece.model")));
   ASSIGN_OR_RETURN(const tokenizers::SpmModelProto model,
                    tokenizers::ParseSpmModelProto(model_bytes, "spiece.model"));
   RETURN_IF_ERROR(WriteFile(JoinPath(out_dir, "spiece.model"), model_bytes));

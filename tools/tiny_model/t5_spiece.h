@@ -10,7 +10,7 @@
 // relative), so the same corpus always gives the same spiece.model bytes.
 //
 // Thread-safety: the functions may be called from any thread; concurrent calls must use different
-// output folders. TrainT5SentencePiece forks, so it is async-signal-safe between fork and exec.
+// output folders (the trainer is started with common/subprocess.h).
 #pragma once
 
 #include <cstdint>
@@ -25,8 +25,8 @@ absl::StatusOr<std::string> FindSpmTrainer();
 
 // Trains on `corpus` (one sentence per line) for `vocab_size` pieces (at most: a corpus too small
 // for that many yields fewer) and writes `out_dir`/spiece.model. Returns the number of pieces.
-// `trainer` is the helper's path ("" = FindSpmTrainer()). INTERNAL with the trainer's log on
-// failure.
+// `trainer` is the helper's path ("" = FindSpmTrainer()). INTERNAL when it cannot be started, or
+// with the trainer's log when it fails.
 absl::StatusOr<int64_t> TrainT5SentencePiece(const std::string& corpus, int64_t vocab_size,
                                              const std::string& trainer,
                                              const std::string& out_dir);

@@ -101,8 +101,10 @@ class ScopedDir {
   std::string path_;
 };
 
-}  // namespace
-
+// Writes the whole pipeline into `dir` (created if missing; expected empty). Not atomic.
+// INVALID_ARGUMENT for inconsistent configs (e.g. transformer joint_attention_dim != T5 d_model,
+// pooled_projection_dim != CLIP hidden_size, in_channels != 4 * VAE latent_channels * patch²);
+// INTERNAL on I/O or trainer failures.
 absl::StatusOr<TinyModelSummary> WriteTinyModel(const std::string& dir,
                                                 const TinyModelOptions& options) {
   if (options.dtype != sharding::DType::kF32 && options.dtype != sharding::DType::kBF16) {
@@ -179,6 +181,8 @@ absl::StatusOr<TinyModelSummary> WriteTinyModel(const std::string& dir,
   }
   return summary;
 }
+
+}  // namespace
 
 absl::StatusOr<TinyModelSummary> GenerateTinyModel(const std::string& dir_arg,
                                                    const TinyModelOptions& options) {

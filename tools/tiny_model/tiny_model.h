@@ -50,18 +50,14 @@ struct TinyModelSummary {
   int64_t t5_vocab_size = 0;     // as written to text_encoder_2/config.json
 };
 
-// INVALID_ARGUMENT when the components disagree on the widths they exchange (see WriteTinyModel).
+// INVALID_ARGUMENT when the components disagree on the widths they exchange (e.g. transformer
+// joint_attention_dim != T5 d_model, pooled_projection_dim != CLIP hidden_size, in_channels !=
+// 4 * VAE latent_channels * patch²).
 absl::Status CheckTinyModelConsistency(const TinyModelConfigs& configs);
 
-// Writes the whole pipeline into `dir` (created if missing; expected empty). Not atomic.
-// INVALID_ARGUMENT for inconsistent configs (e.g. transformer joint_attention_dim != T5 d_model,
-// pooled_projection_dim != CLIP hidden_size, in_channels != 4 * VAE latent_channels * patch²);
-// INTERNAL on I/O or trainer failures.
-absl::StatusOr<TinyModelSummary> WriteTinyModel(const std::string& dir,
-                                                const TinyModelOptions& options);
-
 // Atomically creates `dir` (and missing parents) holding the pipeline. FAILED_PRECONDITION if `dir`
-// exists and is not an empty folder, unless options.force.
+// exists and is not an empty folder, unless options.force; INVALID_ARGUMENT for inconsistent
+// configs (CheckTinyModelConsistency); INTERNAL on I/O or trainer failures.
 absl::StatusOr<TinyModelSummary> GenerateTinyModel(const std::string& dir,
                                                    const TinyModelOptions& options);
 

@@ -1,6 +1,6 @@
-// A strict reader of the text exposition format 0.0.4, written independently of the serializer so
-// tests (ours and the frontend's) can check any /metrics body for the structural rules that
-// `promtool check metrics` and Prometheus 2.42 do NOT enforce:
+// Test support (ditserve_test_metrics): a strict reader of the text exposition format 0.0.4,
+// written independently of metrics/text_serializer so tests can check any /metrics body for the
+// structural rules that `promtool check metrics` and Prometheus 2.42 do NOT enforce:
 //   - the body ends in '\n'; only "\\", "\"" and "\n" escapes in label values, "\\" and "\n" in HELP;
 //   - at most one HELP and one TYPE per family, TYPE before the family's first sample;
 //   - each family's lines are contiguous (a family never reappears after another one started);

@@ -1,4 +1,4 @@
-#include "metrics/exposition_parser.h"
+#include "tests/support/exposition_parser.h"
 
 #include <cmath>
 #include <cstring>
