@@ -28,7 +28,7 @@ absl::StatusOr<torch::Tensor> RunDenoiseLoop(const FlowMatchEulerScheduler& sche
                                              const std::function<bool()>& cancel_requested);
 
 // The model's timestep argument for step `index` as the FLUX pipelines build it:
-// t.expand(B).to(dtype) / 1000, the division done in `dtype` (SPEC §4).
+// t.expand(B).to(dtype) / 1000, the division done in `dtype` (diffusers pipeline_flux.py).
 torch::Tensor ModelTimestep(const FlowMatchEulerScheduler& scheduler, int index, int64_t batch,
                             torch::ScalarType dtype, torch::Device device);
 

@@ -1,4 +1,4 @@
-// FLUX.1 latent handling (SPEC §4 "Latents", diffusers pipeline_flux.py), also used by Qwen-Image:
+// FLUX.1 latent handling (diffusers pipeline_flux.py), also used by Qwen-Image:
 //   * latent size: 2·(pixels // (2·vae_scale_factor)) per side, vae_scale_factor =
 //     2^(len(vae.block_out_channels) - 1) (8 for the real VAE, 2 for the tiny one);
 //   * initial noise: torch.randn on the CPU generator seeded like torch.Generator("cpu")

@@ -164,7 +164,7 @@ absl::StatusOr<torch::Tensor> FlowMatchEulerScheduler::Step(const torch::Tensor&
   }
   const float dt = sigmas_[index + 1].item<float>() - sigmas_[index].item<float>();
   return compat::GuardTorch("scheduler step", [&] {
-    // dt rounded to v's dtype, product in v's dtype, sum in float32 (SPEC §3 step 6).
+    // dt rounded to v's dtype, product in v's dtype, sum in float32 (diffusers scheduling_flow_match_euler_discrete.py).
     auto dt_t = torch::scalar_tensor(dt, torch::TensorOptions().dtype(torch::kFloat32))
                     .to(v.device(), v.scalar_type());
     auto prod = dt_t * v;

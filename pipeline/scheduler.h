@@ -1,4 +1,4 @@
-// FlowMatchEulerDiscreteScheduler as the FLUX.1 / FLUX.2 / Qwen-Image pipelines use it (SPEC §3),
+// FlowMatchEulerDiscreteScheduler as the FLUX.1 / FLUX.2 / Qwen-Image pipelines use it (diffusers scheduling_flow_match_euler_discrete.py),
 // with the reference's exact float32/float64 semantics:
 //   * the pipeline's sigmas = linspace(1, 1/N, N) in float64 (FluxSigmas), taken as float32;
 //   * dynamic shifting with mu (CalculateShift for FLUX.1/Qwen, ComputeEmpiricalMu for FLUX.2):

@@ -1,4 +1,4 @@
-// Discovery of one diffusers / transformers model component folder (SPEC §6). Torch-free.
+// Discovery of one diffusers / transformers model component folder (the diffusers checkpoint layout: pipeline_utils.py, modeling_utils.py). Torch-free.
 //
 // A component folder holds config.json and its weights as either
 //   * one file: diffusion_pytorch_model.safetensors (diffusers) or model.safetensors (transformers);

@@ -1,5 +1,5 @@
 // The per-rank loader (LibTorch adapter): rank r of n reads only its own bytes of every planned
-// tensor (SPEC §1.8), converts on the fly and places the slices on the target device.
+// tensor (diffusers modeling_utils.py's from_pretrained), converts on the fly and places the slices on the target device.
 //
 //   ASSIGN_OR_RETURN(auto ckpt, ComponentCheckpoint::Open(dir));
 //   ASSIGN_OR_RETURN(TpPlan plan, BuiltinTpPlan(ckpt->class_name(), ckpt->config()));

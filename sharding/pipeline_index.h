@@ -1,4 +1,4 @@
-// A diffusers pipeline root: model_index.json maps component name -> [library, class] (SPEC §6).
+// A diffusers pipeline root: model_index.json maps component name -> [library, class] (the diffusers checkpoint layout: pipeline_utils.py, modeling_utils.py).
 // Torch-free. Thread-safety: plain values.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Resolves a TpPlan against a checkpoint's tensor list and validates it before any tensor byte is
-// read (SPEC §1.2-1.4, §1.7). Torch-free.
+// read (diffusers modeling_utils.py's enable_parallelism and hooks/tensor_parallel.py). Torch-free.
 //
 // Checks, in order, each failing with INVALID_ARGUMENT and a message naming the key / module /
 // tensor and the sizes involved (diffusers' wording where it has one):

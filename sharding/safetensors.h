@@ -1,4 +1,4 @@
-// A validating, memory-mapped reader for the safetensors format (SPEC §6). Torch-free.
+// A validating, memory-mapped reader for the safetensors format. Torch-free.
 //
 // Layout: u64 little-endian header length N | N bytes of UTF-8 JSON | data buffer. The JSON maps
 // tensor name -> {dtype, shape, data_offsets: [begin, end)} (relative to the data buffer), plus an

@@ -1,4 +1,4 @@
-// Writes safetensors files (SPEC §6): the inverse of SafetensorsFile. Torch-free.
+// Writes safetensors files: the inverse of SafetensorsFile. Torch-free.
 //
 // Used to save replicated state dicts and tool outputs, by the CLI for its raw and latents outputs,
 // by tests to build hand-made checkpoints, and by the benchmarks. The file is written to "<path>.tmp" and renamed into place, so a reader never sees

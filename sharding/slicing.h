@@ -1,5 +1,5 @@
-// Slice arithmetic for rank r of n (SPEC §1.4), and the byte runs it takes in a safetensors file
-// (SPEC §1.8, "read only the rank's slice"). Torch-free, pure functions.
+// Slice arithmetic for rank r of n (diffusers hooks/tensor_parallel.py), and the byte runs it takes in a safetensors file
+// (diffusers modeling_utils.py's from_pretrained: "read only the rank's slice"). Torch-free, pure functions.
 //
 // A sliced tensor is split along one dimension (0 for colwise / packed-colwise weights and their
 // biases, 1 for rowwise / packed-rowwise weights) into consecutive blocks (one block for the plain

@@ -1,4 +1,4 @@
-// A tensor-parallel plan (SPEC §1.3, §1.9): module-path glob -> style, as diffusers' `_tp_plan`.
+// A tensor-parallel plan (diffusers hooks/tensor_parallel.py and the models' _tp_plan): module-path glob -> style, as diffusers' `_tp_plan`.
 // Torch-free.
 //
 // Keys are module paths relative to the model root with at most one "*" standing for the index in

@@ -1,4 +1,4 @@
-// Tensor-parallel styles, as diffusers' `_tp_plan` values (SPEC §1.3-1.4). Torch-free.
+// Tensor-parallel styles, as diffusers' `_tp_plan` values (diffusers hooks/tensor_parallel.py). Torch-free.
 #pragma once
 
 #include "absl/strings/string_view.h"

@@ -1,4 +1,4 @@
-// Adaptive LayerNorms (diffusers normalization.py), SPEC §2.0. Chunk orders differ and matter:
+// Adaptive LayerNorms (diffusers normalization.py). Chunk orders differ and matter:
 //   AdaLayerNormZero        Linear_{D→6D}(SiLU(temb)) → shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
 //   AdaLayerNormZeroSingle  Linear_{D→3D}(SiLU(temb)) → shift, scale, gate
 //   AdaLayerNormContinuous  Linear_{C→2D}(SiLU(cond).to(x.dtype)) → scale, shift   (scale first!)

@@ -1,4 +1,4 @@
-// The attention op as diffusers' "native" backend runs it (SPEC §2.0): q, k, v arrive as
+// The attention op as diffusers' "native" backend runs it: q, k, v arrive as
 // (B, S, heads, hd), are permuted to (B, heads, S, hd) for scaled-dot-product attention with the
 // default scale 1/sqrt(hd), no dropout, not causal, and the result comes back as (B, S, heads·hd)
 // in q's dtype. Heads are whatever this rank holds (local heads under tensor parallelism).

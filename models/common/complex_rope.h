@@ -1,5 +1,5 @@
 // Complex-valued rotary position embeddings as Qwen-Image uses them (QwenEmbedRope +
-// apply_rotary_emb_qwen(use_real=False)), SPEC §2.3. Same rotation as FLUX's cos/sin form
+// apply_rotary_emb_qwen(use_real=False)), diffusers transformer_qwenimage.py. Same rotation as FLUX's cos/sin form
 // (interleaved pairs), but the angles come from float32 tables:
 //   for axis a of width d_a: ω_j = 1 / θ^(float32(2j)/d_a), j < d_a/2, all float32;
 //   entry = polar(1, float32(p) · ω_j) (complex64); axes concatenated in order → Σ d_a/2 entries.

@@ -1,4 +1,4 @@
-// diffusers' own RMSNorm (normalization.py; Qwen-Image's QK-norm and txt_norm), SPEC §2.0. It
+// diffusers' own RMSNorm (normalization.py; Qwen-Image's QK-norm and txt_norm). It
 // rounds differently from torch.nn.RMSNorm (models/common/rms_norm.h):
 //   y = float32(x) * rsqrt(mean(float32(x)², -1) + eps)      (float32)
 //   weight bf16/fp16: y = y.to(weight dtype) * weight        (one rounding, then a half-precision op)

@@ -1,4 +1,4 @@
-// FeedForward(D, activation_fn="gelu-approximate") (diffusers attention.py), SPEC §2.0:
+// FeedForward(D, activation_fn="gelu-approximate") (diffusers attention.py):
 // net.2(GELU_tanh(net.0.proj(x))), net.1 being a parameter-free dropout. Under tensor parallelism
 // net.0.proj is colwise and net.2 rowwise (one all-reduce); Load checks that the local widths of
 // the two layers agree, whatever the plan made of them.

@@ -1,5 +1,5 @@
-// FLUX.1 attention (diffusers FluxAttention + FluxAttnProcessor), SPEC §2.1, which FLUX.2's
-// double-stream attention (Flux2Attention + Flux2AttnProcessor, SPEC §2.2 step 5) repeats exactly:
+// FLUX.1 attention (diffusers FluxAttention + FluxAttnProcessor), diffusers transformer_flux.py, which FLUX.2's
+// double-stream attention (Flux2Attention + Flux2AttnProcessor, diffusers transformer_flux2.py) repeats exactly:
 // one class serves both.
 //
 // Image stream: to_q/k/v → per-head torch RMSNorm (norm_q/k) → ... ; with a text stream (double

@@ -1,4 +1,4 @@
-// FLUX.1 / FLUX.2 rotary position embeddings (FluxPosEmbed, apply_rotary_emb), SPEC §2.0.
+// FLUX.1 / FLUX.2 rotary position embeddings (FluxPosEmbed, apply_rotary_emb), diffusers embeddings.py / normalization.py / attention.py.
 //
 // Tables: for each axis a (width d_a), ω_j = 1 / θ^(2j/d_a) in float64, angles p·ω_j in float64
 // (p = float32(ids[:, a]) promoted), cos/sin repeated twice in place ([c0,c0,c1,c1,...]), cast to

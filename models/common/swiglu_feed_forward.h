@@ -1,11 +1,11 @@
-// Flux2FeedForward(D, mult) (diffusers transformer_flux2.py), SPEC §2.0:
+// Flux2FeedForward(D, mult) (diffusers transformer_flux2.py):
 // linear_out(silu(g) · v) with [g | v] = linear_in(x), the gate half first; no biases in FLUX.2.
 //
 // Tensor parallelism: linear_in is PackedColwiseParallel([1, 1]) in FLUX.2's plan, so this rank's
 // output is [g_r | v_r] (its slice of each half, in block order) and halving the local output
 // pairs every gate with its own value; linear_out is rowwise (one all-reduce). Replicated
 // (tp = 1): the full [g | v]. Load refuses a plain colwise linear_in, whose local output would be
-// a contiguous slice of [g | v] and mix the halves (SPEC §7.9).
+// a contiguous slice of [g | v] and mix the halves (diffusers hooks/tensor_parallel.py).
 #pragma once
 
 #include <memory>

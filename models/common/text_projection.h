@@ -1,4 +1,4 @@
-// PixArtAlphaTextProjection(in, D, act="silu") (FLUX.1's pooled-text embedder), SPEC §2.0:
+// PixArtAlphaTextProjection(in, D, act="silu") (FLUX.1's pooled-text embedder), diffusers embeddings.py / normalization.py / attention.py:
 // linear_2(SiLU(linear_1(p))) from "<prefix>.linear_{1,2}".
 #pragma once
 

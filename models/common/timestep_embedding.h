@@ -1,4 +1,4 @@
-// Timestep embeddings (diffusers embeddings.py), SPEC §2.0.
+// Timestep embeddings (diffusers embeddings.py).
 //   TimestepProjection: the sinusoid of Timesteps(num_channels, flip_sin_to_cos, shift, scale),
 //     f_k = exp(-ln(max_period) * k / (half - shift)) in fp32, a_k = scale * (float32(t) * f_k),
 //     output [cos(a) | sin(a)] when flipped (FLUX, Qwen), fp32, shape (B, num_channels).

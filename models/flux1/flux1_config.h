@@ -1,4 +1,4 @@
-// FluxTransformer2DModel's config.json (SPEC §2.1). Every size comes from the file; the defaults
+// FluxTransformer2DModel's config.json (diffusers transformer_flux.py). Every size comes from the file; the defaults
 // are diffusers' class defaults, used only for keys the file leaves out.
 #pragma once
 

@@ -1,4 +1,4 @@
-// FluxTransformerBlock (double-stream block), SPEC §2.1 step 6: separate AdaLN-Zero modulation,
+// FluxTransformerBlock (double-stream block), diffusers transformer_flux.py: separate AdaLN-Zero modulation,
 // attention and feed-forward for the image stream (norm1, ff) and the text stream (norm1_context,
 // ff_context), joint attention over [text, image]. Four all-reduces per call under FLUX.1's plan
 // (to_out.0, to_add_out, ff.net.2, ff_context.net.2).

@@ -1,4 +1,4 @@
-// FluxSingleTransformerBlock, SPEC §2.1 step 7: on the joint [text, image] stream,
+// FluxSingleTransformerBlock, diffusers transformer_flux.py: on the joint [text, image] stream,
 // x + gate · proj_out(cat(attn(nx), GELU_tanh(proj_mlp(nx)))), nx = AdaLN-Zero-Single(x).
 // Under FLUX.1's plan proj_out is packed rowwise with blocks [D, 4D]: each rank's input is
 // [attention_r | mlp_r], which is exactly the local concatenation; one all-reduce per call.

@@ -37,7 +37,7 @@ struct BenchOptions {
   CommonBenchOptions common;
 };
 
-// Every tensor of FluxTransformer2DModel (SPEC §2.1 state dict) with its shape.
+// Every tensor of FluxTransformer2DModel (diffusers transformer_flux.py state dict) with its shape.
 std::map<std::string, std::vector<int64_t>> StateDictShapes(const FluxTransformerConfig& c) {
   const int64_t d = c.inner_dim(), hd = c.attention_head_dim, mlp = 4 * d;
   std::map<std::string, std::vector<int64_t>> s;

@@ -1,4 +1,4 @@
-// Flux2Transformer2DModel's config.json (SPEC §2.2). Every size comes from the file; the defaults
+// Flux2Transformer2DModel's config.json (diffusers transformer_flux2.py). Every size comes from the file; the defaults
 // are diffusers' class defaults (FLUX.2-dev), used only for keys the file leaves out.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Flux2TransformerBlock, SPEC §2.2 step 5: a FLUX.1-style double-stream block whose modulation
+// Flux2TransformerBlock, diffusers transformer_flux2.py: a FLUX.1-style double-stream block whose modulation
 // comes from the model's shared Flux2Modulation tensors (no per-block AdaLN Linear):
 //   h += gate_msa · attn_img,  h += gate_mlp · ff((1 + scale_mlp)·LN(h) + shift_mlp)
 //   c likewise with the text sets and ff_context; attention input (1 + scale_msa)·LN(·) + shift_msa.

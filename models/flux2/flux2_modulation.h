@@ -1,4 +1,4 @@
-// Flux2Modulation (diffusers transformer_flux2.py), SPEC §2.2 step 2: one modulation Linear shared
+// Flux2Modulation (diffusers transformer_flux2.py): one modulation Linear shared
 // by all blocks of a stream, computed once per forward as linear(SiLU(temb)) and chunked into
 // `sets` sets of (shift, scale, gate): double-stream 2 sets (attention, MLP), single-stream 1.
 // The Linear ("<prefix>.linear", bias-free in FLUX.2) is replicated in every plan; Load refuses a

@@ -40,7 +40,7 @@ absl::StatusOr<Flux2ParallelSelfAttention> Flux2ParallelSelfAttention::Load(
         a.to_qkv_mlp_proj_->out_features(), " local rows are not [q, k, v, gate, value] with equal ",
         "q/k/v (a multiple of head_dim ", head_dim, ") and equal gate/value"));
   }
-  // Every rank keeps the global proportions (SPEC §1.9): local q/k/v : gate/value = D : Mh.
+  // Every rank keeps the global proportions: local q/k/v : gate/value = D : Mh.
   if (blocks[0] * mlp_hidden_dim != blocks[3] * inner_dim) {
     return absl::InvalidArgumentError(absl::StrCat(proj_path, ": local blocks [",
                                                    absl::StrJoin(blocks, ", "),

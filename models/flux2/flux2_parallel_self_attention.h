@@ -1,5 +1,5 @@
 // FLUX.2 single-stream fused attention + MLP (diffusers Flux2ParallelSelfAttention and its
-// processor), SPEC §2.2 step 6: z = to_qkv_mlp_proj(x) laid out [Q | K | V | gate | value];
+// processor), diffusers transformer_flux2.py: z = to_qkv_mlp_proj(x) laid out [Q | K | V | gate | value];
 // q, k, v → per-head torch RMSNorm on q, k → RoPE → SDPA → (B, S, D); m = silu(gate) · value;
 // out = to_out(cat([attention, m])).
 //
@@ -8,7 +8,7 @@
 // local block sizes (ShardingOf(path).local_blocks); to_out is PackedRowwiseParallel [D, Mh] and
 // takes [attention_r | m_r] (one all-reduce). Replicated: the full sizes from the config. Load
 // refuses plain colwise / rowwise styles for these two, which would slice straight across the
-// blocks and still run (SPEC §7.9). Thread-safety: one forward at a time.
+// blocks and still run (diffusers hooks/tensor_parallel.py). Thread-safety: one forward at a time.
 #pragma once
 
 #include <memory>

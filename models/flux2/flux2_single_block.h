@@ -1,4 +1,4 @@
-// Flux2SingleTransformerBlock, SPEC §2.2 step 6, on the joint [text, image] stream:
+// Flux2SingleTransformerBlock, diffusers transformer_flux2.py, on the joint [text, image] stream:
 //   x + gate · attn((1 + scale)·LN(x) + shift)
 // with (shift, scale, gate) the shared single-stream modulation set and attn the fused
 // Flux2ParallelSelfAttention (its to_out output already includes the MLP branch). fp16: clip.

@@ -1,4 +1,4 @@
-// Every tensor of a Flux2Transformer2DModel state dict with its shape (SPEC §2.2 "State dict"), for
+// Every tensor of a Flux2Transformer2DModel state dict with its shape (diffusers transformer_flux2.py), for
 // a config: what a checkpoint must hold, and what the benchmark fills with random weights.
 #pragma once
 

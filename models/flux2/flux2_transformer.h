@@ -1,4 +1,4 @@
-// Flux2Transformer2DModel (diffusers transformer_flux2.py), SPEC §2.2, built per rank from a
+// Flux2Transformer2DModel (diffusers transformer_flux2.py), built per rank from a
 // ShardedStateDict and a Communicator: every linear layer takes the style the state dict's plan
 // gives it (models/tp; FLUX.2's plan includes the packed SwiGLU / fused single-stream styles),
 // local heads = q rows / head_dim. Works in any floating dtype the state dict holds (float32,

@@ -1,5 +1,5 @@
 // Qwen-Image double-stream attention (diffusers Attention + QwenDoubleStreamAttnProcessor2_0),
-// SPEC §2.3 step 6: image q/k/v = to_q/k/v(x), text q/k/v = add_{q,k,v}_proj(context) (all with
+// diffusers transformer_qwenimage.py: image q/k/v = to_q/k/v(x), text q/k/v = add_{q,k,v}_proj(context) (all with
 // biases), per-head diffusers RMSNorm (eps 1e-6; norm_q/k image, norm_added_q/k text), complex
 // RoPE applied separately (image tables to image q/k, text tables to text q/k), joint sequence
 // [text, image], SDPA with the optional boolean key mask, then the image part through to_out.0 and

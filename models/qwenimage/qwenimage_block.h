@@ -1,4 +1,4 @@
-// QwenImageTransformerBlock, SPEC §2.3 step 6. Per stream s ∈ {img, txt}, with its own modulation
+// QwenImageTransformerBlock, diffusers transformer_qwenimage.py. Per stream s ∈ {img, txt}, with its own modulation
 // Linear s_mod.1 (replicated in every plan):
 //   mod = s_mod.1(SiLU(temb)) (B, 6D) → halves mod1, mod2 → each (shift, scale, gate)
 //   attention on LN(x)·(1 + scale1) + shift1 (both streams jointly), x += gate1 · attn

@@ -1,4 +1,4 @@
-// QwenImageTransformer2DModel's config.json (SPEC §2.3). Every size comes from the file; the
+// QwenImageTransformer2DModel's config.json (diffusers transformer_qwenimage.py). Every size comes from the file; the
 // defaults are diffusers' class defaults (Qwen-Image), used only for keys the file leaves out.
 // The variants' switches (guidance_embeds, zero_cond_t, use_additional_t_cond, use_layer3d_rope)
 // must be false: Parse refuses them (UNIMPLEMENTED) rather than run a different model.

@@ -1,4 +1,4 @@
-// Qwen-Image's RoPE positions (QwenEmbedRope with scale_rope=True), SPEC §2.3, on top of the
+// Qwen-Image's RoPE positions (QwenEmbedRope with scale_rope=True), diffusers transformer_qwenimage.py, on top of the
 // complex tables of models/common/complex_rope.h:
 //   image k (of the list), frame f, row y, column x (row-major order, images one after another):
 //     (k + f, y - ceil(h'/2), x - ceil(w'/2))

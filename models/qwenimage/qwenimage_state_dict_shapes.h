@@ -1,5 +1,5 @@
-// Every tensor of a QwenImageTransformer2DModel state dict with its shape (SPEC §2.3 "State
-// dict"), for a config: what a checkpoint must hold, and what the benchmark fills with random
+// Every tensor of a QwenImageTransformer2DModel state dict with its shape (diffusers transformer_qwenimage.py),
+// for a config: what a checkpoint must hold, and what the benchmark fills with random
 // weights.
 #pragma once
 

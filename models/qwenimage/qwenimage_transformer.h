@@ -1,4 +1,4 @@
-// QwenImageTransformer2DModel (diffusers transformer_qwenimage.py), SPEC §2.3, built per rank from
+// QwenImageTransformer2DModel (diffusers transformer_qwenimage.py), built per rank from
 // a ShardedStateDict and a Communicator: every linear layer takes the style the state dict's plan
 // gives it (models/tp), local heads = q rows / head_dim. Works in any floating dtype the state
 // dict holds (float32, bfloat16) on the device its tensors are on.

@@ -1,4 +1,4 @@
-// Column-parallel Linear (styles "colwise" and PackedColwiseParallel), SPEC §1.4.
+// Column-parallel Linear (styles "colwise" and PackedColwiseParallel), diffusers hooks/tensor_parallel.py.
 //
 // This rank holds its rows of W and the same rows of b (the loader slices them; packed styles
 // slice per block and concatenate the local blocks in block order). Input: replicated, full width.

@@ -1,10 +1,10 @@
-// Row-parallel Linear (styles "rowwise", PackedRowwiseParallel and rowwise_split_input), SPEC §1.4-1.5.
+// Row-parallel Linear (styles "rowwise", PackedRowwiseParallel and rowwise_split_input), diffusers hooks/tensor_parallel.py.
 //
 // This rank holds its columns of W (packed: its columns of each block, concatenated in block order)
 // and the full bias. Input: this rank's shard of the last dim — or, for rowwise_split_input, the
 // full replicated input, of which the layer takes its own contiguous slice [r·in/n, (r+1)·in/n).
 // Output: y = AllReduceSum(x_r · W_rᵀ) + b — exactly one sum all-reduce per call (never a gather),
-// the bias added once after it on every rank (SPEC §1.5's recommendation).
+// the bias added once after it on every rank (diffusers hooks/tensor_parallel.py's recommendation).
 //
 // Call order: every rank of the group calls Forward on the same layers in the same order with
 // same-shaped inputs (it is a collective). A failed all-reduce throws StatusError (keeping the

@@ -86,7 +86,7 @@ absl::StatusOr<RankModel> LoadRankModel(const ParsedConfig& parsed,
 // What every rank of a tensor-parallel forward must meet.
 struct TensorParallelExpectations {
   torch::Tensor reference;   // diffusers' output
-  uint64_t allreduces = 0;   // per rank for one forward (SPEC §1.5)
+  uint64_t allreduces = 0;   // per rank for one forward (diffusers hooks/tensor_parallel.py)
   int64_t local_heads = -1;  // -1: not checked
 };
 

@@ -39,13 +39,13 @@ void RunTensorParallel(int world) {
   const auto config = Config();
   testing::TensorParallelExpectations expected;
   expected.reference = Ref("flux1.step0.out");
-  // SPEC §1.5: exactly 4 all-reduces per double block and 1 per single block.
+  // diffusers hooks/tensor_parallel.py: exactly 4 all-reduces per double block and 1 per single block.
   expected.allreduces = static_cast<uint64_t>(4 * config["num_layers"].get<int64_t>() +
                                               config["num_single_layers"].get<int64_t>());
   testing::ExpectTensorParallelMatches(kFlux1, world, Step0Inputs(), expected);
 }
 
-// The loader's shards are exactly SPEC §1.4's slices (test helper written from the SPEC).
+// The loader's shards are exactly diffusers' slices (test helper written from diffusers' hooks/tensor_parallel.py).
 TEST(Flux1Transformer, LoaderShardsMatchSpecSlicing) {
   auto parsed = models::flux1::ParseFluxTransformerConfig(Config());
   ASSERT_TRUE(parsed.ok());
@@ -86,7 +86,7 @@ TEST(Flux1Transformer, LocalHeadsFollowTheShard) {
 }
 
 TEST(Flux1Transformer, Bfloat16RunsCloseToReference) {
-  // diffusers would embed guidance bf16(bf16(3.5)·1000) = 3504 (SPEC §7.3); we keep timestep and
+  // diffusers would embed guidance bf16(bf16(3.5)·1000) = 3504 (diffusers pipeline_flux.py); we keep timestep and
   // guidance in float32 up to the sinusoid (FloatConditioning), so the bf16 run meets the fixture
   // README's bf16 bar against the float32 reference itself.
   const auto out =

@@ -46,12 +46,12 @@ TEST(Flux2Transformer, StateDictShapesMatchTheCheckpoint) {
   testing::ExpectShapesMatchWeights(models::flux2::Flux2StateDictShapes(Parsed()), FullWeights());
 }
 
-// The default config is FLUX.2-dev: SPEC §2.2's parameter count (what the benchmark allocates).
+// The default config is FLUX.2-dev: diffusers transformer_flux2.py's parameter count (what the benchmark allocates).
 TEST(Flux2Transformer, DefaultShapesAreFlux2Dev) {
   EXPECT_EQ(testing::ParameterCount(models::flux2::Flux2StateDictShapes({})), 32223281152LL);
 }
 
-// Rows [o_k + r·s_k/n, o_k + (r+1)·s_k/n) of every block, concatenated (SPEC §1.4), along `dim`.
+// Rows [o_k + r·s_k/n, o_k + (r+1)·s_k/n) of every block, concatenated (diffusers hooks/tensor_parallel.py), along `dim`.
 torch::Tensor PackedSlice(const torch::Tensor& full, const std::vector<int64_t>& blocks, int64_t dim,
                           int rank, int world) {
   std::vector<torch::Tensor> parts;
@@ -94,7 +94,7 @@ void RunTensorParallel(int world) {
   const auto c = Parsed();
   testing::TensorParallelExpectations expected;
   expected.reference = Ref("flux2.out");
-  // SPEC §1.5: 4 all-reduces per double block and 1 per single block.
+  // diffusers hooks/tensor_parallel.py: 4 all-reduces per double block and 1 per single block.
   expected.allreduces = static_cast<uint64_t>(4 * c.num_layers + c.num_single_layers);
   expected.local_heads = c.num_attention_heads / world;
   testing::ExpectTensorParallelMatches(

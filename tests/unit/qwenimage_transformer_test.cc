@@ -50,7 +50,7 @@ TEST(QwenImageTransformer, StateDictShapesMatchTheCheckpoint) {
                                     FullWeights());
 }
 
-// The default config is Qwen-Image: SPEC §2.3's parameter count (what the benchmark allocates).
+// The default config is Qwen-Image: diffusers transformer_qwenimage.py's parameter count (what the benchmark allocates).
 TEST(QwenImageTransformer, DefaultShapesAreQwenImage) {
   EXPECT_EQ(testing::ParameterCount(models::qwenimage::QwenImageStateDictShapes({})),
             20430401088LL);
@@ -102,7 +102,7 @@ void RunTensorParallel(int world) {
   const auto c = Parsed();
   testing::TensorParallelExpectations expected;
   expected.reference = Ref("qwenimage.out");
-  // SPEC §1.5: 4 all-reduces per block.
+  // diffusers hooks/tensor_parallel.py: 4 all-reduces per block.
   expected.allreduces = static_cast<uint64_t>(4 * c.num_layers);
   expected.local_heads = c.num_attention_heads / world;
   testing::ExpectTensorParallelMatches(

@@ -1,4 +1,4 @@
-// FlowMatchEulerScheduler against diffusers' schedules (reference.safetensors) and SPEC §3 values.
+// FlowMatchEulerScheduler against diffusers' schedules (reference.safetensors) and diffusers scheduling_flow_match_euler_discrete.py values.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -81,7 +81,7 @@ TEST(Scheduler, MatchesFlux1Call) {
 }
 
 TEST(Scheduler, SpecAnchors) {
-  // SPEC Appendix A: 1024², N = 28, mu = 1.15.
+  // pipeline_flux.py's calculate_shift: 1024², N = 28, mu = 1.15.
   FlowMatchEulerScheduler s(FluxConfig());
   EXPECT_NEAR(pipeline::CalculateShift(4096, s.config()), 1.15, 1e-12);
   EXPECT_NEAR(pipeline::CalculateShift(1024, s.config()), 0.63, 1e-12);
@@ -149,7 +149,7 @@ TEST(Scheduler, EulerStepDtypeSemantics) {
   auto next = s.Step(v, 3, x);
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(next->scalar_type(), torch::kBFloat16);
-  // bf16( float32(x) + float32( bf16( bf16(dt) · v ) ) ), SPEC §3 step 6.
+  // bf16(float32(x) + float32(bf16(bf16(dt) · v ) ) ), diffusers scheduling_flow_match_euler_discrete.py.
   const float dt = s.sigma(4) - s.sigma(3);
   auto dt_bf16 = torch::full({}, dt, torch::kFloat32).to(torch::kBFloat16);
   auto expected = (x.to(torch::kFloat32) + (dt_bf16 * v).to(torch::kFloat32)).to(torch::kBFloat16);

@@ -1,4 +1,4 @@
-// Checkpoint discovery (SPEC §6): fixtures, pipeline roots, and every refusal with a clear error.
+// Checkpoint discovery (the diffusers checkpoint layout: pipeline_utils.py, modeling_utils.py): fixtures, pipeline roots, and every refusal with a clear error.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

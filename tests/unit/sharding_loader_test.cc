@@ -1,4 +1,4 @@
-// The per-rank loader (SPEC §1.4, §1.8): every style on hand-made checkpoints, dtype conversion,
+// The per-rank loader (diffusers hooks/tensor_parallel.py and modeling_utils.py's from_pretrained): every style on hand-made checkpoints, dtype conversion,
 // staging, progress, errors before reading, and bit-exact reassembly of the three fixtures for
 // n = 1, 2, 4.
 #include <gmock/gmock.h>
@@ -258,7 +258,7 @@ TEST(LoaderTest, SavesReplicatedAndRefusesSharded) {
 struct FixtureCase {
   const char* dir;
   size_t planned_modules;
-  // Absolute packed blocks per module suffix, from SPEC §1.9 with the fixture configs
+  // Absolute packed blocks per module suffix, from the models' _tp_plan with the fixture configs
   // (D = 4 heads * 16 = 64; FLUX.2 Mh = 3 * 64 = 192).
   std::map<std::string, std::vector<int64_t>> packed;
 };

@@ -1,4 +1,4 @@
-// The safetensors reader on hand-made valid and corrupt files (SPEC §6): every error is a Status
+// The safetensors reader on hand-made valid and corrupt files (the diffusers checkpoint layout: pipeline_utils.py, modeling_utils.py): every error is a Status
 // naming the file and the tensor, never a crash or an out-of-bounds read.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

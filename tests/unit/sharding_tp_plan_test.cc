@@ -1,4 +1,4 @@
-// TP plans (SPEC §1.3, §1.9), validation (SPEC §1.2, §1.4, §1.7) and slice arithmetic; torch-free.
+// TP plans (diffusers hooks/tensor_parallel.py and the models' _tp_plan), validation (diffusers modeling_utils.py's enable_parallelism and hooks/tensor_parallel.py) and slice arithmetic; torch-free.
 #include <filesystem>
 #include <set>
 
@@ -391,7 +391,7 @@ TEST(PlanResolverTest, EveryValidationError) {
   }
 }
 
-// The planned Linear shapes of a full-size model, enough to check the valid degrees of SPEC §1.7.
+// The planned Linear shapes of a full-size model, enough to check the valid degrees of diffusers hooks/tensor_parallel.py.
 std::vector<TensorMeta> FullSizeFlux1() {
   const int64_t d = 3072, mlp = 12288;
   std::vector<TensorMeta> t;

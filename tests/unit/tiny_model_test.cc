@@ -262,7 +262,7 @@ int64_t ParameterCount(const std::vector<TensorSpec>& specs) {
 }
 
 // The full-size preset's transformer and VAE are FLUX.1-dev's own: the same parameter counts as
-// the released checkpoints (SPEC §2.1: 11,901,408,320 for the transformer with its guidance
+// the released checkpoints (diffusers transformer_flux.py: 11,901,408,320 for the transformer with its guidance
 // embedder; diffusers' AutoencoderKL for FLUX.1: 83,819,683), and the components agree.
 TEST(TinyModelTest, Flux1DevSizePresetHasTheReleasedTransformerAndVae) {
   const TinyModelConfigs c = Flux1DevSizeConfigs();

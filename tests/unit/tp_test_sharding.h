@@ -1,4 +1,4 @@
-// Test helper: slices a full (replicated) state dict for one rank by a TP plan, following SPEC
+// Test helper: slices a full (replicated) state dict for one rank by a TP plan, following diffusers' hooks/tensor_parallel.py
 // §1.4 literally (contiguous row/column ranges, per-block for packed styles, colwise bias sliced,
 // rowwise bias replicated). Used to exercise the TP layers and models independently of the
 // production loader (sharding/loader.h).
@@ -18,7 +18,7 @@ struct TestPlanEntry {
   std::vector<int64_t> blocks;  // packed styles: block proportions
 };
 
-// FLUX.1's _tp_plan (SPEC §1.9); proj_out blocks [D, 4D].
+// FLUX.1's _tp_plan (transformer_flux.py); proj_out blocks [D, 4D].
 std::vector<TestPlanEntry> Flux1TestPlan(int64_t inner_dim);
 
 // This rank's slice of `full` (world_size 1 gives the full tensors with the plan's styles).

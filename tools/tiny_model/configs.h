@@ -15,7 +15,7 @@
 //                2, so the pipeline's default image is 128 x 2 = 256 pixels square. Unlike FLUX.1,
 //                mid_block_add_attention is false (configs.cc says why; `--vae-mid-attention`
 //                restores it)
-//   scheduler    FlowMatchEulerDiscreteScheduler with FLUX.1-dev's settings (SPEC §3)
+//   scheduler    FlowMatchEulerDiscreteScheduler with FLUX.1-dev's settings (diffusers scheduling_flow_match_euler_discrete.py)
 // The text encoders' vocab_size is the requested tokenizer size; GenerateTinyModel sets it to the
 // size of the tokenizer it actually trained.
 //

@@ -1,5 +1,5 @@
 // The tensors of a diffusers FluxTransformer2DModel (FLUX.1-dev / -schnell), derived from its
-// config.json: the state dict of SPEC §2.1, with the guidance embedder iff `guidance_embeds`.
+// config.json: the state dict of diffusers transformer_flux.py, with the guidance embedder iff `guidance_embeds`.
 // Config fields and class defaults: patch_size 1, in_channels 64, out_channels (null = in_channels),
 // num_layers 19, num_single_layers 38, attention_head_dim 128, num_attention_heads 24,
 // joint_attention_dim 4096, pooled_projection_dim 768, guidance_embeds false, axes_dims_rope

@@ -1,5 +1,5 @@
 // Generates the project's embedded default model: a tiny random-weight FLUX.1 pipeline in the exact
-// diffusers on-disk format (SPEC §6), tokenizers included, so that the server runs with no
+// diffusers on-disk format, tokenizers included, so that the server runs with no
 // download. Real FLUX.1-dev / -schnell folders from the Hub have the same layout, file names,
 // config keys, tensor names and dtypes; only the sizes differ (configs.h).
 //

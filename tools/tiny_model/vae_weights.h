@@ -5,7 +5,7 @@
 //
 // Encoder: conv_in; down_blocks.i with layers_per_block resnets (channels block_out_channels[i-1]
 // -> [i]) and a downsampler conv except on the last block; mid_block (resnet, attention, resnet);
-// conv_norm_out; conv_out to 2·latent_channels (mean and log-variance). Decoder (SPEC §5): conv_in;
+// conv_norm_out; conv_out to 2·latent_channels (mean and log-variance). Decoder (diffusers autoencoder_kl.py / vae.py): conv_in;
 // mid_block; up_blocks.i over reversed(block_out_channels) with layers_per_block + 1 resnets and an
 // upsampler conv except on the last; conv_norm_out; conv_out. A resnet has a 1x1 conv_shortcut
 // iff its input and output channels differ. Optional quant_conv (2L -> 2L) and post_quant_conv

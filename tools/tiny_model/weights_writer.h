@@ -1,4 +1,4 @@
-// Writes a component's weights the way save_pretrained does (SPEC §6): tensors sorted by name,
+// Writes a component's weights the way save_pretrained does: tensors sorted by name,
 // safetensors metadata {"format": "pt"}, either one "<base>.safetensors" or `num_shards` files
 // "<base>-0000i-of-0000N.safetensors" plus "<base>.safetensors.index.json"
 // ({"metadata": {"total_size": bytes}, "weight_map": {tensor: shard}}). `base` is
