@@ -1,8 +1,10 @@
 #include "pipeline/component_loading.h"
 
+#include "comm/local_communicator.h"
 #include "common/config_json.h"
 #include "common/status_macros.h"
 #include "models/text/causal_lm_config.h"
+#include "models/text/causal_lm_loader.h"
 #include "models/transformer_factory.h"
 #include "sharding/checkpoint.h"
 #include "sharding/tp_plan.h"
@@ -30,6 +32,22 @@ absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,
                                        ShardLoadOptions(options)));
   ASSIGN_OR_RETURN(out.model, models::CreateTransformer(out.config, sd, comm));
   out.weight_bytes = sd.TotalBytes();
+  return out;
+}
+
+absl::StatusOr<LoadedTextModel> LoadTextModel(const std::string& text_encoder_dir,
+                                              const PipelineOptions& options,
+                                              comm::Communicator* comm, bool sharded) {
+  LoadedTextModel out;
+  if (!sharded) {
+    out.own_comm = comm::MakeSingleRankCommunicator();
+    comm = out.own_comm.get();
+  }
+  sharding::LoadOptions lo = ShardLoadOptions(options);
+  lo.progress = nullptr;
+  ASSIGN_OR_RETURN(text::LoadedCausalLm loaded, text::LoadCausalLmTextEncoder(text_encoder_dir, comm, lo));
+  out.model = std::move(loaded.model);
+  out.weight_bytes = loaded.weight_bytes;
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "models/text/causal_lm_encoder.h"
 #include "models/transformer.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/scheduler.h"
@@ -31,6 +32,18 @@ struct LoadedTransformer {
 absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,
                                                   const PipelineOptions& options,
                                                   comm::Communicator* comm);
+
+// An LLM text encoder (models/text/causal_lm_encoder.h) for a pipeline: this rank's slice when
+// `sharded` (Forward is then a collective of `comm`'s group), else a full replica on a private
+// single-rank group (`own_comm`, which must outlive `model`).
+struct LoadedTextModel {
+  std::unique_ptr<comm::Communicator> own_comm;
+  std::unique_ptr<text::CausalLmTextEncoder> model;
+  uint64_t weight_bytes = 0;
+};
+absl::StatusOr<LoadedTextModel> LoadTextModel(const std::string& text_encoder_dir,
+                                              const PipelineOptions& options,
+                                              comm::Communicator* comm, bool sharded);
 
 // Whether a pipeline's LLM text encoder in `text_encoder_dir` runs sharded over the ranks:
 // kSharded / kRank0 as asked; kAuto shards when the group has several ranks, the weights in `dtype`

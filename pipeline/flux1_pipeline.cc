@@ -194,16 +194,10 @@ absl::StatusOr<GenerationResult> Flux1Pipeline::RunUnguarded(const GenerationJob
   result.seconds.denoise = SecondsSince(t_denoise);
   if (comm_->rank() != 0) return result;
 
-  const auto t_decode = Clock::now();
-  if (job.output == JobOutput::kLatents) {
-    for (int64_t i = 0; i < batch; ++i) result.latents.push_back(latents.slice(0, i, i + 1).to(torch::kCPU, torch::kFloat32));
-  } else {
-    ASSIGN_OR_RETURN(torch::Tensor unpacked, UnpackLatents(latents, h, w));
-    ASSIGN_OR_RETURN(torch::Tensor decoded, vae_->DecodeLatents(unpacked));
-    ASSIGN_OR_RETURN(torch::Tensor images, vae::PostprocessImage(decoded));
-    for (int64_t i = 0; i < batch; ++i) result.images.push_back(images[i].to(torch::kCPU, torch::kFloat32));
-  }
-  result.seconds.decode = SecondsSince(t_decode);
+  RETURN_IF_ERROR(CollectOutputs(job, latents, [&](const torch::Tensor& l) -> absl::StatusOr<torch::Tensor> {
+    ASSIGN_OR_RETURN(torch::Tensor unpacked, UnpackLatents(l, h, w));
+    return vae_->DecodeLatents(unpacked);
+  }, &result));
   return result;
 }
 

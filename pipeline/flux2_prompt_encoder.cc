@@ -1,10 +1,8 @@
 #include "pipeline/flux2_prompt_encoder.h"
 
 #include "absl/strings/str_cat.h"
-#include "comm/local_communicator.h"
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
-#include "models/text/causal_lm_loader.h"
 #include "models/text/llm_prompt_embeds.h"
 #include "models/tokenizers/hf_tokenizer_loader.h"
 #include "models/tokenizers/tokenizer_files.h"
@@ -31,14 +29,8 @@ absl::StatusOr<std::unique_ptr<Flux2PromptEncoder>> Flux2PromptEncoder::Load(
         absl::StrCat(tokenizer_dir, ": no pad token (FLUX.2 pads prompts to max_sequence_length)"));
   }
   std::unique_ptr<Flux2PromptEncoder> e(new Flux2PromptEncoder(std::move(tokenizer), *tconfig.bos_token));
-  comm::Communicator* group = comm;
-  if (!sharded) {
-    e->own_comm_ = comm::MakeSingleRankCommunicator();
-    group = e->own_comm_.get();
-  }
-  sharding::LoadOptions lo = ShardLoadOptions(options);
-  lo.progress = nullptr;
-  ASSIGN_OR_RETURN(text::LoadedCausalLm loaded, text::LoadCausalLmTextEncoder(text_encoder_dir, group, lo));
+  ASSIGN_OR_RETURN(LoadedTextModel loaded, LoadTextModel(text_encoder_dir, options, comm, sharded));
+  e->own_comm_ = std::move(loaded.own_comm);
   const int64_t needed = *std::max_element(std::begin(kHiddenStateLayers), std::end(kHiddenStateLayers));
   if (loaded.model->num_hidden_states() <= needed) {
     return absl::FailedPreconditionError(absl::StrCat(

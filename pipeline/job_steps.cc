@@ -4,6 +4,7 @@
 #include "comm/agree.h"
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
+#include "models/vae/image_postprocess.h"
 #include "pipeline/latents.h"
 
 namespace ditserve::pipeline {
@@ -86,6 +87,24 @@ torch::Tensor TrueCfgScales(const GenerationJob& job, torch::ScalarType dtype, t
   return torch::tensor(values, torch::kFloat32)
       .to(device, dtype)
       .view({static_cast<int64_t>(values.size()), 1, 1});
+}
+
+absl::Status CollectOutputs(const GenerationJob& job, const torch::Tensor& latents,
+                            const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor&)>& decode,
+                            GenerationResult* result) {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t batch = static_cast<int64_t>(job.items.size());
+  if (job.output == JobOutput::kLatents) {
+    for (int64_t i = 0; i < batch; ++i) {
+      result->latents.push_back(latents.slice(0, i, i + 1).to(torch::kCPU, torch::kFloat32));
+    }
+  } else {
+    ASSIGN_OR_RETURN(torch::Tensor decoded, decode(latents));
+    ASSIGN_OR_RETURN(torch::Tensor images, vae::PostprocessImage(decoded));
+    for (int64_t i = 0; i < batch; ++i) result->images.push_back(images[i].to(torch::kCPU, torch::kFloat32));
+  }
+  result->seconds.decode = SecondsSince(start);
+  return absl::OkStatus();
 }
 
 }  // namespace ditserve::pipeline

@@ -53,6 +53,13 @@ absl::StatusOr<torch::Tensor> StackEmbeddings(
 torch::Tensor GuidanceScales(const GenerationJob& job, torch::Device device);
 torch::Tensor TrueCfgScales(const GenerationJob& job, torch::ScalarType dtype, torch::Device device);
 
+// Rank 0's outputs from the final latents: for JobOutput::kLatents each item's latents, else
+// `decode` (latents -> (B, C, H, W) in about [-1, 1]) post-processed into each item's (H, W, 3)
+// image in [0, 1]; CPU float32 either way, with the time taken in result->seconds.decode.
+absl::Status CollectOutputs(const GenerationJob& job, const torch::Tensor& latents,
+                            const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor&)>& decode,
+                            GenerationResult* result);
+
 // Seconds since `start`, for StageSeconds.
 inline double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "common/model_name.h"
 #include "pipeline/job.h"
 
 namespace ditserve::pipeline {
@@ -73,8 +74,7 @@ class Pipeline {
   virtual uint64_t weight_bytes() const = 0;
 };
 
-// "…/FLUX.1-dev/" and "…/FLUX.1-dev" both name the model "FLUX.1-dev".
-std::string ModelNameFromDir(const std::string& model_dir);
+using ::ditserve::ModelNameFromDir;  // common/model_name.h
 
 // "float32", "bfloat16", "float16".
 const char* DtypeName(torch::ScalarType dtype);

@@ -1,7 +1,5 @@
 // LoadPipeline: picks the pipeline for a model folder from its model_index.json (or, for a
 // transformer folder alone, from its config.json's class).
-#include <filesystem>
-
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "pipeline/flux1_pipeline.h"
@@ -21,12 +19,6 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Upcast(absl::StatusOr<std::unique_ptr<
 }
 
 }  // namespace
-
-std::string ModelNameFromDir(const std::string& model_dir) {
-  std::filesystem::path dir = std::filesystem::path(model_dir).lexically_normal();
-  if (dir.filename().empty()) dir = dir.parent_path();
-  return dir.filename().string();
-}
 
 const char* DtypeName(torch::ScalarType dtype) {
   return dtype == torch::kBFloat16 ? "bfloat16" : dtype == torch::kFloat16 ? "float16" : "float32";

@@ -2,10 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "comm/local_communicator.h"
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
-#include "models/text/causal_lm_loader.h"
 #include "models/text/llm_prompt_embeds.h"
 #include "models/tokenizers/hf_tokenizer_loader.h"
 #include "pipeline/component_loading.h"
@@ -25,14 +23,8 @@ absl::StatusOr<std::unique_ptr<QwenImagePromptEncoder>> QwenImagePromptEncoder::
     return absl::InvalidArgumentError(absl::StrCat(tokenizer_dir, ": no pad token"));
   }
   std::unique_ptr<QwenImagePromptEncoder> e(new QwenImagePromptEncoder(std::move(tokenizer)));
-  comm::Communicator* group = comm;
-  if (!sharded) {
-    e->own_comm_ = comm::MakeSingleRankCommunicator();
-    group = e->own_comm_.get();
-  }
-  sharding::LoadOptions lo = ShardLoadOptions(options);
-  lo.progress = nullptr;
-  ASSIGN_OR_RETURN(text::LoadedCausalLm loaded, text::LoadCausalLmTextEncoder(text_encoder_dir, group, lo));
+  ASSIGN_OR_RETURN(LoadedTextModel loaded, LoadTextModel(text_encoder_dir, options, comm, sharded));
+  e->own_comm_ = std::move(loaded.own_comm);
   e->model_ = std::move(loaded.model);
   e->weight_bytes_ = loaded.weight_bytes;
   return e;

@@ -4,8 +4,9 @@
 
 #include <filesystem>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
+#include "common/host_port.h"
+#include "common/model_name.h"
+#include "common/status_macros.h"
 #include "metrics/process_metrics.h"
 
 namespace ditserve::server {
@@ -15,7 +16,7 @@ FrontendMetrics::FrontendMetrics(const FrontendOptions* options, AdmissionQueue*
     : options_(options), queue_(queue), group_(group) {
   metrics::BuildInfo build;
   build.version = DITSERVE_VERSION;
-  build.model = std::filesystem::path(options->model_dir).filename().string();
+  build.model = ModelNameFromDir(options->model_dir);
   if (build.model.empty()) build.model = "remote";
   build.tp_degree = static_cast<int>(options->WorldSize());
   build.dtype = options->dtype;
@@ -52,16 +53,10 @@ void FrontendMetrics::RefreshOnScrape() {
 
 absl::Status FrontendMetrics::Start(const std::string& listen) {
   if (listen.empty()) return absl::OkStatus();
-  const size_t colon = listen.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics-listen must be HOST:PORT, got '", listen, "'"));
-  }
+  ASSIGN_OR_RETURN(const HostPort address, ParseHostPort(listen, "--metrics-listen"));
   metrics::MetricsHttpServerOptions opts;
-  opts.host = listen.substr(0, colon);
-  opts.port = port;
+  opts.host = address.host;
+  opts.port = address.port;
   auto server = metrics::MetricsHttpServer::Start(opts, {&registry_});
   if (!server.ok()) return server.status();
   server_ = std::move(*server);

@@ -351,8 +351,11 @@ absl::StatusOr<worker::v1::RunResult> WorkerGroup::Run(const worker::v1::RunRequ
         std::lock_guard<std::mutex> lock(job->mu);
         // CANCELLED is expected only after the frontend asked every rank to stop or ended the
         // calls itself; otherwise the rank (or its connection) went away.
+        // INVALID_ARGUMENT and RESOURCE_EXHAUSTED are agreed by every rank before the denoising
+        // loop (a prompt it cannot take, no memory for the job): the group stays intact.
         const bool expected = status.ok() ||
                               status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                              status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
                               (status.error_code() == grpc::StatusCode::CANCELLED &&
                                (job->cancel_sent.load() || job->abandoned.load()));
         if (!expected && job->first_failure < 0) job->first_failure = static_cast<int>(i);
@@ -449,6 +452,10 @@ absl::StatusOr<worker::v1::RunResult> WorkerGroup::Run(const worker::v1::RunRequ
     if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
       // A request the pipeline itself rejected leaves the group intact.
       return absl::InvalidArgumentError(absl::StrCat("rank ", i, ": ", s.error_message()));
+    }
+    if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      // Out of memory for this job, agreed by every rank: the group stays intact.
+      return absl::ResourceExhaustedError(absl::StrCat("rank ", i, ": ", s.error_message()));
     }
     if (!s.ok()) all_ok = false;
   }

@@ -1,7 +1,6 @@
 #include "server/worker_process.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +11,8 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/subprocess.h"
 
 namespace ditserve::server {
 
@@ -29,26 +30,13 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
   proc->port_file_ = tmpl;
   std::ofstream(proc->port_file_, std::ios::trunc).close();
 
-  std::vector<std::string> args = {opts.binary,
-                                   "--listen", absl::StrCat(opts.host, ":0"),
-                                   "--port-file", proc->port_file_,
-                                   "--rank", std::to_string(opts.rank)};
-  args.insert(args.end(), opts.extra_args.begin(), opts.extra_args.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  const pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    // Child: die with the frontend, so no orphaned worker keeps a GPU.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(1);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  proc->pid_ = pid;
+  SpawnOptions spawn({opts.binary, "--listen", absl::StrCat(opts.host, ":0"), "--port-file",
+                      proc->port_file_, "--rank", std::to_string(opts.rank)});
+  spawn.argv.insert(spawn.argv.end(), opts.extra_args.begin(), opts.extra_args.end());
+  spawn.die_with_parent = true;  // no orphaned worker keeps a GPU
+  ASSIGN_OR_RETURN(Subprocess child, Subprocess::Spawn(spawn));
+  // The reaper thread below owns the pid from here (it waits without reaping first, see Reap).
+  proc->pid_ = child.Release();
   proc->on_exit_ = std::move(on_exit);
   proc->reaper_ = std::thread([p = proc.get()] { p->Reap(); });
 

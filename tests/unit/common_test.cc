@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "common/model_name.h"
 #include "common/flags.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
@@ -86,3 +87,10 @@ TEST(Flags, ErrorsNameTheFlag) {
 
 }  // namespace
 }  // namespace ditserve
+
+TEST(ModelNameFromDir, IgnoresTrailingSlashes) {
+  EXPECT_EQ(::ditserve::ModelNameFromDir("/x/FLUX.1-dev"), "FLUX.1-dev");
+  EXPECT_EQ(::ditserve::ModelNameFromDir("/x/FLUX.1-dev/"), "FLUX.1-dev");
+  EXPECT_EQ(::ditserve::ModelNameFromDir("/x/FLUX.1-dev//"), "FLUX.1-dev");
+  EXPECT_EQ(::ditserve::ModelNameFromDir("rel/Qwen-Image/./"), "Qwen-Image");
+}
