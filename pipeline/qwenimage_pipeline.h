@@ -2,7 +2,8 @@
 // transformer. The conditioning (prompt embeddings with their text mask) comes from the request or
 // from the Qwen2.5-VL text encoder; true classifier-free guidance (a negative prompt with
 // true_cfg_scale > 1) runs the conditional and unconditional passes and combines them with the
-// reference's norm-preserving rescale; rank 0 decodes with the Qwen-Image VAE when the folder has
+// reference's norm-preserving rescale (two batch-1 passes, as diffusers: one padded, masked batch
+// of two measured 4-12 % slower on the H200, bench/results/2026-12-03-h200-qwenimage-cfg-batch.txt); rank 0 decodes with the Qwen-Image VAE when the folder has
 // one, else returns latents.
 //
 // Latent layout (diffusers' prepare_latents): noise (B, C, 1, h, w) drawn in 5-D for the 3-D VAE

@@ -14,6 +14,13 @@
 #      step metrics from /metrics                                            -> e2e_gpu.txt
 #   7. FLUX.2-dev's Mistral text encoder at its released size, one 512-token prompt, ours and
 #      transformers' MistralModel in the same call                          -> mistral_encoder_bench.txt
+#   8. Qwen-Image and FLUX.2-dev at their released sizes (random bf16 weights written by
+#      bench/released_size_pipeline.py), 1024x1024 with the pipelines' default 50 steps (Qwen-Image
+#      with true CFG): frontend + 1 CUDA worker (load, per-stage times, memory), then diffusers'
+#      pipeline on the same weights in the same call            -> e2e_qwenimage.txt, e2e_flux2.txt
+#      (E2E_FAMILIES picks; needs .carry/diffusers-src or DIFFUSERS_SRC)
+#   9. Qwen-Image's true CFG: a step of two batch-1 passes (prompt, negative prompt) against one
+#      padded, masked batch of two                                       -> qwenimage_cfg_batch.txt
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny
 #      pipeline and transformers on the GPU in float32 / bfloat16, frontend + 1 CUDA worker)
 #                                                                            -> gpu_tests.txt
@@ -29,6 +36,11 @@ mkdir -p "$out" /tmp/ditserve-deps
 tar xzf "$bundle_tgz" -C /tmp/ditserve-deps
 bundle=$(ls -d /tmp/ditserve-deps/*/ | head -1)
 fixtures=$(cd "$fixtures" && pwd)
+# diffusers' source for the reference side of stage 8 (carried: git archive of a diffusers commit).
+diffusers_src="${DIFFUSERS_SRC:-$(pwd)/.carry/diffusers-src/src}"
+if [ ! -d "$diffusers_src" ] && [ -f .carry/diffusers-src.tar.gz ]; then  # carried packed (smaller)
+  tar xzf .carry/diffusers-src.tar.gz -C /tmp && diffusers_src=/tmp/diffusers-src/src
+fi
 stages="${STAGES:-1 2 3 4 5}"
 [ "${FULL:-0}" = 1 ] && stages="$stages 6"
 t0=$(date +%s)
@@ -44,6 +56,33 @@ build() {  # build the given targets (configures on first use); log to $out/buil
   local rc=$?
   [ $rc = 0 ] || { grep -E "error|FAILED" -A3 "$out/build.log" | head -40; log "build of $* failed"; }
   return $rc
+}
+
+# Starts frontend + 1 CUDA worker on MODEL, makes a cold and a warm 1024x1024 image through the CLI
+# (extra CLI arguments after RESULT_FILE), then appends the worker's memory and step metrics.
+serve_and_generate() {
+  local model="$1" result="$2"; shift 2
+  local flog="$out/frontend.log" fpid port mport serving=0
+  build-cuda/server/ditserve-frontend --model "$model" --spawn-workers 1 --device cuda \
+    --dtype bfloat16 --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 > "$flog" 2>&1 &
+  fpid=$!
+  for _ in $(seq 600); do grep -q "^METRICS" "$flog" && break; sleep 0.2; done
+  port=$(awk '/^LISTENING/ {print $2}' "$flog"); mport=$(awk '/^METRICS/ {print $2}' "$flog")
+  for _ in $(seq 3000); do
+    build-cuda/cli/ditserve-cli health --server "127.0.0.1:$port" > /dev/null 2>&1 && { serving=1; break; }
+    grep -q "forming the worker group failed" "$flog" && break
+    sleep 0.2
+  done
+  if [ $serving = 0 ]; then log "the server never became SERVING: $(grep -m1 -i error "$flog")"; kill "$fpid"; return 1; fi
+  log "serving: $(grep -m1 -o 'ready in .*' "$flog")" | tee -a "$result"
+  for run in cold warm; do
+    echo "$run: $(build-cuda/cli/ditserve-cli generate --server "127.0.0.1:$port" \
+      --prompt "a lighthouse on a cliff at dawn" --height 1024 --width 1024 --seed 0 "$@" \
+      --quiet -o "$out/e2e_1024.png" 2>&1 | tail -1)" | tee -a "$result"
+  done
+  scrape "$mport" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise|load_duration|resident)" |
+    tee -a "$result"
+  kill "$fpid"; wait "$fpid" 2>/dev/null
 }
 
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
@@ -126,28 +165,7 @@ if build ditserve-tool ditserve-spm-train ditserve-frontend ditserve-worker dits
   fi
   log "weights written: $(tail -1 "$out/e2e_gpu.txt")"
   if [ -n "$bg_build" ]; then wait "$bg_build"; log "full build finished (rc $?)"; fi
-  flog="$out/frontend.log"
-  build-cuda/server/ditserve-frontend --model "$model" --spawn-workers 1 --device cuda \
-    --dtype bfloat16 --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 > "$flog" 2>&1 &
-  fpid=$!
-  for _ in $(seq 600); do grep -q "^METRICS" "$flog" && break; sleep 0.2; done
-  port=$(awk '/^LISTENING/ {print $2}' "$flog"); mport=$(awk '/^METRICS/ {print $2}' "$flog")
-  serving=0
-  for _ in $(seq 900); do
-    build-cuda/cli/ditserve-cli health --server "127.0.0.1:$port" > /dev/null 2>&1 && { serving=1; break; }
-    grep -q "forming the worker group failed" "$flog" && break
-    sleep 0.2
-  done
-  if [ $serving = 0 ]; then log "the server never became SERVING: $(grep -m1 error "$flog")"; kill "$fpid"; return; fi
-  log "serving: $(grep -m1 -o 'ready in .*' "$flog")"
-  for run in cold warm; do
-    echo "$run: $(build-cuda/cli/ditserve-cli generate --server "127.0.0.1:$port" \
-      --prompt "a lighthouse on a cliff at dawn" --height 1024 --width 1024 --steps 28 --seed 0 \
-      --quiet -o "$out/e2e_1024.png" 2>&1 | tail -1)" | tee -a "$out/e2e_gpu.txt"
-  done
-  scrape "$mport" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise|load_duration|resident)" |
-    tee -a "$out/e2e_gpu.txt"
-  kill "$fpid"; wait "$fpid" 2>/dev/null
+  serve_and_generate "$model" "$out/e2e_gpu.txt" --steps 28
   rm -rf "$model"
 fi
 
@@ -169,6 +187,53 @@ if build ditserve-mistral-encoder-bench; then
     tee -a "$out/mistral_encoder_bench.txt" | tail -1
 fi
 
+}
+
+stage8() {
+for family in ${E2E_FAMILIES:-qwenimage flux2}; do
+log "stage 8: $family at its released size, 1024x1024 end to end (ours, then diffusers)"
+build ditserve-frontend ditserve-worker ditserve-cli || return
+local need=60 res="$out/e2e_$family.txt"
+[ "$family" = flux2 ] && need=118
+# The weights go where they fit: the disk (64 GiB) holds Qwen-Image's; FLUX.2-dev's 112 GB go to a
+# tmpfs in host memory (128 GiB) when it can be mounted.
+local dir=""
+for d in /dev/shm /tmp; do
+  [ "$(df -B1G --output=avail "$d" | tail -1)" -ge "$need" ] && { dir="$d/ditserve-$family"; break; }
+done
+if [ -z "$dir" ]; then
+  mkdir -p /mnt/ditserve-weights && mount -t tmpfs -o size=${need}g tmpfs /mnt/ditserve-weights &&
+    dir=/mnt/ditserve-weights/$family
+fi
+[ -n "$dir" ] || { log "no room for $need GB of $family weights: $(df -h /tmp /dev/shm | tr '\n' ' ')"; continue; }
+rm -rf "$dir"
+PYTHONPATH="$diffusers_src" python3 bench/released_size_pipeline.py write --family "$family" \
+  --out "$dir" --fixtures "$fixtures" 2>&1 | tee "$res" | grep -v Warning
+[ -f "$dir/vae/config.json" ] || { log "writing the $family weights failed"; rm -rf "$dir"; continue; }
+sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null
+log "$family weights written to $dir"
+local args=()
+[ "$family" = qwenimage ] && args=(--negative-prompt " ")
+[ "${E2E_OURS:-1}" = 1 ] && serve_and_generate "$dir" "$res" "${args[@]}"
+log "ours done; diffusers next"
+PYTHONPATH="$diffusers_src" python3 bench/released_size_pipeline.py run --family "$family" \
+  --dir "$dir" 2>&1 | grep -v -i warn | tee -a "$res"
+rm -rf "$dir"
+done
+}
+
+stage9() {
+log "stage 9: Qwen-Image true CFG, two batch-1 passes against one padded batch of two"
+# Prompt and negative prompt lengths after the template drop: 13 / 6 tokens ("a lighthouse on a
+# cliff at dawn" / " "), and a 200-token prompt against " ".
+if build ditserve-qwenimage-bench; then
+  for cfg in "1 13 0" "1 6 0" "2 13 7" "1 200 0" "2 200 194"; do
+    read -r b t m <<< "$cfg"
+    build-cuda/models/qwenimage/ditserve-qwenimage-bench --device cuda --runs 8 --warmup 3 \
+      --batch "$b" --text-tokens "$t" --masked-text-tokens "$m" 2>&1 | tail -2 |
+      tee -a "$out/qwenimage_cfg_batch.txt"
+  done
+fi
 }
 
 bg_build=""

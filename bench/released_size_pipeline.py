@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Released-size FLUX.2-dev and Qwen-Image pipelines with random weights, for the end-to-end
+benchmark on the GPU host (scripts/gpu-bench.sh stage 8), and diffusers' side of it.
+
+  write --family flux2|qwenimage --out DIR [--fixtures tests/fixtures]
+      Builds every component at its released size (diffusers' and transformers' own defaults for
+      the transformer and the VAE; FLUX.2-dev's Mistral-Small-3.1-24B / Qwen-Image's Qwen2.5-VL-7B
+      text and vision configs), with random bf16 weights made on the GPU, and saves them in
+      diffusers' layout (5 GB safetensors shards). The tokenizer, scheduler and model_index.json
+      are the repository's tiny fixture's (made by tests/fixtures/make_fixtures.py with the real
+      libraries): the tokenizer's vocabulary is small, which changes no shape the benchmark times.
+  run --family flux2|qwenimage --dir DIR [--steps N] [--size 1024]
+      diffusers' Flux2Pipeline / QwenImagePipeline from DIR (each component loaded straight to the
+      GPU), one 2-step warm-up call, then one timed call: load, text encoding, denoising (per step),
+      VAE decode, total, and peak GPU memory, as one line per quantity.
+
+Needs torch, transformers and diffusers' source on PYTHONPATH (the GPU host has the first two;
+carry diffusers, see scripts/gpu-bench.sh)."""
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+MISTRAL_SMALL_31_TEXT = dict(hidden_size=5120, intermediate_size=32768, num_hidden_layers=40,
+                             num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                             vocab_size=131072, rms_norm_eps=1e-5, max_position_embeddings=131072)
+PIXTRAL_VISION = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24,
+                      num_attention_heads=16, head_dim=64, image_size=1540, patch_size=14)
+QWEN25_VL_7B_TEXT = dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                         num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                         rms_norm_eps=1e-6, max_position_embeddings=128000)
+QWEN25_VL_7B_VISION = dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16,
+                           out_hidden_size=3584, fullatt_block_indexes=[7, 15, 23, 31])
+QWEN25_VL_MROPE = [16, 24, 24]
+
+
+def tiny_folder(fixtures, family):
+    return Path(fixtures) / ("flux2-tiny" if family == "flux2" else "qwenimage-tiny")
+
+
+def text_encoder_config(family, tiny):
+    """The tiny fixture's config (its special-token ids) with the released model's sizes."""
+    cfg = json.loads((tiny / "text_encoder" / "config.json").read_text())
+    text, vision = cfg["text_config"], cfg["vision_config"]
+    text.pop("layer_types", None)  # recomputed for the new layer count
+    if family == "flux2":
+        text.update(MISTRAL_SMALL_31_TEXT)
+        vision.update(PIXTRAL_VISION)
+    else:
+        text.update(QWEN25_VL_7B_TEXT)
+        vision.update(QWEN25_VL_7B_VISION)
+        rope = text.get("rope_parameters") or text.get("rope_scaling")
+        rope["mrope_section"] = QWEN25_VL_MROPE
+    cfg["dtype"] = "bfloat16"
+    return cfg
+
+
+def save(module, folder, report):
+    t0 = time.perf_counter()
+    module.save_pretrained(folder, max_shard_size="5GB", safe_serialization=True)
+    n = sum(p.numel() for p in module.parameters())
+    size = sum(f.stat().st_size for f in Path(folder).glob("*.safetensors"))
+    report(f"{Path(folder).name}: {n / 1e9:.2f} B parameters, {size / 1e9:.2f} GB written in "
+           f"{time.perf_counter() - t0:.1f} s")
+
+
+def write(a):
+    import transformers
+    from diffusers import (AutoencoderKLFlux2, AutoencoderKLQwenImage, Flux2Transformer2DModel,
+                           QwenImageTransformer2DModel)
+
+    report = lambda s: print(s, flush=True)  # noqa: E731
+    tiny, out = tiny_folder(a.fixtures, a.family), Path(a.out)
+    out.mkdir(parents=True)
+    for sub in ("tokenizer", "scheduler"):
+        shutil.copytree(tiny / sub, out / sub)
+    shutil.copy(tiny / "model_index.json", out / "model_index.json")
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"), torch.no_grad():
+        # Released sizes are the libraries' defaults for the transformers and the VAEs.
+        tr = Flux2Transformer2DModel() if a.family == "flux2" else QwenImageTransformer2DModel()
+        save(tr, out / "transformer", report)
+        del tr
+        torch.cuda.empty_cache()
+        cfg = text_encoder_config(a.family, tiny)
+        (out / "text_encoder").mkdir()
+        (out / "text_encoder" / "config.json").write_text(json.dumps(cfg, indent=2))
+        config = transformers.AutoConfig.from_pretrained(out / "text_encoder")
+        cls = getattr(transformers, cfg["architectures"][0])
+        te = cls._from_config(config, torch_dtype=torch.bfloat16).eval()
+        save(te, out / "text_encoder", report)
+        del te
+        torch.cuda.empty_cache()
+        vae = AutoencoderKLFlux2() if a.family == "flux2" else AutoencoderKLQwenImage()
+        save(vae, out / "vae", report)
+
+
+class Clock:
+    """Wall times of the pipeline's stages, taken at the stage edges with the GPU synchronized."""
+
+    def __init__(self):
+        self.marks = {}
+
+    def wrap(self, obj, attr, name):
+        fn = getattr(obj, attr)
+
+        def timed(*args, **kwargs):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            r = fn(*args, **kwargs)
+            torch.cuda.synchronize()
+            self.marks[name] = self.marks.get(name, 0.0) + time.perf_counter() - t0
+            return r
+
+        setattr(obj, attr, timed)
+
+
+def run(a):
+    import diffusers
+    import transformers
+
+    d = Path(a.dir)
+    index = json.loads((d / "model_index.json").read_text())
+    t0 = time.perf_counter()
+    parts = {}
+    for name, entry in index.items():
+        if name.startswith("_") or not isinstance(entry, list) or entry[0] is None:
+            continue
+        lib, cls_name = entry
+        cls = getattr(diffusers if lib == "diffusers" else transformers, cls_name)
+        kwargs = {}
+        if name in ("transformer", "text_encoder", "vae"):
+            kwargs = dict(torch_dtype=torch.bfloat16, device_map="cuda")
+        parts[name] = cls.from_pretrained(d / name, **kwargs)
+    pipe = getattr(diffusers, index["_class_name"])(**parts)
+    torch.cuda.synchronize()
+    load_s = time.perf_counter() - t0
+    pipe.set_progress_bar_config(disable=True)
+
+    kw = dict(prompt="a lighthouse on a cliff at dawn", height=a.size, width=a.size)
+    if a.family == "qwenimage":
+        kw.update(negative_prompt=" ", true_cfg_scale=4.0)
+    step_ends = []
+
+    def on_step(p, i, t, cb_kwargs):
+        torch.cuda.synchronize()
+        step_ends.append(time.perf_counter())
+        return cb_kwargs
+
+    clock = Clock()
+    clock.wrap(pipe, "encode_prompt", "text_encode")
+    clock.wrap(pipe.vae, "decode", "vae_decode")
+    with torch.no_grad():
+        pipe(**kw, num_inference_steps=2, generator=torch.Generator("cuda").manual_seed(0))
+        clock.marks.clear()
+        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.synchronize()
+        t_start = time.perf_counter()
+        pipe(**kw, num_inference_steps=a.steps, generator=torch.Generator("cuda").manual_seed(0),
+             callback_on_step_end=on_step)
+        torch.cuda.synchronize()
+        total = time.perf_counter() - t_start
+    steps = [b - e for e, b in zip(step_ends, step_ends[1:])]
+    denoise = step_ends[-1] - step_ends[0] + (statistics.median(steps) if steps else 0.0)
+    print(f"diffusers {index['_class_name']} {a.size}x{a.size}, {a.steps} steps, bf16, "
+          f"diffusers {diffusers.__version__}, transformers {transformers.__version__}, "
+          f"torch {torch.__version__}")
+    print(f"  load (from_pretrained, device_map=cuda): {load_s:.1f} s")
+    print(f"  text_encode: {clock.marks.get('text_encode', 0) * 1e3:.0f} ms")
+    print(f"  denoise: {denoise * 1e3:.0f} ms ({statistics.median(steps) * 1e3:.1f} ms a step, median)")
+    print(f"  vae_decode: {clock.marks.get('vae_decode', 0) * 1e3:.0f} ms")
+    print(f"  total: {total * 1e3:.0f} ms")
+    print(f"  peak GPU memory: {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB allocated, "
+          f"{torch.cuda.max_memory_reserved() / 2**30:.2f} GiB reserved")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("write")
+    w.add_argument("--family", choices=["flux2", "qwenimage"], required=True)
+    w.add_argument("--out", required=True)
+    w.add_argument("--fixtures", default=str(Path(__file__).resolve().parent.parent / "tests" / "fixtures"))
+    r = sub.add_parser("run")
+    r.add_argument("--family", choices=["flux2", "qwenimage"], required=True)
+    r.add_argument("--dir", required=True)
+    r.add_argument("--steps", type=int, default=50)
+    r.add_argument("--size", type=int, default=1024)
+    a = ap.parse_args()
+    write(a) if a.cmd == "write" else run(a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
