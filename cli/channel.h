@@ -31,6 +31,13 @@ struct ConnectionFlags {
   std::string server = "127.0.0.1:50051";
   double timeout_seconds = 600;  // each subcommand sets its own default before binding
   bool wait_for_ready = false;
+  bool tls = false;             // TLS with the system's trusted roots
+  std::string tls_ca_file;      // TLS trusting these PEM roots (implies tls)
+  std::string tls_server_name;  // the name the certificate must carry, when not the --server host
+  std::string token_file;       // bearer token sent as "authorization: Bearer ..."
+  // Loaded by ValidateConnectionFlags.
+  std::string ca_pem;
+  std::string token;
 };
 
 // Default flags with another default --timeout (for the options struct's initializer).
@@ -40,16 +47,17 @@ inline ConnectionFlags WithTimeout(double seconds) {
   return flags;
 }
 
-// Binds --server, --timeout and --wait-for-ready to `flags` (defaults are the current values).
+// Binds --server, --timeout, --wait-for-ready, --tls, --tls-ca, --tls-server-name and --token-file
+// to `flags` (defaults are the current values). The token may also come from $DITSERVE_API_TOKEN.
 void BindConnectionFlags(FlagParser* parser, ConnectionFlags* flags);
 
-// Checks the flags (non-empty server, positive finite timeout).
-absl::Status ValidateConnectionFlags(const ConnectionFlags& flags);
+// Checks the flags (non-empty server, positive finite timeout) and reads the CA and token files.
+absl::Status ValidateConnectionFlags(ConnectionFlags* flags);
 
-// An insecure channel to flags.server with the limits above.
+// A channel to flags.server with the limits above: TLS when asked for, else insecure.
 std::shared_ptr<grpc::Channel> MakeChannel(const ConnectionFlags& flags);
 
-// Sets the deadline (now + timeout) and wait-for-ready on a fresh context.
+// Sets the deadline (now + timeout), wait-for-ready and the bearer token on a fresh context.
 void ConfigureContext(const ConnectionFlags& flags, grpc::ClientContext* context);
 
 // Prints "error: CODE_NAME: message" on stderr, CODE_NAME being the canonical status code name

@@ -92,7 +92,7 @@ int RunGenerate(int argc, const char* const* argv, int first) {
   if (done) return code;
   o.seed_set = parser.WasSet("seed");
   o.guidance_set = parser.WasSet("guidance");
-  if (absl::Status s = ValidateConnectionFlags(o.connection); !s.ok()) {
+  if (absl::Status s = ValidateConnectionFlags(&o.connection); !s.ok()) {
     return PrintError(s, kExitUsage);
   }
   absl::StatusOr<GenerateRequest> request = BuildGenerateRequest(o);

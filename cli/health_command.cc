@@ -31,7 +31,7 @@ int RunHealth(int argc, const char* const* argv, int first) {
   bool done = false;
   int code = ParseFlags(&parser, argc, argv, first, &done);
   if (done) return code;
-  if (absl::Status s = ValidateConnectionFlags(o.connection); !s.ok()) {
+  if (absl::Status s = ValidateConnectionFlags(&o.connection); !s.ok()) {
     return PrintError(s, kExitUsage);
   }
 

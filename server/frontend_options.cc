@@ -37,6 +37,9 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddDouble("drain-seconds", &o.drain_seconds, "grace period for in-flight work on SIGTERM");
   p.AddDouble("init-timeout", &o.init_timeout_seconds, "seconds allowed for the workers to form the group and load");
   p.AddUint("collective-timeout-ms", &o.collective_timeout_ms, "a collective that takes longer breaks the group");
+  p.AddUint("heartbeat-interval-ms", &o.heartbeat_interval_ms, "how often each rank is asked whether it is alive");
+  p.AddUint("heartbeat-timeout-ms", &o.heartbeat_timeout_ms,
+            "a rank that does not answer a heartbeat within this is hung: the group breaks (0: off)");
   p.AddUint("default-height", &o.default_height, "height for requests that give none (0: the model's default)");
   p.AddUint("default-width", &o.default_width, "width for requests that give none (0: the model's default)");
   p.AddUint("default-steps", &o.default_steps, "steps for requests that give none (0: the model's default)");
@@ -46,6 +49,11 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddDouble("max-guidance", &o.limits.max_guidance, "largest guidance_scale");
   p.AddUint("max-sequence-length", &o.limits.max_sequence_length, "largest max_sequence_length (T5 tokens)");
   p.AddUint("max-prompt-bytes", &o.limits.max_prompt_bytes, "longest prompt in UTF-8 bytes");
+  p.AddString("tls-cert", &o.security.tls_cert_file,
+              "PEM certificate chain: serve the public APIs over TLS (with --tls-key)");
+  p.AddString("tls-key", &o.security.tls_key_file, "PEM private key of --tls-cert");
+  p.AddString("api-token-file", &o.security.api_token_file,
+              "file holding a bearer token every API call must send (health and /metrics stay open)");
   p.AddString("log-level", &o.log.level, "trace, debug, info, warn, error");
   p.AddString("log-format", &o.log.format, "text or json");
 }
@@ -67,6 +75,13 @@ absl::Status ValidateFrontendOptions(const FrontendOptions& o) {
   }
   if (o.dtype != "float32" && o.dtype != "bfloat16") {
     return bad(absl::StrCat("--dtype must be float32 or bfloat16, got '", o.dtype, "'"));
+  }
+  if (absl::Status s = ValidateSecurityOptions(o.security); !s.ok()) return s;
+  if (o.heartbeat_interval_ms < 100 || o.heartbeat_interval_ms > 3600000) {
+    return bad("--heartbeat-interval-ms must be in 100..3600000");
+  }
+  if (o.heartbeat_timeout_ms != 0 && (o.heartbeat_timeout_ms < 100 || o.heartbeat_timeout_ms > 3600000)) {
+    return bad("--heartbeat-timeout-ms must be 0 (off) or in 100..3600000");
   }
   if (o.max_queue < 1) return bad("--max-queue must be at least 1");
   if (o.max_batch < 1 || o.max_batch > 64) return bad("--max-batch must be in 1..64");

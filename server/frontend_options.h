@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "server/api_security.h"
 
 namespace ditserve::server {
 
@@ -47,11 +48,16 @@ struct FrontendOptions {
   double drain_seconds = 30;
   double init_timeout_seconds = 1800;
   uint64_t collective_timeout_ms = 300000;
+  // Every heartbeat_interval_ms the frontend asks each rank for its status; a rank that has not
+  // answered within heartbeat_timeout_ms is hung: the group breaks (0: no heartbeat).
+  uint64_t heartbeat_interval_ms = 5000;
+  uint64_t heartbeat_timeout_ms = 15000;
   // Server-side defaults for requests that leave a field at 0 (0 here: the model's own default).
   uint64_t default_height = 0;
   uint64_t default_width = 0;
   uint64_t default_steps = 0;
   RequestLimits limits;
+  SecurityOptions security;  // TLS and bearer token of the public APIs (server/api_security.h)
   LogOptions log;
 
   // Parsed from `workers`.

@@ -33,6 +33,8 @@ WorkerGroupOptions MakeWorkerGroupOptions(const FrontendOptions& options,
   g.init_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.init_timeout_seconds * 1000));
   g.collective_timeout = std::chrono::milliseconds(options.collective_timeout_ms);
+  g.heartbeat_interval = std::chrono::milliseconds(options.heartbeat_interval_ms);
+  g.heartbeat_timeout = std::chrono::milliseconds(options.heartbeat_timeout_ms);
   return g;
 }
 
@@ -40,6 +42,12 @@ absl::StatusOr<std::unique_ptr<FrontendServer>> FrontendServer::Start(
     const FrontendOptions& options, WorkerGroupOptions group_options) {
   std::unique_ptr<FrontendServer> f(new FrontendServer());
   f->options_ = options;
+  auto security = ApiSecurity::Load(options.security);
+  if (!security.ok()) {
+    f->drained_ = true;  // nothing runs yet
+    return security.status();
+  }
+  f->security_ = *std::move(security);
   f->group_ = std::make_unique<WorkerGroup>(std::move(group_options));
   f->queue_ = std::make_unique<AdmissionQueue>(f->options_.max_queue);
   f->metrics_ = std::make_unique<FrontendMetrics>(&f->options_, f->queue_.get(), f->group_.get());
@@ -48,12 +56,13 @@ absl::StatusOr<std::unique_ptr<FrontendServer>> FrontendServer::Start(
                                                 f->options_.max_batch,
                                                 f->metrics_->dispatch_observer());
   f->service_ = std::make_unique<ImageGenerationService>(
-      &f->options_, f->queue_.get(), f->group_.get(), f->metrics_->request_observer());
+      &f->options_, f->queue_.get(), f->group_.get(), f->metrics_->request_observer(),
+      f->security_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(f->options_.listen, grpc::InsecureServerCredentials(), &f->port_);
+  builder.AddListeningPort(f->options_.listen, f->security_->GrpcCredentials(), &f->port_);
   builder.RegisterService(f->service_.get());
   builder.SetMaxReceiveMessageSize(64 << 20);  // precomputed embeddings can be a few MiB
   builder.SetMaxSendMessageSize(256 << 20);
@@ -98,12 +107,14 @@ void FrontendServer::Drain(std::chrono::duration<double> drain_time) {
     std::lock_guard<std::mutex> lock(health_mu_);
     draining_ = true;
   }
+  // Queued requests end at once (their clients can retry on another replica); the running job
+  // may finish within the drain time.
+  queue_->Close(absl::UnavailableError("server is shutting down"));
   const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(drain_time);
   if (!service_->WaitUntilIdle(until)) {
     spdlog::warn("drain time over with {} request(s) in flight: cancelling them",
                  service_->in_flight());
   }
-  queue_->Close(absl::UnavailableError("server is shutting down"));
   dispatcher_->CancelRunning(
       absl::UnavailableError("server is shutting down; the job was cancelled"));
   if (!dispatcher_->WaitUntilStopped(Clock::now() + kCancelGrace)) {

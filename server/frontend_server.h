@@ -3,10 +3,9 @@
 // and /metrics, wired together. main.cc builds one from the flags and calls Drain() on SIGTERM;
 // tests build one on a loopback port against fake workers.
 //
-// Drain (the graceful shutdown): health turns NOT_SERVING and new requests get UNAVAILABLE at
-// once; requests already admitted (running or queued) may finish within the drain time; then
-// the requests still queued end UNAVAILABLE, the running job is cancelled on the ranks (its
-// requests end UNAVAILABLE at once, the ranks stop at the next step boundary, abandoned after a
+// Drain (the graceful shutdown): health turns NOT_SERVING, new requests and the requests still
+// queued get UNAVAILABLE at once (their clients can retry elsewhere); the running job may finish
+// within the drain time; then it is cancelled on the ranks (its requests end UNAVAILABLE at once, the ranks stop at the next step boundary, abandoned after a
 // short grace), the workers are shut down and the gRPC server stops.
 //
 // Threads: Start(), Drain() and the destructor from one owner thread; the accessors from any.
@@ -47,6 +46,8 @@ class FrontendServer {
   AdmissionQueue& queue() { return *queue_; }
   Dispatcher& dispatcher() { return *dispatcher_; }
   ImageGenerationService& service() { return *service_; }
+  // TLS and token settings loaded at Start (shared with every public API).
+  const std::shared_ptr<const ApiSecurity>& security() const { return security_; }
 
   // The graceful shutdown above; returns once the server has stopped. Idempotent.
   void Drain(std::chrono::duration<double> drain_time);
@@ -60,6 +61,7 @@ class FrontendServer {
   std::unique_ptr<AdmissionQueue> queue_;
   std::unique_ptr<FrontendMetrics> metrics_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::shared_ptr<const ApiSecurity> security_;
   std::unique_ptr<ImageGenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

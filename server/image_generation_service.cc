@@ -31,8 +31,21 @@ void ApplyServerDefaults(const FrontendOptions& options, worker::v1::ModelDescri
 
 ImageGenerationService::ImageGenerationService(const FrontendOptions* options,
                                                AdmissionQueue* queue, WorkerGroup* group,
-                                               RequestObserver observer)
-    : options_(options), queue_(queue), group_(group), observer_(std::move(observer)) {}
+                                               RequestObserver observer,
+                                               std::shared_ptr<const ApiSecurity> security)
+    : options_(options),
+      queue_(queue),
+      group_(group),
+      observer_(std::move(observer)),
+      security_(std::move(security)) {}
+
+absl::Status ImageGenerationService::Authorize(const grpc::ServerContext& ctx) const {
+  if (!security_ || !security_->token_required()) return absl::OkStatus();
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  return security_->Check(it == md.end() ? absl::string_view()
+                                         : absl::string_view(it->second.data(), it->second.size()));
+}
 
 std::string ImageGenerationService::NewRequestId() {
   static const uint32_t prefix = std::random_device{}();
@@ -135,12 +148,14 @@ bool ImageGenerationService::WaitUntilIdle(Clock::time_point until) {
 grpc::Status ImageGenerationService::Generate(grpc::ServerContext* ctx,
                                               const v1::GenerateRequest* req,
                                               v1::GenerateResponse* resp) {
+  if (absl::Status s = Authorize(*ctx); !s.ok()) return ToGrpcStatus(s);
   return ToGrpcStatus(Serve(ctx, *req, /*streaming=*/false, [](const v1::GenerateEvent&) { return true; }, resp));
 }
 
 grpc::Status ImageGenerationService::GenerateStream(grpc::ServerContext* ctx,
                                                     const v1::GenerateRequest* req,
                                                     grpc::ServerWriter<v1::GenerateEvent>* writer) {
+  if (absl::Status s = Authorize(*ctx); !s.ok()) return ToGrpcStatus(s);
   v1::GenerateResponse resp;
   absl::Status s = Serve(
       ctx, *req, /*streaming=*/true, [&](const v1::GenerateEvent& ev) { return writer->Write(ev); }, &resp);
@@ -151,9 +166,10 @@ grpc::Status ImageGenerationService::GenerateStream(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status ImageGenerationService::GetModelInfo(grpc::ServerContext*,
+grpc::Status ImageGenerationService::GetModelInfo(grpc::ServerContext* ctx,
                                                   const v1::GetModelInfoRequest*,
                                                   v1::ModelInfo* resp) {
+  if (absl::Status s = Authorize(*ctx); !s.ok()) return ToGrpcStatus(s);
   auto model = group_->model();
   if (!model) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");

@@ -20,6 +20,7 @@
 
 #include "ditserve/v1/ditserve.grpc.pb.h"
 #include "server/admission_queue.h"
+#include "server/api_security.h"
 #include "server/frontend_options.h"
 #include "server/worker_group.h"
 
@@ -41,8 +42,10 @@ void ApplyServerDefaults(const FrontendOptions& options, worker::v1::ModelDescri
 
 class ImageGenerationService final : public v1::ImageGeneration::Service {
  public:
+  // `security` null: no token is asked for.
   ImageGenerationService(const FrontendOptions* options, AdmissionQueue* queue,
-                         WorkerGroup* group, RequestObserver observer = {});
+                         WorkerGroup* group, RequestObserver observer = {},
+                         std::shared_ptr<const ApiSecurity> security = nullptr);
 
   grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
                         v1::GenerateResponse* resp) override;
@@ -65,6 +68,8 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   absl::Status Serve(grpc::ServerContext* ctx, const v1::GenerateRequest& req, bool streaming,
                      const std::function<bool(const v1::GenerateEvent&)>& emit,
                      v1::GenerateResponse* resp);
+  // UNAUTHENTICATED unless the call carries the bearer token (when one is required).
+  absl::Status Authorize(const grpc::ServerContext& ctx) const;
   std::string NewRequestId();
   void EndInFlight();
 
@@ -72,6 +77,7 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   AdmissionQueue* const queue_;
   WorkerGroup* const group_;
   const RequestObserver observer_;
+  const std::shared_ptr<const ApiSecurity> security_;
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
   std::mutex idle_mu_;  // orders in_flight_ decrements with WaitUntilIdle

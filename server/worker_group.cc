@@ -56,6 +56,7 @@ struct WorkerGroup::Job {
   std::mutex mu;  // guards RankCall::status/result/has_result and the counters below
   size_t finished = 0;
   int first_failure = -1;  // the first rank that ended with an error the frontend did not cause
+  std::string failure_reason;  // when set: why first_failure failed (a missed heartbeat)
   std::atomic<bool> cancel_sent{false};    // Cancel went to every rank
   std::atomic<bool> abandoned{false};      // the frontend ended the calls itself
   std::atomic<bool> shutting_down{false};
@@ -71,7 +72,10 @@ uint32_t WorkerGroup::world_size() const {
              : static_cast<uint32_t>(options_.remote_addresses.size());
 }
 
-void WorkerGroup::Start() { control_ = std::thread([this] { ControlLoop(); }); }
+void WorkerGroup::Start() {
+  control_ = std::thread([this] { ControlLoop(); });
+  if (options_.heartbeat_timeout.count() > 0) heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+}
 
 void WorkerGroup::Shutdown() {
   {
@@ -79,6 +83,7 @@ void WorkerGroup::Shutdown() {
     if (stopping_ && !control_.joinable() && ranks_.empty()) return;
     stopping_ = true;
     for (grpc::ClientContext* ctx : forming_) ctx->TryCancel();
+    for (grpc::ClientContext* ctx : pinging_) ctx->TryCancel();
     // Under mu_: Run() unregisters its job (and its wakeup goes away) only under mu_.
     if (job_) {
       job_->shutting_down.store(true);
@@ -88,6 +93,7 @@ void WorkerGroup::Shutdown() {
   }
   cv_.notify_all();
   if (control_.joinable()) control_.join();
+  if (heartbeat_.joinable()) heartbeat_.join();
   SetReady(false);
   std::vector<std::shared_ptr<Rank>> ranks;
   {
@@ -153,6 +159,81 @@ void WorkerGroup::OnProcessExit(const Rank* rank, int index) {
   MarkBroken(absl::StrCat("worker rank ", index, " (pid ", pid, ") exited"));
 }
 
+void WorkerGroup::HeartbeatLoop() {
+  while (true) {
+    std::vector<std::shared_ptr<Rank>> ranks;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, options_.heartbeat_interval, [&] { return stopping_; })) return;
+      if (broken_ || !ready()) continue;  // forming has its own timeouts
+      ranks = ranks_;
+    }
+    std::string why;
+    const int hung = PingRanks(ranks, &why);
+    if (hung >= 0) OnHung(ranks[hung], hung, why);
+  }
+}
+
+int WorkerGroup::PingRanks(const std::vector<std::shared_ptr<Rank>>& ranks, std::string* why) {
+  const size_t n = ranks.size();
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts(n);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return -1;
+    for (auto& c : contexts) {
+      c = std::make_unique<grpc::ClientContext>();
+      c->set_deadline(After(options_.heartbeat_timeout));
+      pinging_.push_back(c.get());
+    }
+  }
+  std::vector<grpc::Status> results(n);
+  std::vector<std::thread> pings;
+  for (size_t i = 0; i < n; ++i) {
+    pings.emplace_back([&, i] {
+      worker::v1::WorkerStatus resp;
+      results[i] = ranks[i]->stub->GetStatus(contexts[i].get(), worker::v1::GetStatusRequest(), &resp);
+    });
+  }
+  for (auto& t : pings) t.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : contexts) pinging_.erase(std::find(pinging_.begin(), pinging_.end(), c.get()));
+    if (stopping_) return -1;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (results[i].ok()) continue;
+    *why = absl::StrCat("rank ", i, " (", ranks[i]->address, ") did not answer a heartbeat within ",
+                        options_.heartbeat_timeout.count(), " ms (",
+                        FromGrpcStatus(results[i]).ToString(), "): hung or unreachable");
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void WorkerGroup::OnHung(const std::shared_ptr<Rank>& rank, int index, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool current = index < static_cast<int>(ranks_.size()) && ranks_[index] == rank;
+    if (!current || broken_ || stopping_) return;
+    rank->hung.store(true);
+    if (job_) {
+      // Fail the running job through this rank; Run() abandons the other calls and breaks the
+      // group. Run() unregisters its job (and its wakeup) only under mu_, held here.
+      {
+        std::lock_guard<std::mutex> job_lock(job_->mu);
+        if (job_->first_failure < 0) {
+          job_->first_failure = index;
+          job_->failure_reason = why;
+        }
+      }
+      spdlog::error("{}", why);
+      job_->wakeup->Notify();
+      return;
+    }
+  }
+  MarkBroken(why);
+}
+
 void WorkerGroup::ControlLoop() {
   auto backoff = options_.retry_backoff;
   while (true) {
@@ -187,7 +268,8 @@ absl::Status WorkerGroup::ConnectRanks() {
       ranks.swap(ranks_);
     }
     for (auto& r : ranks) {
-      if (r->process) r->process->Stop(std::chrono::milliseconds(2000));
+      // A hung process (SIGSTOP, a wedged device) would not act on SIGTERM: SIGKILL at once.
+      if (r->process) r->process->Stop(std::chrono::milliseconds(r->hung.load() ? 0 : 2000));
     }
     ranks.clear();
     for (uint32_t i = 0; i < n; ++i) {
@@ -436,7 +518,9 @@ absl::StatusOr<worker::v1::RunResult> WorkerGroup::Run(const worker::v1::RunRequ
   if (job->first_failure >= 0) {
     const int i = job->first_failure;
     const std::string failure =
-        absl::StrCat("rank ", i, ": ", job->calls[i]->status.error_message());
+        job->failure_reason.empty()
+            ? absl::StrCat("rank ", i, ": ", job->calls[i]->status.error_message())
+            : job->failure_reason;
     MarkBroken(failure);
     return absl::UnavailableError(
         absl::StrCat("the worker group failed during the job (", failure, "); re-forming"));

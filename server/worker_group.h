@@ -14,7 +14,8 @@
 // intact, unless they do not stop within the collective timeout + 5 s (then the group is broken).
 //
 // Threads: a private control thread forms and supervises the group; it sleeps until the group
-// breaks (Run, a spawned process's exit) or Shutdown(). Run() is called by one dispatcher thread
+// breaks (Run, a spawned process's exit, a missed heartbeat) or Shutdown(). A private heartbeat
+// thread pings the ranks of a ready group (WorkerGroupOptions::heartbeat_*). Run() is called by one dispatcher thread
 // at a time. ready(), model(), CollectStatus() and the listener calls may come from any thread.
 #pragma once
 
@@ -53,6 +54,12 @@ struct WorkerGroupOptions {
   // failed formation (doubling up to 10 s).
   std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds retry_backoff{500};
+  // Hang detection while the group is ready: every heartbeat_interval each rank gets a GetStatus
+  // call (answered by the worker's RPC threads, also during a job); one not answered within
+  // heartbeat_timeout breaks the group as a failed rank would (a job in progress ends UNAVAILABLE,
+  // re-forming kills spawned processes, the stuck one with SIGKILL). 0: no heartbeat.
+  std::chrono::milliseconds heartbeat_interval{5000};
+  std::chrono::milliseconds heartbeat_timeout{15000};
 };
 
 // How the dispatcher drives one job through Run(). Every member may be empty.
@@ -107,10 +114,17 @@ class WorkerGroup {
     std::unique_ptr<WorkerProcess> process;  // spawned mode only
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<worker::v1::Worker::Stub> stub;
+    std::atomic<bool> hung{false};  // missed a heartbeat: re-forming kills it without a grace
   };
   struct Job;  // the rank calls of the running job (worker_group.cc)
 
   void ControlLoop();
+  void HeartbeatLoop();
+  // One round of GetStatus calls to `ranks`, concurrently; the index of the first rank that did
+  // not answer (and why), or -1.
+  int PingRanks(const std::vector<std::shared_ptr<Rank>>& ranks, std::string* why);
+  // A rank of the current group is hung: fails the running job through it, else breaks the group.
+  void OnHung(const std::shared_ptr<Rank>& rank, int index, const std::string& why);
   absl::Status Form();
   absl::Status ConnectRanks();
   void OnProcessExit(const Rank* rank, int index);
@@ -119,6 +133,7 @@ class WorkerGroup {
 
   const WorkerGroupOptions options_;
   std::thread control_;
+  std::thread heartbeat_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
@@ -127,6 +142,7 @@ class WorkerGroup {
   std::optional<worker::v1::ModelDescription> model_;
   std::shared_ptr<Job> job_;  // the running job, for Shutdown()
   std::vector<grpc::ClientContext*> forming_;  // the Init calls in progress, for Shutdown()
+  std::vector<grpc::ClientContext*> pinging_;  // the heartbeat calls in progress, for Shutdown()
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> formations_{0};
   uint64_t group_counter_ = 0;

@@ -2,7 +2,6 @@
 // (Gloo) on the flux1-tiny fixture, driven by the real clients (C++ CLI, Python) and by raw gRPC
 // stubs. The fixture call must reproduce diffusers' image through the whole server.
 #include <gtest/gtest.h>
-#include <png.h>
 
 #include <atomic>
 #include <fstream>
@@ -19,6 +18,7 @@
 #include "tests/integration/cli_subprocess.h"
 #include "tests/support/fixture_requests.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/reference_png.h"
 #include "tests/support/server_process.h"
 
 namespace ditserve::testing {
@@ -39,24 +39,6 @@ GenerateRequest SlowRequest() {
   r.set_max_sequence_length(32);
   r.set_seed(1);
   return r;
-}
-
-torch::Tensor DecodePng(const std::string& bytes) {
-  png_image image{};
-  image.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size())) return {};
-  image.format = PNG_FORMAT_RGB;
-  torch::Tensor out = torch::empty({image.height, image.width, 3}, torch::kUInt8);
-  if (!png_image_finish_read(&image, nullptr, out.data_ptr(), 0, nullptr)) return {};
-  return out;
-}
-
-void ExpectPngMatchesReference(const std::string& png_bytes) {
-  torch::Tensor png = DecodePng(png_bytes);
-  ASSERT_TRUE(png.defined()) << "not a PNG";
-  torch::Tensor ref = (Ref("flux1.image") * 255).round().to(torch::kInt32);
-  ASSERT_EQ(png.sizes(), ref.sizes());
-  EXPECT_LE((png.to(torch::kInt32) - ref).abs().max().item<int>(), 1);
 }
 
 std::string TempPath(const std::string& name) {

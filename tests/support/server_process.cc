@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -83,6 +86,33 @@ bool ServerProcess::WaitUntilServing(std::chrono::seconds timeout) const {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return false;
+}
+
+std::map<int, pid_t> ServerProcess::WorkerPids() const {
+  std::map<int, pid_t> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces, so parse after the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    char state = 0;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != process_.pid() || state == 'Z' || state == 'X') continue;
+    std::ifstream cmd(entry.path() / "cmdline", std::ios::binary);
+    std::vector<std::string> argv;
+    for (std::string arg; std::getline(cmd, arg, '\0');) argv.push_back(arg);
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--rank") out[std::atoi(argv[i + 1].c_str())] = static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return out;
 }
 
 int ServerProcess::Stop(std::chrono::seconds grace) {

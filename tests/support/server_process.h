@@ -3,8 +3,12 @@
 // frontend prints; the destructor sends SIGTERM and reaps it (SIGKILL after a grace period).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +34,14 @@ class ServerProcess {
   std::string Health() const;
   // Polls Health() until SERVING or the timeout.
   bool WaitUntilServing(std::chrono::seconds timeout) const;
+  pid_t pid() const { return process_.pid(); }
+  // The live worker processes the frontend spawned, by rank (from /proc: children of the frontend
+  // whose command line has "--rank N"; zombies left out).
+  std::map<int, pid_t> WorkerPids() const;
+  // Sends `signal` to the frontend itself.
+  void Signal(int signal) { process_.Kill(signal); }
+  // Waits for the frontend's exit (after a signal); its exit status, or nullopt after `timeout`.
+  std::optional<ExitStatus> WaitForExit(std::chrono::milliseconds timeout) { return process_.WaitFor(timeout); }
   // SIGTERM, then waits for exit; returns the exit status (or -1 when it had to be killed).
   int Stop(std::chrono::seconds grace = std::chrono::seconds(40));
 
