@@ -27,7 +27,21 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   std::unique_ptr<MetricsHttpServer> self(
       new MetricsHttpServer(std::move(sources), std::move(callback)));
   self->host_ = options.host;
-  self->server_ = std::make_unique<httplib::Server>();
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("metrics TLS needs both a certificate and a key");
+  }
+  if (options.tls_cert_file.empty()) {
+    self->server_ = std::make_unique<httplib::Server>();
+  } else {
+    auto ssl = std::make_unique<httplib::SSLServer>(options.tls_cert_file.c_str(),
+                                                    options.tls_key_file.c_str());
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat("metrics TLS: cannot use certificate '",
+                                                     options.tls_cert_file, "' with key '",
+                                                     options.tls_key_file, "'"));
+    }
+    self->server_ = std::move(ssl);
+  }
   httplib::Server& svr = *self->server_;
   const int threads = std::max(1, options.worker_threads);
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };

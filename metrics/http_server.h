@@ -33,6 +33,9 @@ struct MetricsHttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 9464;                 // 0 = pick a free port; port() reports the one chosen
   int worker_threads = 2;          // scrapes are rare; keep the pool small
+  // Both set: HTTPS with this PEM certificate chain and key (Start fails naming them if unusable).
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // Extra families computed at scrape time, for sources that are not a Registry.

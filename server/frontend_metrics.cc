@@ -51,16 +51,20 @@ void FrontendMetrics::RefreshOnScrape() {
   }
 }
 
-absl::Status FrontendMetrics::Start(const std::string& listen) {
+absl::Status FrontendMetrics::Start(const std::string& listen, const std::string& tls_cert_file,
+                                    const std::string& tls_key_file) {
   if (listen.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(const HostPort address, ParseHostPort(listen, "--metrics-listen"));
   metrics::MetricsHttpServerOptions opts;
   opts.host = address.host;
   opts.port = address.port;
+  opts.tls_cert_file = tls_cert_file;
+  opts.tls_key_file = tls_key_file;
   auto server = metrics::MetricsHttpServer::Start(opts, {&registry_});
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
-  spdlog::info("metrics on http://{}:{}/metrics", server_->host(), server_->port());
+  spdlog::info("metrics on {}://{}:{}/metrics", tls_cert_file.empty() ? "http" : "https",
+               server_->host(), server_->port());
   std::printf("METRICS %d\n", server_->port());
   std::fflush(stdout);
   return absl::OkStatus();

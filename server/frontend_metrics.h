@@ -27,7 +27,9 @@ class FrontendMetrics {
   ~FrontendMetrics();
 
   // Serves /metrics on HOST:PORT (empty: no endpoint, metrics are still recorded).
-  absl::Status Start(const std::string& listen);
+  // `tls_cert_file`/`tls_key_file` both set: HTTPS.
+  absl::Status Start(const std::string& listen, const std::string& tls_cert_file = "",
+                     const std::string& tls_key_file = "");
   void Stop();
   int port() const { return server_ ? server_->port() : 0; }
 

@@ -52,6 +52,7 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("tls-cert", &o.security.tls_cert_file,
               "PEM certificate chain: serve the public APIs over TLS (with --tls-key)");
   p.AddString("tls-key", &o.security.tls_key_file, "PEM private key of --tls-cert");
+  p.AddBool("metrics-tls", &o.metrics_tls, "serve /metrics over HTTPS too, with --tls-cert/--tls-key");
   p.AddString("api-token-file", &o.security.api_token_file,
               "file holding a bearer token every API call must send (health and /metrics stay open)");
   p.AddString("log-level", &o.log.level, "trace, debug, info, warn, error");
@@ -77,6 +78,7 @@ absl::Status ValidateFrontendOptions(const FrontendOptions& o) {
     return bad(absl::StrCat("--dtype must be float32 or bfloat16, got '", o.dtype, "'"));
   }
   if (absl::Status s = ValidateSecurityOptions(o.security); !s.ok()) return s;
+  if (o.metrics_tls && o.security.tls_cert_file.empty()) return bad("--metrics-tls needs --tls-cert and --tls-key");
   if (o.heartbeat_interval_ms < 100 || o.heartbeat_interval_ms > 3600000) {
     return bad("--heartbeat-interval-ms must be in 100..3600000");
   }

@@ -57,7 +57,8 @@ struct FrontendOptions {
   uint64_t default_width = 0;
   uint64_t default_steps = 0;
   RequestLimits limits;
-  SecurityOptions security;  // TLS and bearer token of the public APIs (server/api_security.h)
+  SecurityOptions security;
+  bool metrics_tls = false;  // serve /metrics over HTTPS with security's certificate and key  // TLS and bearer token of the public APIs (server/api_security.h)
   LogOptions log;
 
   // Parsed from `workers`.

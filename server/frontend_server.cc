@@ -79,7 +79,9 @@ absl::StatusOr<std::unique_ptr<FrontendServer>> FrontendServer::Start(
   f->SetHealth(false);
   FrontendServer* self = f.get();
   f->health_listener_ = f->group_->AddReadinessListener([self](bool ready) { self->SetHealth(ready); });
-  if (absl::Status s = f->metrics_->Start(f->options_.metrics_listen); !s.ok()) {
+  if (absl::Status s = f->metrics_->Start(
+          f->options_.metrics_listen, f->options_.metrics_tls ? f->security_->cert_file() : "",
+          f->options_.metrics_tls ? f->security_->key_file() : ""); !s.ok()) {
     f->Drain(std::chrono::seconds(0));
     return s;
   }

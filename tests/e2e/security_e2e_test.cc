@@ -50,7 +50,8 @@ class SecurityE2E : public ::testing::Test {
     WriteFile(Dir() + "/wrong-token", "not-the-token\n");
     auto server = ServerProcess::Start(
         {"--model", FixturesDir() + "/flux1-tiny", "--spawn-workers", "2", "--tls-cert",
-         Dir() + "/cert.pem", "--tls-key", Dir() + "/key.pem", "--api-token-file", Dir() + "/token"});
+         Dir() + "/cert.pem", "--tls-key", Dir() + "/key.pem", "--api-token-file", Dir() + "/token",
+         "--metrics-tls"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
     // Health over TLS, with no token.
@@ -154,6 +155,43 @@ TEST_F(SecurityE2E, AnUntrustedCertificateIsRefusedByTheClient) {
   EXPECT_NE(r.err.find("UNAVAILABLE"), std::string::npos) << r.err;
 }
 
+TEST_F(SecurityE2E, PythonClientSpeaksTlsWithTheToken) {
+  if (!ProgramExists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  const nlohmann::json c = Flux1CallArgs();
+  const std::string client = std::string(DITSERVE_SOURCE_DIR) + "/deploy/clients/python/ditserve_client.py";
+  auto run = [&](const std::string& token_file, const std::string& out) {
+    std::vector<std::string> argv = {
+        "/usr/bin/python3", client, "--stubs", BinaryDir() + "/python", "generate", "--server",
+        server_->address(), "--tls-ca", Dir() + "/cert.pem", "--tls-server-name", "localhost",
+        "--prompt", c["prompt"].get<std::string>(), "--height", "32", "--width", "32", "--steps", "4",
+        "--seed", "42", "--guidance", "3.5", "--max-sequence-length", "32", "-o", out};
+    if (!token_file.empty()) argv.insert(argv.end(), {"--token-file", token_file});
+    return RunProcess(argv, {}, 180);
+  };
+  ProcessResult r = run(Dir() + "/token", Dir() + "/py.png");
+  if (r.exit_code != 0 && r.err.find("No module named 'grpc'") != std::string::npos) {
+    GTEST_SKIP() << "python3-grpcio is not installed";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(Dir() + "/py.png", std::ios::binary);
+  ExpectPngMatchesReference(std::string(std::istreambuf_iterator<char>(in), {}));
+  r = run("", Dir() + "/py-none.png");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("UNAUTHENTICATED"), std::string::npos) << r.err;
+}
+
+TEST_F(SecurityE2E, MetricsAreServedOverHttps) {
+  if (!ProgramExists("/usr/bin/curl")) GTEST_SKIP() << "curl is not installed";
+  const std::string port = std::to_string(server_->metrics_port());
+  ProcessResult r = RunProcess({"/usr/bin/curl", "-sS", "--cacert", Dir() + "/cert.pem",
+                                "https://localhost:" + port + "/metrics"},
+                               {}, 30);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ditserve_worker_ready"), std::string::npos) << r.out.substr(0, 400);
+  r = RunProcess({"/usr/bin/curl", "-sS", "http://127.0.0.1:" + port + "/metrics"}, {}, 30);
+  EXPECT_NE(r.exit_code, 0) << "plain HTTP was answered: " << r.out.substr(0, 200);
+}
+
 TEST_F(SecurityE2E, BadSecurityFlagsStopTheFrontendWithAMessage) {
   struct Case {
     std::vector<std::string> flags;
@@ -172,6 +210,7 @@ TEST_F(SecurityE2E, BadSecurityFlagsStopTheFrontendWithAMessage) {
        "holds no PEM certificate"},
       {{"--api-token-file", Dir() + "/empty-token"}, 1, "is empty"},
       {{"--api-token-file", Dir() + "/spaced-token"}, 1, "printable ASCII without spaces"},
+      {{"--metrics-tls"}, 2, "--metrics-tls needs --tls-cert and --tls-key"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {Frontend(), "--model", FixturesDir() + "/flux1-tiny",

@@ -15,6 +15,7 @@ Same flags and output contract as ditserve-cli:
 """
 
 import argparse
+import collections
 import json
 import os
 import struct
@@ -104,6 +105,12 @@ def build_parser():
                         help="deadline of the call in seconds (default %(default)s)")
         sp.add_argument("--wait-for-ready", action="store_true",
                         help="wait for the server to come up instead of failing fast")
+        sp.add_argument("--tls", action="store_true", help="connect over TLS (system roots)")
+        sp.add_argument("--tls-ca", default="", help="connect over TLS trusting this PEM CA file")
+        sp.add_argument("--tls-server-name", default="",
+                        help="the name the certificate must carry (default: the --server host)")
+        sp.add_argument("--token-file", default="",
+                        help="file holding the bearer token (default: $DITSERVE_API_TOKEN)")
 
     g = sub.add_parser("generate", help="generate one image")
     connection(g, 600.0)
@@ -132,8 +139,56 @@ def build_parser():
     return p
 
 
+def bearer_interceptor(grpc, token):
+    """Adds 'authorization: Bearer TOKEN' to every unary and server-streaming call."""
+    fields = ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+
+    class Details(collections.namedtuple("Details", fields), grpc.ClientCallDetails):
+        pass
+
+    class Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+        def _with_token(self, d):
+            md = list(d.metadata or []) + [("authorization", "Bearer " + token)]
+            return Details(d.method, d.timeout, md, d.credentials,
+                           getattr(d, "wait_for_ready", None), getattr(d, "compression", None))
+
+        def intercept_unary_unary(self, continuation, details, request):
+            return continuation(self._with_token(details), request)
+
+        def intercept_unary_stream(self, continuation, details, request):
+            return continuation(self._with_token(details), request)
+
+    return Bearer()
+
+
 def make_channel(grpc, args):
-    return grpc.insecure_channel(args.server, options=CHANNEL_OPTIONS)
+    """A channel to --server: TLS with --tls/--tls-ca, the bearer token on every call."""
+    token = os.environ.get("DITSERVE_API_TOKEN", "")
+    if args.token_file:
+        try:
+            with open(args.token_file) as f:
+                token = f.read()
+        except OSError as e:
+            raise UsageError("--token-file: cannot read '%s': %s" % (args.token_file, e.strerror))
+    token = token.rstrip("\r\n")
+    options = list(CHANNEL_OPTIONS)
+    if not (args.tls or args.tls_ca):
+        channel = grpc.insecure_channel(args.server, options=options)
+    else:
+        roots = None
+        if args.tls_ca:
+            try:
+                with open(args.tls_ca, "rb") as f:
+                    roots = f.read()
+            except OSError as e:
+                raise UsageError("--tls-ca: cannot read '%s': %s" % (args.tls_ca, e.strerror))
+        if args.tls_server_name:
+            options.append(("grpc.ssl_target_name_override", args.tls_server_name))
+        channel = grpc.secure_channel(args.server, grpc.ssl_channel_credentials(root_certificates=roots),
+                                      options=options)
+    if token:
+        channel = grpc.intercept_channel(channel, bearer_interceptor(grpc, token))
+    return channel
 
 
 def rpc_error(grpc, err):
