@@ -45,4 +45,10 @@ if command -v npm >/dev/null 2>&1; then
     (cd deploy/clients/node && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) ||
       echo "setup: WARNING: npm ci failed in deploy/clients/node; the Node client tests will skip" >&2
   fi
+  # The offline validator of deploy/k8s (kubernetes-models' schemas, yaml), pinned likewise;
+  # without it the deploy_k8s tests skip.
+  if [ ! -d tests/deploy/k8s-validate/node_modules/kubernetes-models ]; then
+    (cd tests/deploy/k8s-validate && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) ||
+      echo "setup: WARNING: npm ci failed in tests/deploy/k8s-validate; the deploy_k8s tests will skip" >&2
+  fi
 fi
