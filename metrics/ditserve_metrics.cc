@@ -20,7 +20,15 @@ constexpr const char* kCodeNames[] = {
 static_assert(sizeof(kCodeNames) / sizeof(kCodeNames[0]) == 17);
 
 const char* RpcMethodName(RpcMethod method) {
-  return method == RpcMethod::kGenerate ? "Generate" : "GenerateStream";
+  switch (method) {
+    case RpcMethod::kGenerate:
+      return "Generate";
+    case RpcMethod::kGenerateStream:
+      return "GenerateStream";
+    case RpcMethod::kImagesGenerations:
+      return "ImagesGenerations";
+  }
+  return "unknown";
 }
 
 const char* QueueDropReasonName(QueueDropReason reason) {
@@ -113,7 +121,7 @@ DitserveMetrics::DitserveMetrics(Registry& registry, const BuildInfo& build) {
   // --- frontend ---
   Family<Counter>* requests =
       counter("ditserve_requests_total",
-              "Generation RPCs finished, by method and final gRPC status code.");
+              "Generation calls finished, by method and final gRPC status code.");
   Family<Histogram>* request_duration =
       histogram("ditserve_request_duration_seconds",
                 "End-to-end generation RPC latency (arrival to final status), every outcome "
@@ -156,7 +164,8 @@ DitserveMetrics::DitserveMetrics(Registry& registry, const BuildInfo& build) {
   }
 
   // --- labelled children known up front ---
-  for (RpcMethod method : {RpcMethod::kGenerate, RpcMethod::kGenerateStream}) {
+  for (RpcMethod method :
+       {RpcMethod::kGenerate, RpcMethod::kGenerateStream, RpcMethod::kImagesGenerations}) {
     const int mi = static_cast<int>(method);
     for (int code = 0; code < kNumCodes; ++code) {
       requests_[mi][code] =

@@ -3,9 +3,10 @@
 // counters end in _total); METRICS.md is the same list as a table for the README.
 //
 // Frontend figures (measured in the frontend process):
-//   ditserve_requests_total{method,code}            counter   generation RPCs finished, by final
-//       gRPC status code name (OK, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...); every method x code
-//       pair starts at 0 so rate() and alerts work before the first event.
+//   ditserve_requests_total{method,code}            counter   generation calls finished (gRPC
+//       Generate / GenerateStream, HTTP ImagesGenerations), by final status code name (OK,
+//       INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...; the gRPC name also for HTTP calls); every
+//       method x code pair starts at 0 so rate() and alerts work before the first event.
 //   ditserve_request_duration_seconds{method}        histogram end-to-end latency, RPC arrival ->
 //       final status, every outcome included.
 //   ditserve_queue_wait_seconds                      histogram admission -> dispatch to the workers.
@@ -75,7 +76,9 @@ struct BuildInfo {
   std::string dtype;  // e.g. "bfloat16"
 };
 
-enum class RpcMethod { kGenerate, kGenerateStream };  // label method="Generate" / "GenerateStream"
+// Label method="Generate" / "GenerateStream" (the gRPC calls) / "ImagesGenerations" (the HTTP API's
+// POST /v1/images/generations).
+enum class RpcMethod { kGenerate, kGenerateStream, kImagesGenerations };
 // Label reason="deadline_expired" / "cancelled" / "shutdown".
 enum class QueueDropReason { kDeadlineExpired, kCancelled, kShutdown };
 
@@ -133,14 +136,15 @@ class DitserveMetrics {
     std::array<Gauge*, kNumWorkerGauges> gauges;
     std::array<Counter*, kNumWorkerCounters> counters;
   };
-  static constexpr int kNumCodes = 17;  // absl::StatusCode / grpc::StatusCode 0..16
+  static constexpr int kNumCodes = 17;    // absl::StatusCode / grpc::StatusCode 0..16
+  static constexpr int kNumMethods = 3;  // RpcMethod
 
   const RankChildren& RankLocked(uint32_t rank);
 
   std::array<Family<Gauge>*, kNumWorkerGauges> worker_gauges_ = {};
   std::array<Family<Counter>*, kNumWorkerCounters> worker_counters_ = {};
-  Counter* requests_[2][kNumCodes] = {};
-  Histogram* request_duration_[2] = {};
+  Counter* requests_[kNumMethods][kNumCodes] = {};
+  Histogram* request_duration_[kNumMethods] = {};
   Histogram* queue_wait_ = nullptr;
   Histogram* time_to_first_step_ = nullptr;
   Histogram* denoise_step_ = nullptr;

@@ -27,6 +27,8 @@ absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,
   ASSIGN_OR_RETURN(out.config, sharding::ReadComponentConfig(dir));
   ASSIGN_OR_RETURN(sharding::TpPlan plan,
                    sharding::BuiltinTpPlan(out.config.value("_class_name", ""), out.config));
+  // At tp 1 there is nothing to split (and the replicated layer is one addmm).
+  if (options.shard_modulation && comm->world_size() > 1) sharding::AddModulationSharding(&plan);
   ASSIGN_OR_RETURN(sharding::ShardedStateDict sd,
                    sharding::LoadShard(dir, &plan, comm->rank(), comm->world_size(),
                                        ShardLoadOptions(options)));

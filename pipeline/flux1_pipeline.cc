@@ -38,6 +38,8 @@ absl::StatusOr<std::unique_ptr<Flux1Pipeline>> Flux1Pipeline::Load(
   ASSIGN_OR_RETURN(nlohmann::json tconfig, sharding::ReadComponentConfig(transformer_dir));
   ASSIGN_OR_RETURN(sharding::TpPlan plan,
                    sharding::BuiltinTpPlan(tconfig.value("_class_name", ""), tconfig));
+  // At tp 1 there is nothing to split (and the replicated layer is one addmm).
+  if (options.shard_modulation && comm->world_size() > 1) sharding::AddModulationSharding(&plan);
   ASSIGN_OR_RETURN(sharding::ShardedStateDict sd,
                    sharding::LoadShard(transformer_dir, &plan, comm->rank(), comm->world_size(), lo));
   ASSIGN_OR_RETURN(models::flux1::FluxTransformerConfig cfg,

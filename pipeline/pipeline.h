@@ -55,6 +55,9 @@ struct PipelineOptions {
   torch::ScalarType dtype = torch::kFloat32;
   uint64_t staging_buffer_bytes = 64ull << 20;
   TextEncoderPlacement text_encoder_placement = TextEncoderPlacement::kAuto;
+  // Shard the transformer's AdaLN modulation projections (sharding::AddModulationSharding) instead
+  // of replicating them as the reference's plans do (tp > 1 only).
+  bool shard_modulation = true;
   // (bytes loaded, bytes total) while loading this rank's shard.
   std::function<void(uint64_t, uint64_t)> on_load_progress;
 };

@@ -45,6 +45,12 @@ if command -v npm >/dev/null 2>&1; then
     (cd deploy/clients/node && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) ||
       echo "setup: WARNING: npm ci failed in deploy/clients/node; the Node client tests will skip" >&2
   fi
+  # The official openai npm client, pinned likewise, for the HTTP API's end-to-end test
+  # (tests/e2e/http_api_e2e.sh openai); without it http_api_openai_e2e skips.
+  if [ ! -d tests/e2e/openai_client/node_modules/openai ]; then
+    (cd tests/e2e/openai_client && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) ||
+      echo "setup: WARNING: npm ci failed in tests/e2e/openai_client; http_api_openai_e2e will skip" >&2
+  fi
   # The offline validator of deploy/k8s (kubernetes-models' schemas, yaml), pinned likewise;
   # without it the deploy_k8s tests skip.
   if [ ! -d tests/deploy/k8s-validate/node_modules/kubernetes-models ]; then

@@ -29,6 +29,12 @@ void AdmissionQueue::FinishDropped(Dropped* dropped) {
 }
 
 absl::Status AdmissionQueue::Push(std::shared_ptr<PendingRequest> request) {
+  std::vector<std::shared_ptr<PendingRequest>> one;
+  one.push_back(std::move(request));
+  return PushAll(std::move(one));
+}
+
+absl::Status AdmissionQueue::PushAll(std::vector<std::shared_ptr<PendingRequest>> requests) {
   Dropped dropped;
   absl::Status status;
   {
@@ -36,12 +42,16 @@ absl::Status AdmissionQueue::Push(std::shared_ptr<PendingRequest> request) {
     TakeDeadLocked(&dropped);
     if (closed_) {
       status = absl::UnavailableError("server is shutting down");
-    } else if (queue_.size() >= capacity_) {
-      status = absl::ResourceExhaustedError(absl::StrCat(
-          "admission queue is full: ", queue_.size(), " requests waiting (queue length ",
-          capacity_, "); retry later"));
+    } else if (queue_.size() + requests.size() > capacity_) {
+      status = absl::ResourceExhaustedError(
+          requests.size() == 1
+              ? absl::StrCat("admission queue is full: ", queue_.size(),
+                             " requests waiting (queue length ", capacity_, "); retry later")
+              : absl::StrCat("admission queue is full: ", queue_.size(),
+                             " requests waiting (queue length ", capacity_, "), no room for ",
+                             requests.size(), " more; retry later"));
     } else {
-      queue_.push_back(std::move(request));
+      for (auto& r : requests) queue_.push_back(std::move(r));
     }
   }
   FinishDropped(&dropped);

@@ -28,6 +28,10 @@ class AdmissionQueue {
   // Drops dead requests first, so cancelled ones never hold a slot; then RESOURCE_EXHAUSTED
   // (naming the queue length) when full; UNAVAILABLE once closed.
   absl::Status Push(std::shared_ptr<PendingRequest> request);
+  // Admits all of `requests` or none (the rules of Push, with room needed for every one): the
+  // images of one call (the HTTP API's `n`). They are queued next to each other under one lock, so
+  // when they share a shape PopBatch(max_batch >= their count) takes them as one batch.
+  absl::Status PushAll(std::vector<std::shared_ptr<PendingRequest>> requests);
 
   // Blocks until a live request is queued or the queue is closed (then returns empty). Requests
   // cancelled or past their deadline while queued are finished with their cancel reason / the

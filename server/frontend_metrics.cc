@@ -10,6 +10,21 @@
 #include "metrics/process_metrics.h"
 
 namespace ditserve::server {
+namespace {
+
+metrics::RpcMethod MetricsMethod(ApiMethod method) {
+  switch (method) {
+    case ApiMethod::kGenerate:
+      return metrics::RpcMethod::kGenerate;
+    case ApiMethod::kGenerateStream:
+      return metrics::RpcMethod::kGenerateStream;
+    case ApiMethod::kImagesGenerations:
+      return metrics::RpcMethod::kImagesGenerations;
+  }
+  return metrics::RpcMethod::kGenerate;
+}
+
+}  // namespace
 
 FrontendMetrics::FrontendMetrics(const FrontendOptions* options, AdmissionQueue* queue,
                                  WorkerGroup* group)
@@ -77,13 +92,11 @@ void FrontendMetrics::Stop() {
 RequestObserver FrontendMetrics::request_observer() {
   RequestObserver o;
   o.on_admitted = [this] { metrics_->requests_in_flight().Increment(); };
-  o.on_finished = [this](bool streaming, bool admitted, const absl::Status& s, double seconds,
-                         bool image) {
+  o.on_finished = [this](ApiMethod method, bool admitted, const absl::Status& s, double seconds,
+                         int images) {
     if (admitted) metrics_->requests_in_flight().Decrement();
-    metrics_->RequestFinished(
-        streaming ? metrics::RpcMethod::kGenerateStream : metrics::RpcMethod::kGenerate, s.code(),
-        seconds);
-    if (image) metrics_->ImagesGenerated(1);
+    metrics_->RequestFinished(MetricsMethod(method), s.code(), seconds);
+    if (images > 0) metrics_->ImagesGenerated(images);
   };
   o.on_first_step = [this](double seconds) { metrics_->ObserveTimeToFirstStep(seconds); };
   return o;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/host_port.h"
 
 namespace ditserve::server {
 
@@ -22,6 +23,8 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("model", &o.model_dir, "diffusers model folder (pipeline root with model_index.json)");
   p.AddString("listen", &o.listen, "HOST:PORT of the public gRPC API");
   p.AddString("metrics-listen", &o.metrics_listen, "HOST:PORT of the Prometheus /metrics endpoint (empty: off)");
+  p.AddString("http-listen", &o.http_listen,
+              "HOST:PORT of the OpenAI-style images HTTP API (POST /v1/images/generations; empty: off)");
   p.AddUint("spawn-workers", &o.spawn_workers, "start and supervise N local worker processes (tp degree)");
   p.AddString("workers", &o.workers, "connect to workers started elsewhere: host:port,... in rank order");
   p.AddString("worker-binary", &o.worker_binary, "path of ditserve-worker (default: next to this binary)");
@@ -30,6 +33,8 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("dtype", &o.dtype, "float32 or bfloat16");
   p.AddString("text-encoder-placement", &o.text_encoder_placement,
               "auto | sharded | rank0: where an LLM text encoder runs (auto: sharded above 4 GiB)");
+  p.AddBool("replicate-modulation", &o.replicate_modulation,
+            "keep the AdaLN modulation projections whole on every rank (the reference's plan)");
   p.AddUint("staging-buffer-mib", &o.staging_buffer_mib, "host staging buffer per loading rank");
   p.AddUint("max-queue", &o.max_queue, "admission queue length (RESOURCE_EXHAUSTED beyond)");
   p.AddUint("max-batch", &o.max_batch, "largest batch of same-shape requests run together");
@@ -63,6 +68,11 @@ absl::Status ValidateFrontendOptions(const FrontendOptions& o) {
   auto bad = [](const std::string& msg) { return absl::InvalidArgumentError(msg); };
   if (o.model_dir.empty() && o.workers.empty()) return bad("--model is required");
   if (o.listen.empty()) return bad("--listen must be HOST:PORT");
+  if (!o.http_listen.empty()) {
+    if (auto address = ParseHostPort(o.http_listen, "--http-listen"); !address.ok()) {
+      return address.status();
+    }
+  }
   if (o.workers.empty() && (o.spawn_workers < 1 || o.spawn_workers > 64)) {
     return bad(absl::StrCat("--spawn-workers must be in 1..64, got ", o.spawn_workers));
   }

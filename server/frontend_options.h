@@ -31,6 +31,8 @@ struct FrontendOptions {
   std::string model_dir;
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen = "127.0.0.1:9464";  // empty = no metrics endpoint
+  // The OpenAI-style images HTTP API (server/http_api.h); empty = off.
+  std::string http_listen;
   uint64_t spawn_workers = 1;
   std::string workers;  // comma-separated host:port list; overrides spawn_workers
   std::string worker_binary;  // default: ditserve-worker next to this binary
@@ -41,6 +43,9 @@ struct FrontendOptions {
   // ranks, "rank0" (a replica on rank 0 that broadcasts), or "auto" (sharded when its weights exceed
   // 4 GiB in the serving dtype and the degree keeps whole key/value head groups).
   std::string text_encoder_placement = "auto";
+  // Keep the AdaLN modulation projections replicated on every rank, as the reference's plans do
+  // (default: sharded rowwise_split_input, 1/N per rank, one small all-reduce each).
+  bool replicate_modulation = false;
   uint64_t staging_buffer_mib = 64;
   uint64_t max_queue = 16;
   uint64_t max_batch = 1;

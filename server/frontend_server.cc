@@ -28,6 +28,7 @@ WorkerGroupOptions MakeWorkerGroupOptions(const FrontendOptions& options,
   g.init_template.set_device(options.device);
   g.init_template.set_dtype(options.dtype);
   g.init_template.set_text_encoder_placement(options.text_encoder_placement);
+  g.init_template.set_replicate_modulation(options.replicate_modulation);
   g.init_template.set_staging_buffer_bytes(options.staging_buffer_mib << 20);
   g.init_template.set_collective_timeout_ms(static_cast<uint32_t>(options.collective_timeout_ms));
   g.init_timeout =
@@ -85,6 +86,14 @@ absl::StatusOr<std::unique_ptr<FrontendServer>> FrontendServer::Start(
     f->Drain(std::chrono::seconds(0));
     return s;
   }
+  if (!f->options_.http_listen.empty()) {
+    auto http = HttpApi::Start(MakeHttpApiOptions(f->options_), f->service_.get(), f->security_);
+    if (!http.ok()) {
+      f->Drain(std::chrono::seconds(0));
+      return http.status();
+    }
+    f->http_ = *std::move(http);
+  }
   f->group_->Start();
   f->dispatcher_->Start();
   return f;
@@ -127,6 +136,7 @@ void FrontendServer::Drain(std::chrono::duration<double> drain_time) {
   dispatcher_->Join();
   group_->RemoveReadinessListener(health_listener_);
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (http_) http_->Stop();  // every generation has ended: only quick answers are left to send
   metrics_->Stop();
   server_->Wait();
 }

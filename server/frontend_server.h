@@ -6,7 +6,8 @@
 // Drain (the graceful shutdown): health turns NOT_SERVING, new requests and the requests still
 // queued get UNAVAILABLE at once (their clients can retry elsewhere); the running job may finish
 // within the drain time; then it is cancelled on the ranks (its requests end UNAVAILABLE at once, the ranks stop at the next step boundary, abandoned after a
-// short grace), the workers are shut down and the gRPC server stops.
+// short grace), the workers are shut down and the gRPC server and the HTTP API stop. The HTTP API
+// refuses new generations (503) and answers /health 503 from the start of the drain, like gRPC.
 //
 // Threads: Start(), Drain() and the destructor from one owner thread; the accessors from any.
 #pragma once
@@ -22,6 +23,7 @@
 #include "server/dispatcher.h"
 #include "server/frontend_metrics.h"
 #include "server/frontend_options.h"
+#include "server/http_api.h"
 #include "server/image_generation_service.h"
 #include "server/worker_group.h"
 
@@ -33,8 +35,9 @@ WorkerGroupOptions MakeWorkerGroupOptions(const FrontendOptions& options,
 
 class FrontendServer {
  public:
-  // Binds options.listen (port 0: any) and options.metrics_listen (empty: none), then starts
-  // forming the group and dispatching. `options` must have passed ValidateFrontendOptions.
+  // Binds options.listen (port 0: any), options.metrics_listen and options.http_listen (empty:
+  // none; the HTTP API starts after the gRPC server), then starts forming the group and
+  // dispatching. `options` must have passed ValidateFrontendOptions.
   static absl::StatusOr<std::unique_ptr<FrontendServer>> Start(const FrontendOptions& options,
                                                                WorkerGroupOptions group_options);
   // Drains with no drain time if Drain() was not called.
@@ -42,6 +45,8 @@ class FrontendServer {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_->port(); }
+  // The HTTP API's port; 0 when --http-listen is empty.
+  int http_port() const { return http_ ? http_->port() : 0; }
   WorkerGroup& group() { return *group_; }
   AdmissionQueue& queue() { return *queue_; }
   Dispatcher& dispatcher() { return *dispatcher_; }
@@ -64,6 +69,7 @@ class FrontendServer {
   std::shared_ptr<const ApiSecurity> security_;
   std::unique_ptr<ImageGenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpApi> http_;
   int port_ = 0;
   int health_listener_ = -1;
   std::mutex health_mu_;

@@ -20,6 +20,17 @@ constexpr auto kClientCheckInterval = std::chrono::milliseconds(50);
 // call is counted as expired.
 constexpr auto kDeadlineSlack = std::chrono::milliseconds(20);
 
+// A gRPC call as Serve sees it.
+class GrpcCallContext final : public CallContext {
+ public:
+  explicit GrpcCallContext(const grpc::ServerContext* ctx) : ctx_(ctx) {}
+  std::chrono::system_clock::time_point deadline() const override { return ctx_->deadline(); }
+  bool IsCancelled() const override { return ctx_->IsCancelled(); }
+
+ private:
+  const grpc::ServerContext* const ctx_;
+};
+
 }  // namespace
 
 void ApplyServerDefaults(const FrontendOptions& options, worker::v1::ModelDescription* model) {
@@ -52,85 +63,144 @@ std::string ImageGenerationService::NewRequestId() {
   return absl::StrFormat("r%08x-%06d", prefix, counter_.fetch_add(1) + 1);
 }
 
-absl::Status ImageGenerationService::Serve(
-    grpc::ServerContext* ctx, const v1::GenerateRequest& req, bool streaming,
-    const std::function<bool(const v1::GenerateEvent&)>& emit, v1::GenerateResponse* resp) {
+void ImageGenerationService::RecordRefused(ApiMethod method, const absl::Status& status,
+                                           Clock::time_point arrived) {
+  if (observer_.on_finished) {
+    observer_.on_finished(method, /*admitted=*/false, status,
+                          std::chrono::duration<double>(Clock::now() - arrived).count(), 0);
+  }
+}
+
+absl::StatusOr<std::vector<v1::GenerateResponse>> ImageGenerationService::Serve(
+    const CallContext& ctx, ApiMethod method, const std::vector<v1::GenerateRequest>& requests,
+    const std::function<bool(const v1::GenerateEvent&)>& emit) {
   const auto start = Clock::now();
   const Deadline deadline =
-      Deadline::ForClient(ctx->deadline(),
+      Deadline::ForClient(ctx.deadline(),
                           std::chrono::duration<double>(options_->default_timeout_seconds), start,
                           std::chrono::system_clock::now());
   bool admitted = false;
-  auto finish = [&](absl::Status s, bool image) {
+  auto finish = [&](absl::Status s, int images) {
     if (observer_.on_finished) {
-      observer_.on_finished(streaming, admitted, s,
-                            std::chrono::duration<double>(Clock::now() - start).count(), image);
+      observer_.on_finished(method, admitted, s,
+                            std::chrono::duration<double>(Clock::now() - start).count(), images);
     }
     return s;
   };
-  if (draining_.load()) return finish(absl::UnavailableError("server is shutting down"), false);
+  if (requests.empty()) return finish(absl::InvalidArgumentError("no image requested"), 0);
+  if (draining_.load()) return finish(absl::UnavailableError("server is shutting down"), 0);
   auto model = group_->model();
   if (!group_->ready() || !model) {
     return finish(absl::UnavailableError(
                       "the model is not ready (workers are loading or the group is re-forming); "
                       "retry later"),
-                  false);
+                  0);
   }
   ApplyServerDefaults(*options_, &*model);
-  auto validated = ValidateRequest(req, *model, options_->limits);
-  if (!validated.ok()) return finish(validated.status(), false);
-
-  const std::string id = req.request_id().empty() ? NewRequestId() : req.request_id();
-  auto pending = std::make_shared<PendingRequest>(id, std::move(*validated), deadline);
+  const std::string id =
+      requests.front().request_id().empty() ? NewRequestId() : requests.front().request_id();
+  std::vector<std::shared_ptr<PendingRequest>> pending;
+  pending.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto validated = ValidateRequest(requests[i], *model, options_->limits);
+    if (!validated.ok()) return finish(validated.status(), 0);
+    // One image keeps the call's id; several are told apart by their index.
+    pending.push_back(std::make_shared<PendingRequest>(
+        requests.size() == 1 ? id : absl::StrCat(id, ".", i), std::move(*validated), deadline));
+  }
   // Counted before it is queued, so "nothing in flight" also means "nothing queued" (drain).
   in_flight_.fetch_add(1);
-  if (absl::Status s = queue_->Push(pending); !s.ok()) {
+  if (absl::Status s = queue_->PushAll(pending); !s.ok()) {
     EndInFlight();
     spdlog::warn("req={} rejected: {}", id, s.ToString());
-    return finish(s, false);
+    return finish(s, 0);
   }
   admitted = true;
   if (observer_.on_admitted) observer_.on_admitted();
-  spdlog::info("req={} admitted ({}x{}, {} steps, seed {})", id,
-               pending->request().shape.width, pending->request().shape.height,
-               pending->request().shape.steps, pending->request().item.seed());
+  const auto& shape = pending.front()->request().shape;
+  spdlog::info("req={} admitted ({}x{}, {} steps, seed {}{})", id, shape.width, shape.height,
+               shape.steps, pending.front()->request().item.seed(),
+               pending.size() == 1 ? std::string()
+                                   : absl::StrCat(", ", pending.size(), " images"));
 
+  auto send = [&](const v1::GenerateEvent& ev) { return !emit || emit(ev); };
   v1::GenerateEvent queued;
-  queued.mutable_queued()->set_position(std::max(0, queue_->Position(*pending)));
-  bool client_gone = !emit(queued);
+  queued.mutable_queued()->set_position(std::max(0, queue_->Position(*pending.front())));
+  bool client_gone = !send(queued);
   bool first_step = true;
-  while (true) {
-    if (!pending->done()) {
-      const Clock::time_point now = Clock::now();
-      if (deadline.expired(now) ||
-          (ctx->IsCancelled() && deadline.expired(now + kDeadlineSlack))) {
-        pending->Cancel(deadline.ExceededError(now));
-        queue_->DropCancelled();  // frees its queue slot at once if it was still queued
-      } else if (client_gone || ctx->IsCancelled()) {
-        pending->Cancel(absl::CancelledError("cancelled by the client"));
-        queue_->DropCancelled();
+  absl::Status failure;  // the first request that failed on its own: the call's status
+  size_t current = 0;    // the request whose events are read now (only the first one's are sent)
+  while (current < pending.size()) {
+    const Clock::time_point now = Clock::now();
+    absl::Status cancel;
+    if (deadline.expired(now) || (ctx.IsCancelled() && deadline.expired(now + kDeadlineSlack))) {
+      cancel = deadline.ExceededError(now);
+    } else if (client_gone || ctx.IsCancelled()) {
+      cancel = absl::CancelledError("cancelled by the client");
+    } else if (pending.size() > 1 && failure.ok()) {
+      for (const auto& p : pending) {
+        if (p->done() && !p->status().ok()) {
+          failure = p->status();
+          cancel = absl::CancelledError(
+              absl::StrCat("another image of the same call failed: ", failure.ToString()));
+          break;
+        }
       }
+    }
+    if (!cancel.ok()) {
+      bool any = false;
+      for (const auto& p : pending) {
+        if (!p->done()) {
+          p->Cancel(cancel);
+          any = true;
+        }
+      }
+      // Frees the slots of those still queued at once.
+      if (any) queue_->DropCancelled();
     }
     // Events, the result and any cancellation (the dispatcher's, the drain's) wake this at once;
     // the request's own deadline is waited for exactly.
-    auto ev = pending->WaitForEvent(
+    auto ev = pending[current]->WaitForEvent(
         std::min(deadline.when(), Clock::now() + kClientCheckInterval));
     if (ev) {
+      if (current != 0) continue;  // the other images' events duplicate the first one's
       if (first_step && ev->has_progress() && observer_.on_first_step) {
         observer_.on_first_step(std::chrono::duration<double>(Clock::now() - start).count());
         first_step = false;
       }
-      if (!emit(*ev)) client_gone = true;
+      if (!send(*ev)) client_gone = true;
       continue;
     }
-    if (pending->done()) break;
+    if (pending[current]->done()) ++current;
   }
-  absl::Status status = pending->status();
-  if (status.ok()) *resp = pending->TakeResponse();
+  absl::Status status = failure;
+  for (const auto& p : pending) {
+    if (!status.ok()) break;
+    status = p->status();
+  }
+  std::vector<v1::GenerateResponse> responses;
+  if (status.ok()) {
+    responses.reserve(pending.size());
+    for (const auto& p : pending) responses.push_back(p->TakeResponse());
+  }
   EndInFlight();
   spdlog::info("req={} finished: {}", id, status.ok() ? "OK" : status.ToString());
-  return finish(status, status.ok());
+  if (!status.ok()) return finish(status, 0);
+  finish(status, static_cast<int>(responses.size())).IgnoreError();
+  return responses;
 }
+
+absl::StatusOr<v1::ModelInfo> ImageGenerationService::ModelInfo() const {
+  auto model = group_->model();
+  if (!model) return absl::UnavailableError("the model is still loading");
+  ApplyServerDefaults(*options_, &*model);
+  v1::ModelInfo info =
+      MakeModelInfo(*model, options_->limits, options_->max_queue, options_->max_batch);
+  info.set_tp_degree(group_->world_size());
+  return info;
+}
+
+bool ImageGenerationService::serving() const { return !draining_.load() && group_->ready(); }
 
 void ImageGenerationService::EndInFlight() {
   {
@@ -149,19 +219,21 @@ grpc::Status ImageGenerationService::Generate(grpc::ServerContext* ctx,
                                               const v1::GenerateRequest* req,
                                               v1::GenerateResponse* resp) {
   if (absl::Status s = Authorize(*ctx); !s.ok()) return ToGrpcStatus(s);
-  return ToGrpcStatus(Serve(ctx, *req, /*streaming=*/false, [](const v1::GenerateEvent&) { return true; }, resp));
+  auto out = Serve(GrpcCallContext(ctx), ApiMethod::kGenerate, {*req}, nullptr);
+  if (!out.ok()) return ToGrpcStatus(out.status());
+  *resp = std::move(out->front());
+  return grpc::Status::OK;
 }
 
 grpc::Status ImageGenerationService::GenerateStream(grpc::ServerContext* ctx,
                                                     const v1::GenerateRequest* req,
                                                     grpc::ServerWriter<v1::GenerateEvent>* writer) {
   if (absl::Status s = Authorize(*ctx); !s.ok()) return ToGrpcStatus(s);
-  v1::GenerateResponse resp;
-  absl::Status s = Serve(
-      ctx, *req, /*streaming=*/true, [&](const v1::GenerateEvent& ev) { return writer->Write(ev); }, &resp);
-  if (!s.ok()) return ToGrpcStatus(s);
+  auto out = Serve(GrpcCallContext(ctx), ApiMethod::kGenerateStream, {*req},
+                   [&](const v1::GenerateEvent& ev) { return writer->Write(ev); });
+  if (!out.ok()) return ToGrpcStatus(out.status());
   v1::GenerateEvent last;
-  *last.mutable_result() = std::move(resp);
+  *last.mutable_result() = std::move(out->front());
   if (!writer->Write(last)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
   return grpc::Status::OK;
 }
@@ -170,13 +242,9 @@ grpc::Status ImageGenerationService::GetModelInfo(grpc::ServerContext* ctx,
                                                   const v1::GetModelInfoRequest*,
                                                   v1::ModelInfo* resp) {
   if (absl::Status s = Authorize(*ctx); !s.ok()) return ToGrpcStatus(s);
-  auto model = group_->model();
-  if (!model) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
-  }
-  ApplyServerDefaults(*options_, &*model);
-  *resp = MakeModelInfo(*model, options_->limits, options_->max_queue, options_->max_batch);
-  resp->set_tp_degree(group_->world_size());
+  auto info = ModelInfo();
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  *resp = *std::move(info);
   return grpc::Status::OK;
 }
 

@@ -1,15 +1,16 @@
-// The public ditserve.v1.ImageGeneration service: a thin RPC edge. It validates, maps the
-// client's deadline once (Deadline), admits into the queue, and waits for the request to finish
-// while watching the client and the deadline, and converts absl::Status to grpc::Status once,
-// here.
+// The public ditserve.v1.ImageGeneration service, and the one generation path every public API
+// shares (Serve): the gRPC calls here and the HTTP API (server/http_api.h) both go through it. Serve
+// validates, maps the client's deadline once (Deadline), admits into the queue, and waits for the
+// request to finish while watching the client and the deadline; the gRPC handlers convert
+// absl::Status to grpc::Status once, here (the HTTP API has its own edge).
 //
-// The handler is its request's deadline timer: it sleeps until an event, the end of the request,
-// or the deadline (then cancels the request with the Deadline's DEADLINE_EXCEEDED, which stops
-// the job on the ranks through the dispatcher). The one periodic wake-up left is the client
-// check every 50 ms: gRPC's sync API does not announce a client's cancellation.
+// The calling thread is its request's deadline timer: it sleeps until an event, the end of the
+// request, or the deadline (then cancels the request with the Deadline's DEADLINE_EXCEEDED, which
+// stops the job on the ranks through the dispatcher). The one periodic wake-up left is the client
+// check every 50 ms: neither gRPC's sync API nor cpp-httplib announces a client's cancellation.
 //
-// Threads: gRPC's sync server threads call the handlers concurrently; every member they use is
-// thread-safe.
+// Threads: gRPC's sync server threads and the HTTP API's threads call in concurrently; every member
+// they use is thread-safe.
 #pragma once
 
 #include <atomic>
@@ -18,21 +19,32 @@
 #include <mutex>
 #include <string>
 
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "ditserve/v1/ditserve.grpc.pb.h"
 #include "server/admission_queue.h"
 #include "server/api_security.h"
+#include "server/call_context.h"
 #include "server/frontend_options.h"
 #include "server/worker_group.h"
 
 namespace ditserve::server {
 
+// Which public call a generation came through (the metrics' method label).
+enum class ApiMethod {
+  kGenerate,           // gRPC ImageGeneration/Generate
+  kGenerateStream,     // gRPC ImageGeneration/GenerateStream
+  kImagesGenerations,  // HTTP POST /v1/images/generations
+};
+
 // Metric hooks; every member may be empty.
 struct RequestObserver {
   std::function<void()> on_admitted;
-  // Called once per finished generation RPC: which call, whether it had been admitted (counted
-  // by on_admitted), its final status and end-to-end seconds, and whether it returned an image.
-  std::function<void(bool streaming, bool admitted, const absl::Status&, double seconds,
-                     bool produced_image)>
+  // Called once per finished generation call: which call, whether it had been admitted (counted
+  // by on_admitted), its final status and end-to-end seconds, and how many images it returned.
+  std::function<void(ApiMethod method, bool admitted, const absl::Status&, double seconds,
+                     int images)>
       on_finished;
   std::function<void(double seconds)> on_first_step;
 };
@@ -54,6 +66,26 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   grpc::Status GetModelInfo(grpc::ServerContext* ctx, const v1::GetModelInfoRequest* req,
                             v1::ModelInfo* resp) override;
 
+  // The shared generation path. `requests` are the images of one call (the gRPC calls: one; the
+  // HTTP API: its `n`, each with its own seed): each is validated, then all are admitted together
+  // or none is (AdmissionQueue::PushAll), under one Deadline from `ctx` and --default-timeout.
+  // Waits until every one has finished, the deadline passes or the client goes away (then the
+  // requests are cancelled, stopping their job on the ranks); when one fails, the others are
+  // cancelled and its status is the call's. `emit` (may be empty) receives the first request's
+  // events as they happen (queued, progress); returning false means the client went away. Returns
+  // the responses in the order of `requests`. Reports the call to the observer once.
+  absl::StatusOr<std::vector<v1::GenerateResponse>> Serve(
+      const CallContext& ctx, ApiMethod method, const std::vector<v1::GenerateRequest>& requests,
+      const std::function<bool(const v1::GenerateEvent&)>& emit);
+  // Reports a call that a transport refused before Serve (the HTTP API's malformed bodies) to the
+  // observer, as not admitted, so every call is counted once.
+  void RecordRefused(ApiMethod method, const absl::Status& status, Clock::time_point arrived);
+  // The public ModelInfo (the served model with the --default-* flags, the limits, the group's tp
+  // degree); UNAVAILABLE while the model is still loading.
+  absl::StatusOr<v1::ModelInfo> ModelInfo() const;
+  // What grpc.health.v1 reports as SERVING: the group is ready and the server is not draining.
+  bool serving() const;
+
   // New requests get UNAVAILABLE from now on (graceful shutdown).
   void StartDraining() { draining_.store(true); }
   // Requests admitted (queued or running) and not yet finished.
@@ -63,11 +95,6 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   bool WaitUntilIdle(Clock::time_point until);
 
  private:
-  // Shared by both calls. `emit` receives each event as it happens (streaming); returns the final
-  // status and, on success, the response.
-  absl::Status Serve(grpc::ServerContext* ctx, const v1::GenerateRequest& req, bool streaming,
-                     const std::function<bool(const v1::GenerateEvent&)>& emit,
-                     v1::GenerateResponse* resp);
   // UNAUTHENTICATED unless the call carries the bearer token (when one is required).
   absl::Status Authorize(const grpc::ServerContext& ctx) const;
   std::string NewRequestId();

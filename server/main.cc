@@ -1,4 +1,5 @@
-// ditserve-frontend: the public gRPC API in front of a tensor-parallel worker group.
+// ditserve-frontend: the public gRPC API (and the optional OpenAI-style images HTTP API) in front of
+// a tensor-parallel worker group.
 #include <signal.h>
 #include <unistd.h>
 
@@ -64,7 +65,9 @@ int Run(int argc, char** argv) {
   }
   spdlog::info("ditserve-frontend {} listening on port {} (model {}, tp={})", DITSERVE_VERSION,
                (*server)->port(), options.model_dir, options.WorldSize());
-  // Machine-readable line for scripts and tests that start the frontend on port 0.
+  // Machine-readable lines for scripts and tests that start the frontend on port 0 (HTTP first:
+  // a reader may stop at LISTENING).
+  if ((*server)->http_port() != 0) std::printf("HTTP %d\n", (*server)->http_port());
   std::printf("LISTENING %d\n", (*server)->port());
   std::fflush(stdout);
 

@@ -188,6 +188,23 @@ absl::StatusOr<TpPlan> BuiltinTpPlan(absl::string_view class_name, const nlohman
       "Qwen2_5_VLForConditionalGeneration)."));
 }
 
+void AddModulationSharding(TpPlan* plan) {
+  std::vector<const char*> paths;
+  const std::string& cls = plan->model_class;
+  if (cls == "FluxTransformer2DModel") {
+    paths = {"transformer_blocks.*.norm1.linear", "transformer_blocks.*.norm1_context.linear",
+             "single_transformer_blocks.*.norm.linear", "norm_out.linear"};
+  } else if (cls == "Flux2Transformer2DModel" || cls == "Flux2TransformerModel") {
+    paths = {"double_stream_modulation_img.linear", "double_stream_modulation_txt.linear",
+             "single_stream_modulation.linear", "norm_out.linear"};
+  } else if (cls == "QwenImageTransformer2DModel") {
+    paths = {"transformer_blocks.*.img_mod.1", "transformer_blocks.*.txt_mod.1", "norm_out.linear"};
+  }
+  for (const char* p : paths) {
+    if (plan->Find(p) == nullptr) plan->rules.push_back({p, TpStyle::kRowwiseSplitInput, {}});
+  }
+}
+
 absl::StatusOr<TpPlan> BuiltinTpPlanForCheckpoint(const ComponentCheckpoint& ckpt) {
   const std::string cls = ConfigClassName(ckpt.config());
   auto with_dir = [&](const absl::Status& s) {

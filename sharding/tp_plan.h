@@ -74,6 +74,16 @@ absl::StatusOr<std::string> DetectTextModelPrefix(
 // (transformers), else "".
 std::string ConfigClassName(const nlohmann::json& config);
 
+// Our extension of the diffusion transformers' plans: the AdaLN modulation projections, which the
+// reference replicates on every rank (about 3.3 B of FLUX.1-dev's 11.9 B parameters, 6.8 B of
+// Qwen-Image's 20.4 B), become rowwise_split_input: each rank holds 1/N of their input columns,
+// takes its slice of the replicated conditioning vector, and one all-reduce of the (B, k·D) output
+// gives every rank the full modulation. FluxTransformer2DModel: transformer_blocks.*.norm1(_context)
+// .linear, single_transformer_blocks.*.norm.linear, norm_out.linear; Flux2Transformer2DModel: the
+// three shared *_modulation*.linear and norm_out.linear; QwenImageTransformer2DModel:
+// transformer_blocks.*.{img,txt}_mod.1, norm_out.linear. Other plans are left as they are.
+void AddModulationSharding(TpPlan* plan);
+
 // The built-in plan of an opened component: ConfigClassName(ckpt.config()), and for the text
 // encoders the prefix DetectTextModelPrefix finds among the checkpoint's tensors (errors name
 // ckpt.dir()). What `ditserve-tool plan` and the text-encoder loader use.

@@ -21,6 +21,11 @@ constexpr bool IsRowwise(TpStyle s) {
   return s == TpStyle::kRowwise || s == TpStyle::kRowwiseSplitInput ||
          s == TpStyle::kPackedRowwise;
 }
+// True for the styles whose layer takes the full (replicated) input and gives every rank the full
+// output: what a layer fed by and feeding replicated activations (AdaLN modulation) may be planned.
+constexpr bool IsFullInFullOut(TpStyle s) {
+  return s == TpStyle::kReplicated || s == TpStyle::kRowwiseSplitInput;
+}
 constexpr bool IsColwise(TpStyle s) {
   return s == TpStyle::kColwise || s == TpStyle::kPackedColwise;
 }

@@ -1,12 +1,14 @@
 // `ditserve-tool forward --model DIR --inputs FILE --prefix P --output FILE [--tp N]
-//  [--device cpu|cuda] [--dtype float32|bfloat16]`: one transformer forward, as the forward harness
-// for parity checks. Each argument the model takes is read from tensor "<P><argument>" of FILE
+//  [--device cpu|cuda] [--dtype float32|bfloat16] [--replicate-modulation]`: one transformer
+// forward, as the forward harness for parity checks. Each argument the model takes is read from
+// tensor "<P><argument>" of FILE
 // (e.g. prefix "flux1.step0.in." in fixtures/reference.safetensors); the output is written as one
 // float32 tensor "out" to a safetensors file.
 //
 // --tp N > 1 runs N real worker processes: the command re-executes itself N times with the hidden
 // flags --rank r --world N --store-port P --group-id G; the ranks load their own shard (the
-// model's built-in TP plan), join a Gloo group whose TCPStore rank 0 hosts, run the forward
+// model's built-in TP plan with the AdaLN modulation sharded, as served; --replicate-modulation:
+// the reference's plan), join a Gloo group whose TCPStore rank 0 hosts, run the forward
 // together and rank 0 writes the output. The parent waits for all of them; if one fails it stops
 // the others, and the exit code is non-zero.
 #include <signal.h>
@@ -58,6 +60,7 @@ struct ForwardToolOptions {
   int64_t store_port = 0;
   std::string group_id;
   int64_t timeout_ms = 120000;
+  bool replicate_modulation = false;  // the reference's plan (as the frontend's flag)
 };
 
 absl::StatusOr<torch::Device> ParseDevice(const std::string& s, int rank) {
@@ -88,6 +91,7 @@ absl::Status RunRank(const ForwardToolOptions& o, comm::Communicator* comm) {
   std::optional<sharding::TpPlan> plan;
   if (world > 1) {
     ASSIGN_OR_RETURN(plan, sharding::BuiltinTpPlan(ckpt->class_name(), ckpt->config()));
+    if (!o.replicate_modulation) sharding::AddModulationSharding(&*plan);
   }
   ASSIGN_OR_RETURN(auto sd, sharding::LoadShard(*ckpt, plan ? &*plan : nullptr, rank, world, load));
   ASSIGN_OR_RETURN(auto model, models::CreateTransformer(ckpt->config(), sd, comm));
@@ -177,6 +181,8 @@ int ForwardMain(int argc, const char* const* argv) {
   p.AddString("device", &o.device, "cpu | cuda");
   p.AddString("dtype", &o.dtype, "float32 | bfloat16");
   p.AddInt("timeout-ms", &o.timeout_ms, "bound on each collective and on the rendezvous");
+  p.AddBool("replicate-modulation", &o.replicate_modulation,
+            "the reference's plan: AdaLN modulation replicated (default: sharded, as served)");
   p.AddInt("rank", &o.rank, "(internal) worker rank");
   p.AddInt("world", &o.world, "(internal) worker group size");
   p.AddInt("store-port", &o.store_port, "(internal) rank 0's TCPStore port");

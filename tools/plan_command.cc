@@ -33,6 +33,7 @@ struct PlanToolOptions {
   std::string plan_file;  // optional JSON plan instead of the model class's built-in one
   std::string dtype;      // "", f32, bf16, f16: count floating tensors in this dtype
   bool replicated = false;
+  bool replicate_modulation = false;  // the reference's plan (as the frontend's flag)
 };
 
 // The report of one component: its built-in plan (or --plan / --replicated) and, for a text
@@ -51,6 +52,7 @@ absl::StatusOr<nlohmann::ordered_json> DescribeComponent(const sharding::Compone
     plan = std::move(*parsed);
   } else if (!o.replicated) {
     ASSIGN_OR_RETURN(plan, sharding::BuiltinTpPlanForCheckpoint(ckpt));
+    if (!o.replicate_modulation) sharding::AddModulationSharding(&*plan);
   }
   std::function<bool(const std::string&)> select;
   if (!sharding::TextModelPrefixes(cls).empty()) {
@@ -102,6 +104,8 @@ int PlanMain(int argc, const char* const* argv) {
               "JSON plan {key: style | {style, blocks}} instead of the model's built-in plan");
   p.AddString("dtype", &o.dtype, "count floating tensors as f32 | bf16 | f16 (default: stored)");
   p.AddBool("replicated", &o.replicated, "no plan: every tensor replicated");
+  p.AddBool("replicate-modulation", &o.replicate_modulation,
+            "the reference's plan: AdaLN modulation replicated (default: sharded, as served)");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), p.Help().c_str());
     return 2;

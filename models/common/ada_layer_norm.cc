@@ -12,10 +12,11 @@ absl::StatusOr<std::shared_ptr<LinearLayer>> LoadModulation(const ModuleLoader& 
                                                             const std::string& prefix, int chunks) {
   const std::string path = JoinPath(prefix, "linear");
   ASSIGN_OR_RETURN(auto linear, loader.LoadLinear(path));
-  if (sharding::IsColwise(linear->style()) || sharding::IsRowwise(linear->style())) {
+  if (!sharding::IsFullInFullOut(linear->style())) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is planned ", sharding::TpStyleName(linear->style()),
-                     "; AdaLN modulation needs the full output on every rank (replicate it)"));
+                     "; AdaLN modulation needs the full output on every rank (replicate it or "
+                     "plan it rowwise_split_input)"));
   }
   if (linear->out_features() % chunks != 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, " has ", linear->out_features(),

@@ -3,8 +3,8 @@
 //   AdaLayerNormZeroSingle  Linear_{D→3D}(SiLU(temb)) → shift, scale, gate
 //   AdaLayerNormContinuous  Linear_{C→2D}(SiLU(cond).to(x.dtype)) → scale, shift   (scale first!)
 // Each normalises x with LayerNorm(eps, no affine) and modulates LN(x) * (1 + scale) + shift.
-// The modulation Linear ("<prefix>.linear") must give the full output on every rank (replicated in
-// all plans); Load refuses a colwise one.
+// The modulation Linear ("<prefix>.linear") must give the full output on every rank: replicated (the
+// reference's plans) or rowwise_split_input (sharding::AddModulationSharding); Load refuses others.
 #pragma once
 
 #include <memory>

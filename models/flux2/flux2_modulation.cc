@@ -10,10 +10,11 @@ absl::StatusOr<Flux2Modulation> Flux2Modulation::Load(const ModuleLoader& loader
                                                       int sets) {
   const std::string path = JoinPath(prefix, "linear");
   ASSIGN_OR_RETURN(std::shared_ptr<LinearLayer> linear, loader.LoadLinear(path));
-  if (linear->style() != sharding::TpStyle::kReplicated) {
+  if (!sharding::IsFullInFullOut(linear->style())) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is planned ", sharding::TpStyleName(linear->style()),
-                     "; the shared modulation needs the full output on every rank (replicate it)"));
+                     "; the shared modulation needs the full output on every rank (replicate it "
+                     "or plan it rowwise_split_input)"));
   }
   if (linear->in_features() != dim || linear->out_features() != 3 * sets * dim) {
     return absl::InvalidArgumentError(absl::StrCat(path, " maps ", linear->in_features(), " → ",

@@ -13,10 +13,11 @@ constexpr double kFp16Max = 65504.0;
 absl::StatusOr<std::shared_ptr<LinearLayer>> LoadModulation(const ModuleLoader& loader,
                                                             const std::string& path, int64_t dim) {
   ASSIGN_OR_RETURN(std::shared_ptr<LinearLayer> linear, loader.LoadLinear(path));
-  if (linear->style() != sharding::TpStyle::kReplicated) {
+  if (!sharding::IsFullInFullOut(linear->style())) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is planned ", sharding::TpStyleName(linear->style()),
-                     "; the modulation needs the full output on every rank (replicate it)"));
+                     "; the modulation needs the full output on every rank (replicate it or plan "
+                     "it rowwise_split_input)"));
   }
   if (linear->in_features() != dim || linear->out_features() != 6 * dim) {
     return absl::InvalidArgumentError(absl::StrCat(path, " maps ", linear->in_features(), " → ",

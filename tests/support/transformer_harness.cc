@@ -40,8 +40,10 @@ const sharding::ShardedStateDict& TransformerFullWeights(const FixtureTransforme
 }
 
 absl::StatusOr<sharding::ShardedStateDict> LoadTransformerShard(const FixtureTransformer& t,
-                                                                int rank, int world) {
+                                                                int rank, int world,
+                                                                bool shard_modulation) {
   ASSIGN_OR_RETURN(auto plan, sharding::BuiltinTpPlan(t.class_name, TransformerConfig(t)));
+  if (shard_modulation) sharding::AddModulationSharding(&plan);
   return sharding::LoadShard(TransformerDir(t), &plan, rank, world, sharding::LoadOptions{});
 }
 
@@ -97,41 +99,48 @@ void ExpectTensorParallelMatches(const FixtureTransformer& t, int world, const F
   const auto tp1 = RunTransformerTp1(t, TransformerFullWeights(t), args);
   ASSERT_TRUE(tp1.defined());
   const auto config = TransformerConfig(t);
-  std::mutex mu;
-  std::vector<torch::Tensor> outs(world);
-  std::vector<uint64_t> allreduces(world);
-  std::vector<int64_t> heads(world, -1);
-  auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
-    ASSIGN_OR_RETURN(auto shard, LoadTransformerShard(t, comm.rank(), world));
-    RankModel built;
-    if (build) {
-      ASSIGN_OR_RETURN(built, build(shard, comm));
-    } else {
-      ASSIGN_OR_RETURN(built.model, models::CreateTransformer(config, shard, &comm));
+  for (const bool shard_modulation : {false, true}) {
+    SCOPED_TRACE(shard_modulation ? "modulation sharded (served plan)"
+                                  : "modulation replicated (reference plan)");
+    std::mutex mu;
+    std::vector<torch::Tensor> outs(world);
+    std::vector<uint64_t> allreduces(world);
+    std::vector<int64_t> heads(world, -1);
+    auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
+      ASSIGN_OR_RETURN(auto shard, LoadTransformerShard(t, comm.rank(), world, shard_modulation));
+      RankModel built;
+      if (build) {
+        ASSIGN_OR_RETURN(built, build(shard, comm));
+      } else {
+        ASSIGN_OR_RETURN(built.model, models::CreateTransformer(config, shard, &comm));
+      }
+      ASSIGN_OR_RETURN(auto out, built.model->Forward(args));
+      std::lock_guard<std::mutex> lock(mu);
+      outs[comm.rank()] = out;
+      allreduces[comm.rank()] = comm.Stats().allreduce_count;
+      heads[comm.rank()] = built.local_heads;
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE(status.ok()) << status;
+    const uint64_t want_allreduces =
+        expected.allreduces + (shard_modulation ? expected.modulation_allreduces : 0);
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(outs[r].defined());
+      const double err = RelativeError(outs[r], expected.reference);
+      EXPECT_LT(err, 1e-4) << "rank " << r << " of " << world;
+      const double vs_tp1 = RelativeError(outs[r], tp1);
+      if (r == 0) {
+        std::printf("tp %d, modulation %s: relative error vs diffusers %.3g, vs tp 1 %.3g\n", world,
+                    shard_modulation ? "sharded" : "replicated", err, vs_tp1);
+      }
+      EXPECT_LT(vs_tp1, 1e-5) << "rank " << r << " of " << world << " vs tp=1";
+      EXPECT_EQ(allreduces[r], want_allreduces) << "rank " << r;
+      if (expected.local_heads >= 0) {
+        EXPECT_EQ(heads[r], expected.local_heads) << "rank " << r;
+      }
+      // Every rank returns the same full output.
+      EXPECT_TRUE(torch::equal(outs[r], outs[0]));
     }
-    ASSIGN_OR_RETURN(auto out, built.model->Forward(args));
-    std::lock_guard<std::mutex> lock(mu);
-    outs[comm.rank()] = out;
-    allreduces[comm.rank()] = comm.Stats().allreduce_count;
-    heads[comm.rank()] = built.local_heads;
-    return absl::OkStatus();
-  });
-  ASSERT_TRUE(status.ok()) << status;
-  for (int r = 0; r < world; ++r) {
-    ASSERT_TRUE(outs[r].defined());
-    const double err = RelativeError(outs[r], expected.reference);
-    EXPECT_LT(err, 1e-4) << "rank " << r << " of " << world;
-    const double vs_tp1 = RelativeError(outs[r], tp1);
-    if (r == 0) {
-      std::printf("tp %d relative error vs diffusers %.3g, vs tp 1 %.3g\n", world, err, vs_tp1);
-    }
-    EXPECT_LT(vs_tp1, 1e-5) << "rank " << r << " of " << world << " vs tp=1";
-    EXPECT_EQ(allreduces[r], expected.allreduces) << "rank " << r;
-    if (expected.local_heads >= 0) {
-      EXPECT_EQ(heads[r], expected.local_heads) << "rank " << r;
-    }
-    // Every rank returns the same full output.
-    EXPECT_TRUE(torch::equal(outs[r], outs[0]));
   }
 }
 

@@ -39,9 +39,12 @@ std::string TransformerDir(const FixtureTransformer& t);
 nlohmann::json TransformerConfig(const FixtureTransformer& t);
 // Every tensor replicated, float32 (LoadComponentFullFloat32), loaded once per model.
 const sharding::ShardedStateDict& TransformerFullWeights(const FixtureTransformer& t);
-// This rank's shard through the production loader with the built-in plan of `t.class_name`.
+// This rank's shard through the production loader with the built-in plan of `t.class_name` (the
+// reference's, AdaLN modulation replicated), or with the modulation sharded as the server does by
+// default (sharding::AddModulationSharding).
 absl::StatusOr<sharding::ShardedStateDict> LoadTransformerShard(const FixtureTransformer& t,
-                                                                int rank, int world);
+                                                                int rank, int world,
+                                                                bool shard_modulation = false);
 
 // args[name] = Ref(prefix + name) for every name.
 ForwardArgs RefArguments(const std::string& prefix, std::initializer_list<const char*> names);
@@ -87,13 +90,17 @@ absl::StatusOr<RankModel> LoadRankModel(const ParsedConfig& parsed,
 struct TensorParallelExpectations {
   torch::Tensor reference;   // diffusers' output
   uint64_t allreduces = 0;   // per rank for one forward (diffusers hooks/tensor_parallel.py)
+  // The extra all-reduces per forward with the modulation sharded (one per modulation projection).
+  uint64_t modulation_allreduces = 0;
   int64_t local_heads = -1;  // -1: not checked
 };
 
-// Runs the full weights at tp = 1, then `world` in-process ranks (comm::RunLocalGroup) that each
-// load their shard (LoadTransformerShard), build their model with `build` (null: CreateTransformer
-// on the config) and run `args`. Every rank's output is within 1e-4 of the reference and 1e-5 of
-// tp = 1, equal to rank 0's, after exactly `allreduces` all-reduces and with `local_heads` heads.
+// Runs the full weights at tp = 1, then, for the reference's plan and for the served one (modulation
+// sharded), `world` in-process ranks (comm::RunLocalGroup) that each load their shard
+// (LoadTransformerShard), build their model with `build` (null: CreateTransformer on the config)
+// and run `args`. Every rank's output is within 1e-4 of the reference and 1e-5 of tp = 1, equal to
+// rank 0's, after exactly `allreduces` (+ `modulation_allreduces` when sharded) all-reduces and
+// with `local_heads` heads.
 void ExpectTensorParallelMatches(const FixtureTransformer& t, int world, const ForwardArgs& args,
                                  const TensorParallelExpectations& expected,
                                  const RankModelBuilder& build = nullptr);

@@ -104,11 +104,14 @@ void RunTensorParallel(int world) {
   expected.reference = Ref("qwenimage.out");
   // diffusers hooks/tensor_parallel.py: 4 all-reduces per block.
   expected.allreduces = static_cast<uint64_t>(4 * c.num_layers);
+  // With the modulation sharded: one more per img_mod / txt_mod and norm_out.
+  expected.modulation_allreduces = static_cast<uint64_t>(2 * c.num_layers + 1);
   expected.local_heads = c.num_attention_heads / world;
   testing::ExpectTensorParallelMatches(
       kQwenImage, world, Inputs(), expected,
       [&](const sharding::ShardedStateDict& sd, comm::Communicator& comm) {
-        // Sharded as planned: colwise q rows, rowwise MLP output columns, replicated modulation.
+        // Sharded as planned: colwise q rows, rowwise MLP output columns; the modulation keeps its
+        // output rows (replicated, or rowwise_split_input: 1/N of its input columns).
         EXPECT_EQ(sd.Get("transformer_blocks.0.attn.to_q.weight")->size(0), 64 / world);
         EXPECT_EQ(sd.Get("transformer_blocks.1.txt_mlp.net.2.weight")->size(1), 256 / world);
         EXPECT_EQ(sd.Get("transformer_blocks.1.txt_mlp.net.2.bias")->size(0), 64);

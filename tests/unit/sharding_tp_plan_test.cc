@@ -96,6 +96,39 @@ TEST(TpPlanTest, QwenImagePlanEqualsDiffusers) {
   EXPECT_EQ(Flatten(*plan), want);
 }
 
+// Our extension: the AdaLN modulation projections become rowwise_split_input; nothing else changes,
+// and a second call adds nothing.
+TEST(TpPlanTest, ModulationShardingAddsOnlyTheModulationRules) {
+  const std::map<std::string, std::vector<std::string>> modulation = {
+      {"FluxTransformer2DModel",
+       {"transformer_blocks.*.norm1.linear", "transformer_blocks.*.norm1_context.linear",
+        "single_transformer_blocks.*.norm.linear", "norm_out.linear"}},
+      {"Flux2Transformer2DModel",
+       {"double_stream_modulation_img.linear", "double_stream_modulation_txt.linear",
+        "single_stream_modulation.linear", "norm_out.linear"}},
+      {"QwenImageTransformer2DModel",
+       {"transformer_blocks.*.img_mod.1", "transformer_blocks.*.txt_mod.1", "norm_out.linear"}}};
+  for (const auto& [cls, keys] : modulation) {
+    auto plan = BuiltinTpPlan(cls, nlohmann::json::object());
+    ASSERT_TRUE(plan.ok()) << cls << ": " << plan.status();
+    auto want = Flatten(*plan);
+    for (const auto& k : keys) {
+      ASSERT_EQ(want.count(k), 0u) << cls << " " << k;
+      want[k] = "rowwise_split_input";
+    }
+    AddModulationSharding(&*plan);
+    EXPECT_EQ(Flatten(*plan), want) << cls;
+    AddModulationSharding(&*plan);
+    EXPECT_EQ(plan->rules.size(), want.size()) << cls;
+  }
+  // A text encoder's plan is left as it is.
+  auto text = BuiltinTpPlan("Mistral3ForConditionalGeneration", nlohmann::json::object());
+  ASSERT_TRUE(text.ok()) << text.status();
+  const auto before = Flatten(*text);
+  AddModulationSharding(&*text);
+  EXPECT_EQ(Flatten(*text), before);
+}
+
 TEST(TpPlanTest, UnknownClassAndBadConfig) {
   auto r = BuiltinTpPlan("AutoencoderKL", nlohmann::json::object());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);

@@ -1,0 +1,283 @@
+#include "server/http_api.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+#include "common/host_port.h"
+#include "server/call_context.h"
+#include "server/openai_images.h"
+
+namespace ditserve::server {
+namespace {
+
+constexpr char kJson[] = "application/json";
+// What 429 and 503 answers tell the client to wait before retrying, in seconds.
+constexpr char kRetryAfterSeconds[] = "1";
+// A chunked body over the limit is read and dropped up to this many times the limit (so the client
+// gets its 413); beyond, the connection is cut.
+constexpr size_t kDrainFactor = 8;
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void SendJson(httplib::Response& res, int status, const std::string& body) {
+  res.status = status;
+  res.set_content(body, kJson);
+}
+
+void SendError(httplib::Response& res, const absl::Status& status) {
+  const openai::HttpError e = openai::HttpErrorFor(status);
+  if (openai::WantsRetryAfter(status)) res.set_header("Retry-After", kRetryAfterSeconds);
+  if (e.http_status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  SendJson(res, e.http_status, openai::ErrorJson(status));
+}
+
+// Runs a handler with every exception turned into a 500: none leaves cpp-httplib's threads.
+template <typename F>
+void Guarded(httplib::Response& res, F&& handler) {
+  try {
+    handler();
+  } catch (const std::exception& e) {
+    spdlog::error("HTTP API: handler failed: {}", e.what());
+    SendError(res, absl::InternalError(absl::StrCat("internal error: ", e.what())));
+  } catch (...) {
+    spdlog::error("HTTP API: handler failed with an unknown exception");
+    SendError(res, absl::InternalError("internal error"));
+  }
+}
+
+// The body of an error status cpp-httplib produced itself (no route, unreadable request).
+std::string TransportErrorMessage(const httplib::Request& req, int status) {
+  switch (status) {
+    case 404:
+      return absl::StrCat("no route for ", req.method, " ", req.path,
+                          " (POST /v1/images/generations, GET /v1/models, GET /health)");
+    case 413:
+      return "the request body is too large";
+    case 414:
+      return "the request URI is too long";
+    case 400:
+      return "malformed HTTP request";
+    default:
+      return absl::StrCat("HTTP status ", status);
+  }
+}
+
+}  // namespace
+
+HttpApiOptions MakeHttpApiOptions(const FrontendOptions& options) {
+  HttpApiOptions o;
+  o.listen = options.http_listen;
+  o.threads = static_cast<int>(std::min<uint64_t>(options.max_queue + options.max_batch + 4, 256));
+  o.max_body_bytes = (64u << 10) + 24 * options.limits.max_prompt_bytes;
+  o.max_images = static_cast<uint32_t>(
+      std::min<uint64_t>(openai::kMaxImagesPerRequest, options.max_queue));
+  o.limits = options.limits;
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
+    const HttpApiOptions& options, ImageGenerationService* service,
+    std::shared_ptr<const ApiSecurity> security) {
+  if (service == nullptr || security == nullptr) {
+    return absl::InvalidArgumentError("HTTP API: no service or security settings");
+  }
+  auto address = ParseHostPort(options.listen, "--http-listen");
+  if (!address.ok()) return address.status();
+  std::unique_ptr<HttpApi> self(new HttpApi());
+  self->options_ = options;
+  self->service_ = service;
+  self->security_ = std::move(security);
+  self->host_ = address->host;
+  self->created_ = UnixNow();
+  if (self->security_->tls()) {
+    auto ssl = std::make_unique<httplib::SSLServer>(self->security_->cert_file().c_str(),
+                                                    self->security_->key_file().c_str());
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--http-listen: cannot serve HTTPS with certificate '", self->security_->cert_file(),
+          "' and key '", self->security_->key_file(), "'"));
+    }
+    self->server_ = std::move(ssl);
+    self->tls_ = true;
+  } else {
+    self->server_ = std::make_unique<httplib::Server>();
+  }
+  httplib::Server& svr = *self->server_;
+  const int threads = std::max(1, options.threads);
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // As for /metrics: no SO_REUSEPORT (a second process could silently share the port).
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  // One request per connection: an idle keep-alive connection would hold a handler thread and
+  // delay Stop(); a generation takes seconds, so a new connection per call costs nothing.
+  svr.set_keep_alive_max_count(1);
+  // Bodies with a Content-Length over the limit are refused before they are read (413); chunked
+  // ones are counted as they arrive (the generation handler's reader).
+  svr.set_payload_max_length(options.max_body_bytes);
+  self->Route();
+
+  if (address->port == 0) {
+    const int port = svr.bind_to_any_port(address->host);
+    if (port < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("--http-listen: cannot bind ", address->host, " on any port"));
+    }
+    self->port_ = port;
+  } else {
+    if (!svr.bind_to_port(address->host, address->port)) {
+      return absl::UnavailableError(absl::StrCat("--http-listen: cannot bind ", options.listen,
+                                                 " (in use or not permitted)"));
+    }
+    self->port_ = address->port;
+  }
+  auto exited = std::make_shared<std::atomic<bool>>(false);
+  self->listener_ = std::thread([&svr, exited] {
+    svr.listen_after_bind();
+    exited->store(true);
+  });
+  // httplib 0.11's stop() is a no-op until the accept loop runs: wait for it (see
+  // metrics/http_server.cc).
+  while (!svr.is_running()) {
+    if (exited->load()) {
+      self->listener_.join();
+      return absl::InternalError("HTTP API: the accept loop exited immediately");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  spdlog::info("HTTP API on {}://{}:{} (POST /v1/images/generations, GET /v1/models, GET /health)",
+               self->tls_ ? "https" : "http", self->host_, self->port_);
+  return self;
+}
+
+void HttpApi::Route() {
+  httplib::Server& svr = *server_;
+
+  svr.Post("/v1/images/generations", [this](const httplib::Request& req, httplib::Response& res,
+                                            const httplib::ContentReader& reader) {
+    Guarded(res, [&] {
+      const Clock::time_point arrived = Clock::now();
+      if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
+        return SendError(res, s);
+      }
+      std::string body;
+      bool too_large = false;
+      size_t received = 0;
+      const bool read = reader([&](const char* data, size_t n) {
+        received += n;
+        if (received > options_.max_body_bytes) {
+          // Over the limit: keep nothing, but read on (up to a bound) so the client, which sends
+          // its whole body before it reads, gets the 413 rather than a reset connection.
+          too_large = true;
+          body.clear();
+          return received <= kDrainFactor * options_.max_body_bytes;
+        }
+        body.append(data, n);
+        return true;
+      });
+      if (!read || too_large) {
+        // The rest of the body is unread: the connection cannot carry another request.
+        res.set_header("Connection", "close");
+        if (too_large || res.status == 413) {
+          const absl::Status s = absl::InvalidArgumentError(absl::StrCat(
+              "the request body is over the limit of ", options_.max_body_bytes, " bytes"));
+          service_->RecordRefused(ApiMethod::kImagesGenerations, s, arrived);
+          openai::HttpError e = openai::HttpErrorFor(s);
+          e.http_status = 413;
+          e.code = "request_too_large";
+          return SendJson(res, 413, openai::ErrorJson(s.message(), e, ""));
+        }
+        return SendError(res, absl::InvalidArgumentError("the request body could not be read"));
+      }
+      auto info = service_->ModelInfo();  // not loaded yet: any model name passes, Serve says 503
+      auto parsed = openai::ParseImagesRequest(body, info.ok() ? info->name() : "",
+                                               options_.max_images, options_.limits);
+      if (!parsed.ok()) {
+        service_->RecordRefused(ApiMethod::kImagesGenerations, parsed.status(), arrived);
+        return SendError(res, parsed.status());
+      }
+      const NoDeadlineCallContext ctx;
+      auto responses = service_->Serve(ctx, ApiMethod::kImagesGenerations,
+                                       openai::ExpandImages(*parsed), nullptr);
+      if (!responses.ok()) return SendError(res, responses.status());
+      SendJson(res, 200, openai::ImagesResponseJson(*responses, UnixNow()));
+    });
+  });
+
+  svr.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    Guarded(res, [&] {
+      if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
+        return SendError(res, s);
+      }
+      auto info = service_->ModelInfo();
+      if (!info.ok()) return SendError(res, info.status());
+      SendJson(res, 200, openai::ModelsListJson(*info, created_));
+    });
+  });
+
+  svr.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    Guarded(res, [&] {
+      if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
+        return SendError(res, s);
+      }
+      auto info = service_->ModelInfo();
+      if (!info.ok()) return SendError(res, info.status());
+      const std::string id = req.matches[1];
+      if (id != info->name()) {
+        return SendError(res, absl::NotFoundError(absl::StrCat(
+                                  "model \"", id, "\" is not served here: this server serves \"",
+                                  info->name(), "\"")));
+      }
+      SendJson(res, 200, openai::ModelJson(*info, created_));
+    });
+  });
+
+  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    Guarded(res, [&] {
+      const bool serving = service_->serving();
+      SendJson(res, serving ? 200 : 503,
+               serving ? R"({"status":"SERVING"})" : R"({"status":"NOT_SERVING"})");
+    });
+  });
+
+  // Errors cpp-httplib answers itself (no route, an unreadable request) get the same JSON.
+  svr.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    openai::HttpError e;
+    e.http_status = res.status;
+    e.type = res.status == 404 ? "not_found_error"
+             : res.status < 500 ? "invalid_request_error"
+                                : "server_error";
+    e.code = res.status == 404 ? "not_found"
+             : res.status == 413 ? "request_too_large"
+                                 : absl::StrCat("http_", res.status);
+    res.set_content(openai::ErrorJson(TransportErrorMessage(req, res.status), e, ""), kJson);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  svr.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        SendError(res, absl::InternalError("internal error"));
+      });
+}
+
+void HttpApi::Stop() {
+  if (server_) server_->stop();
+  if (listener_.joinable()) listener_.join();
+}
+
+HttpApi::~HttpApi() { Stop(); }
+
+}  // namespace ditserve::server

@@ -1,0 +1,88 @@
+// HttpApi: the OpenAI-style images API over HTTP(S) (--http-listen), served by cpp-httplib on its
+// own threads. Routes (the JSON mapping is server/openai_images.h):
+//   POST /v1/images/generations  OpenAI's Images request -> {"created", "data": [{"b64_json"}]}
+//   GET  /v1/models              OpenAI's model list: the one served model (ModelInfo's name)
+//   GET  /v1/models/{id}         that model, or 404
+//   GET  /health                 200 {"status": "SERVING"} when SERVING, 503 otherwise (no token)
+// anything else answers 404 with OpenAI's error object.
+//
+// It is only a transport: generation goes through ImageGenerationService::Serve, the path the gRPC
+// API takes (validation, admission queue, dispatcher, Deadline, metrics, draining). An HTTP call
+// has no client deadline, so --default-timeout applies; cpp-httplib 0.11 cannot tell a handler that
+// its client disconnected, so such a request runs on until it ends or times out. TLS and the
+// bearer token come from the same ApiSecurity as the gRPC API: with a certificate it serves HTTPS
+// only; with a token every route but /health needs `Authorization: Bearer <token>` (401
+// otherwise). Bodies over max_body_bytes are refused with 413, whether sent with a Content-Length
+// or chunked. Every error is OpenAI's {"error": {...}} with openai::HttpErrorFor's status. Handlers
+// catch every exception: none leaves this module.
+//
+// Threads: a pool of `threads` handler threads (a generation call holds one until it ends, so the
+// pool is sized to let the admission queue fill and refuse with 429 rather than leave connections
+// waiting); one connection per request (no keep-alive), so Stop() is never held up by idle
+// clients. Start/Stop from the owner's thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "server/api_security.h"
+#include "server/image_generation_service.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace ditserve::server {
+
+struct HttpApiOptions {
+  std::string listen;  // HOST:PORT (port 0: any free port, port() reports it)
+  int threads = 8;
+  size_t max_body_bytes = 1 << 20;
+  uint32_t max_images = 10;  // the largest `n`
+  RequestLimits limits;      // for the parser's messages (steps)
+};
+
+// The options FrontendOptions imply: threads = --max-queue + --max-batch + 4 (capped at 256),
+// max_body_bytes = 64 KiB + 24 x --max-prompt-bytes (every byte of the four text fields escaped
+// as \uXXXX), max_images = min(10, --max-queue).
+HttpApiOptions MakeHttpApiOptions(const FrontendOptions& options);
+
+class HttpApi {
+ public:
+  // Binds synchronously (a taken port is an error here) and starts serving. `service` must outlive
+  // the HttpApi (Stop first); `security` must not be null.
+  static absl::StatusOr<std::unique_ptr<HttpApi>> Start(
+      const HttpApiOptions& options, ImageGenerationService* service,
+      std::shared_ptr<const ApiSecurity> security);
+  ~HttpApi();
+  HttpApi(const HttpApi&) = delete;
+  HttpApi& operator=(const HttpApi&) = delete;
+
+  int port() const { return port_; }
+  const std::string& host() const { return host_; }
+  bool tls() const { return tls_; }
+
+  // Stops accepting, waits for the handlers in progress to answer, and joins the threads.
+  // Idempotent; called by the destructor. FrontendServer::Drain calls it once the requests in
+  // flight have ended, so their answers still go out.
+  void Stop();
+
+ private:
+  HttpApi() = default;
+  void Route();
+
+  HttpApiOptions options_;
+  ImageGenerationService* service_ = nullptr;
+  std::shared_ptr<const ApiSecurity> security_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread listener_;
+  std::string host_;
+  int port_ = 0;
+  bool tls_ = false;
+  int64_t created_ = 0;  // Unix time of Start: the model's "created"
+};
+
+}  // namespace ditserve::server

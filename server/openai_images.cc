@@ -1,0 +1,351 @@
+#include "server/openai_images.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace ditserve::server::openai {
+namespace {
+
+using Json = nlohmann::json;
+
+// The status payload naming the field of an error whose message cannot start with it (an unknown
+// field).
+constexpr char kParamPayload[] = "type.ditserve/openai.param";
+
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+absl::Status InvalidParam(const std::string& param, const std::string& message) {
+  absl::Status s = absl::InvalidArgumentError(message);
+  s.SetPayload(kParamPayload, absl::Cord(param));
+  return s;
+}
+
+// JSON's name for a value's type, for "must be a string, got number".
+const char* TypeName(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::string:
+      return "a string";
+    case Json::value_t::boolean:
+      return "a boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+      return "an integer";
+    case Json::value_t::number_float:
+      return "a number with a fraction";
+    default:
+      return "an unsupported value";
+  }
+}
+
+// A short rendering of a value for messages (strings quoted, long ones cut).
+std::string Shown(const Json& v) {
+  std::string s = v.dump(-1, ' ', /*ensure_ascii=*/true, Json::error_handler_t::replace);
+  if (s.size() > 64) s = s.substr(0, 61) + "...";
+  return s;
+}
+
+absl::StatusOr<std::string> String(const std::string& field, const Json& v) {
+  if (!v.is_string()) {
+    return Invalid(absl::StrCat(field, " must be a string, got ", TypeName(v)));
+  }
+  return v.get<std::string>();
+}
+
+absl::StatusOr<double> Number(const std::string& field, const Json& v) {
+  if (!v.is_number()) return Invalid(absl::StrCat(field, " must be a number, got ", TypeName(v)));
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) return Invalid(absl::StrCat(field, " must be finite"));
+  return d;
+}
+
+// An integer in min..max (inclusive), unsigned JSON integers included.
+absl::StatusOr<uint64_t> Integer(const std::string& field, const Json& v, uint64_t min,
+                                 uint64_t max) {
+  if (!v.is_number_integer()) {
+    return Invalid(absl::StrCat(field, " must be an integer in ", min, "..", max, ", got ",
+                                TypeName(v)));
+  }
+  const bool negative = v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0;
+  const uint64_t u = negative ? 0 : v.get<uint64_t>();
+  if (negative || u < min || u > max) {
+    return Invalid(absl::StrCat(field, " must be in ", min, "..", max, ", got ", Shown(v)));
+  }
+  return u;
+}
+
+// "WIDTHxHEIGHT" (OpenAI's order) in pixels; "auto": the model's default (0, 0).
+absl::Status ParseSize(const Json& v, v1::GenerateRequest* r) {
+  if (!v.is_string()) {
+    return Invalid(absl::StrCat("size must be a string \"WIDTHxHEIGHT\", got ", TypeName(v)));
+  }
+  const std::string s = v.get<std::string>();
+  if (s == "auto") return absl::OkStatus();
+  const std::vector<std::string> parts = absl::StrSplit(s, 'x');
+  auto dimension = [](const std::string& d, uint32_t* out) {
+    if (d.empty() || d.size() > 5) return false;
+    for (char c : d) {
+      if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
+    }
+    return absl::SimpleAtoi(d, out) && *out > 0;
+  };
+  uint32_t width = 0, height = 0;
+  if (parts.size() != 2 || !dimension(parts[0], &width) || !dimension(parts[1], &height)) {
+    return Invalid(absl::StrCat(
+        "size must be \"WIDTHxHEIGHT\" in pixels (e.g. \"1024x1024\") or \"auto\", got ",
+        Shown(v)));
+  }
+  r->set_width(width);
+  r->set_height(height);
+  return absl::OkStatus();
+}
+
+const std::set<std::string>& KnownFields() {
+  static const auto* fields = new std::set<std::string>{
+      "prompt", "model", "n", "size", "response_format", "output_format", "user", "seed",
+      "num_inference_steps", "guidance_scale", "true_cfg_scale", "negative_prompt"};
+  return *fields;
+}
+
+// Fields that error messages start with (the parser's and the request validator's), mapped to the
+// request field a client sent.
+std::string FieldOfWord(const std::string& word) {
+  if (word == "height" || word == "width") return "size";
+  static const auto* fields = new std::set<std::string>{
+      "prompt",          "prompt_2",          "negative_prompt", "negative_prompt_2",
+      "model",           "n",                 "size",            "response_format",
+      "output_format",   "seed",              "num_inference_steps", "guidance_scale",
+      "true_cfg_scale",  "max_sequence_length", "request_id",    "user"};
+  return fields->count(word) ? word : "";
+}
+
+}  // namespace
+
+absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
+                                                 const std::string& served_model, uint32_t max_n,
+                                                 const RequestLimits& limits) {
+  Json doc;
+  try {
+    doc = Json::parse(body.begin(), body.end());
+  } catch (const Json::exception& e) {
+    // e.g. "[json.exception.parse_error.101] parse error at line 1, column 9: ..."
+    std::string what = e.what();
+    if (const size_t at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
+    return Invalid(absl::StrCat("the request body is not valid JSON: ", what));
+  } catch (...) {
+    return Invalid("the request body is not valid JSON");
+  }
+  if (!doc.is_object()) {
+    return Invalid(absl::StrCat("the request body must be a JSON object, got ", TypeName(doc)));
+  }
+  for (const auto& [key, value] : doc.items()) {
+    if (!KnownFields().count(key)) {
+      return InvalidParam(key, absl::StrCat("unknown field \"", key,
+                                            "\" (see the README's HTTP API section)"));
+    }
+  }
+  auto field = [&](const char* name) -> const Json* {
+    auto it = doc.find(name);
+    return it == doc.end() || it->is_null() ? nullptr : &*it;
+  };
+
+  ImagesRequest out;
+  v1::GenerateRequest& r = out.request;
+  r.set_output_format(v1::OUTPUT_FORMAT_PNG);
+
+  const Json* prompt = field("prompt");
+  if (prompt == nullptr) return Invalid("prompt is required");
+  auto prompt_text = String("prompt", *prompt);
+  if (!prompt_text.ok()) return prompt_text.status();
+  if (prompt_text->empty()) return Invalid("prompt must not be empty");
+  r.set_prompt(*std::move(prompt_text));
+
+  if (const Json* v = field("model")) {
+    auto model = String("model", *v);
+    if (!model.ok()) return model.status();
+    if (!model->empty() && !served_model.empty() && *model != served_model) {
+      return Invalid(absl::StrCat("model \"", *model, "\" is not served here: this server serves \"",
+                                  served_model, "\" (GET /v1/models)"));
+    }
+    out.model = *std::move(model);
+  }
+  if (const Json* v = field("n")) {
+    auto n = Integer("n", *v, 1, max_n);
+    if (!n.ok()) {
+      return Invalid(absl::StrCat(n.status().message(), " (at most ", kMaxImagesPerRequest,
+                                  " images a call, and no more than the admission queue holds)"));
+    }
+    out.n = static_cast<uint32_t>(*n);
+  }
+  if (const Json* v = field("size")) {
+    if (absl::Status s = ParseSize(*v, &r); !s.ok()) return s;
+  }
+  if (const Json* v = field("response_format")) {
+    auto format = String("response_format", *v);
+    if (!format.ok()) return format.status();
+    if (*format == "url") {
+      return Invalid(
+          "response_format \"url\" is not supported: this server keeps no files; ask for "
+          "\"b64_json\"");
+    }
+    if (*format != "b64_json") {
+      return Invalid(absl::StrCat("response_format must be \"b64_json\", got ", Shown(*v)));
+    }
+  }
+  if (const Json* v = field("output_format")) {
+    auto format = String("output_format", *v);
+    if (!format.ok()) return format.status();
+    if (*format != "png") {
+      return Invalid(absl::StrCat("output_format must be \"png\", got ", Shown(*v)));
+    }
+  }
+  if (const Json* v = field("user")) {
+    if (auto user = String("user", *v); !user.ok()) return user.status();
+  }
+  if (const Json* v = field("seed")) {
+    // Room for the n consecutive seeds seed, seed + 1, ...
+    auto seed = Integer("seed", *v, 0, std::numeric_limits<uint64_t>::max() - (out.n - 1));
+    if (!seed.ok()) return seed.status();
+    r.set_seed(*seed);
+    out.has_seed = true;
+  }
+  if (const Json* v = field("num_inference_steps")) {
+    // 0 would mean "the model's default" on the wire: refuse it rather than change its meaning.
+    auto steps = Integer("num_inference_steps", *v, std::max<uint64_t>(1, limits.min_steps),
+                         limits.max_steps);
+    if (!steps.ok()) return steps.status();
+    r.set_num_inference_steps(static_cast<uint32_t>(*steps));
+  }
+  if (const Json* v = field("guidance_scale")) {
+    auto g = Number("guidance_scale", *v);
+    if (!g.ok()) return g.status();
+    r.set_guidance_scale(static_cast<float>(*g));
+  }
+  if (const Json* v = field("true_cfg_scale")) {
+    auto g = Number("true_cfg_scale", *v);
+    if (!g.ok()) return g.status();
+    r.set_true_cfg_scale(static_cast<float>(*g));
+  }
+  if (const Json* v = field("negative_prompt")) {
+    auto negative = String("negative_prompt", *v);
+    if (!negative.ok()) return negative.status();
+    r.set_negative_prompt(*std::move(negative));
+  }
+  return out;
+}
+
+std::vector<v1::GenerateRequest> ExpandImages(const ImagesRequest& parsed) {
+  std::vector<v1::GenerateRequest> out(parsed.n, parsed.request);
+  if (parsed.has_seed) {
+    for (uint32_t i = 0; i < parsed.n; ++i) out[i].set_seed(parsed.request.seed() + i);
+  }
+  return out;
+}
+
+std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& responses,
+                               int64_t created) {
+  Json data = Json::array();
+  for (const auto& r : responses) {
+    data.push_back({{"b64_json", absl::Base64Escape(r.image())}, {"seed", r.seed()}});
+  }
+  return Json{{"created", created}, {"data", std::move(data)}}.dump();
+}
+
+namespace {
+
+Json ModelObject(const v1::ModelInfo& info, int64_t created) {
+  return {{"id", info.name()}, {"object", "model"}, {"created", created}, {"owned_by", "ditserve"}};
+}
+
+}  // namespace
+
+std::string ModelJson(const v1::ModelInfo& info, int64_t created) {
+  return ModelObject(info, created).dump();
+}
+
+std::string ModelsListJson(const v1::ModelInfo& info, int64_t created) {
+  return Json{{"object", "list"}, {"data", Json::array({ModelObject(info, created)})}}.dump();
+}
+
+HttpError HttpErrorFor(const absl::Status& status) {
+  HttpError e;
+  e.code = absl::AsciiStrToLower(absl::StatusCodeToString(status.code()));
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      e.http_status = 400;
+      e.type = "invalid_request_error";
+      break;
+    case absl::StatusCode::kUnauthenticated:
+      e.http_status = 401;
+      e.type = "authentication_error";
+      break;
+    case absl::StatusCode::kPermissionDenied:
+      e.http_status = 403;
+      e.type = "permission_error";
+      break;
+    case absl::StatusCode::kNotFound:
+      e.http_status = 404;
+      e.type = "not_found_error";
+      break;
+    case absl::StatusCode::kResourceExhausted:
+      e.http_status = 429;
+      e.type = "rate_limit_error";
+      break;
+    case absl::StatusCode::kUnavailable:
+      e.http_status = 503;
+      e.type = "server_error";
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      e.http_status = 504;
+      e.type = "timeout_error";
+      break;
+    default:
+      e.http_status = 500;
+      e.type = "server_error";
+      break;
+  }
+  return e;
+}
+
+bool WantsRetryAfter(const absl::Status& status) {
+  const int http = HttpErrorFor(status).http_status;
+  return http == 429 || http == 503;
+}
+
+std::string ParamFor(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return "";
+  if (auto payload = status.GetPayload(kParamPayload)) return std::string(*payload);
+  const absl::string_view message = status.message();
+  const size_t end = message.find_first_of(" .[");
+  return FieldOfWord(std::string(message.substr(0, end)));
+}
+
+std::string ErrorJson(absl::string_view message, const HttpError& error, absl::string_view param) {
+  Json e = {{"message", std::string(message)},
+            {"type", error.type},
+            {"param", param.empty() ? Json(nullptr) : Json(std::string(param))},
+            {"code", error.code}};
+  // A message may quote invalid UTF-8 from the request: replace it rather than fail.
+  return Json{{"error", std::move(e)}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string ErrorJson(const absl::Status& status) {
+  return ErrorJson(status.message(), HttpErrorFor(status), ParamFor(status));
+}
+
+}  // namespace ditserve::server::openai

@@ -1,0 +1,89 @@
+// The OpenAI Images API as JSON, mapped to and from ditserve.v1 (no transport here: the routes are
+// server/http_api.h): the request body of POST /v1/images/generations to GenerateRequests, the
+// responses back to OpenAI's {"created", "data": [{"b64_json"}]}, GET /v1/models' list, and the
+// one mapping of an absl::Status to an HTTP status and OpenAI's error object
+// {"error": {"message", "type", "param", "code"}}.
+//
+// Pure functions of their arguments; thread-safe. Parse errors are INVALID_ARGUMENT whose message
+// starts with the field it is about (as the request validator's do), so ParamFor can name it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ditserve/v1/ditserve.pb.h"
+#include "server/frontend_options.h"
+
+namespace ditserve::server::openai {
+
+// The most images one call may ask for (OpenAI's own limit for `n`); also at most --max-queue,
+// since the images of a call are admitted together.
+constexpr uint32_t kMaxImagesPerRequest = 10;
+
+// A parsed POST /v1/images/generations body.
+struct ImagesRequest {
+  std::string model;  // as sent; empty when absent
+  uint32_t n = 1;
+  bool has_seed = false;
+  // The first image's request (seed set when has_seed); ExpandImages makes the others.
+  v1::GenerateRequest request;
+};
+
+// Parses the JSON body. Fields (null = absent): `prompt` (string, required), `model` (string;
+// when `served_model` is not empty, it must be that or absent), `n` (integer, 1..max_n),
+// `size` ("WIDTHxHEIGHT" in pixels, or "auto" = the model's default), `response_format`
+// ("b64_json", the default; "url" is refused: the server keeps no files), `output_format`
+// ("png"), `user` (ignored), and ditserve's extras `seed` (unsigned integer), `num_inference_steps`
+// (integer >= 1), `guidance_scale`, `true_cfg_scale` (numbers), `negative_prompt` (string). An
+// unknown field, a wrong JSON type or malformed JSON is INVALID_ARGUMENT naming it. Ranges that
+// depend on the model (size, steps, scales, prompt bytes) are left to ValidateRequest.
+absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
+                                                 const std::string& served_model, uint32_t max_n,
+                                                 const RequestLimits& limits);
+
+// The n requests of a call: copies of `parsed.request`, the i-th with seed + i when a seed was
+// given (otherwise each draws its own random seed in the validator).
+std::vector<v1::GenerateRequest> ExpandImages(const ImagesRequest& parsed);
+
+// {"created": created, "data": [{"b64_json": <base64 of the PNG>, "seed": <seed used>}, ...]} in
+// the order of `responses` ("seed" is ditserve's addition).
+std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& responses,
+                               int64_t created);
+
+// OpenAI's model object of the served model ({"id": name, "object": "model", "created",
+// "owned_by": "ditserve"}) and the list GET /v1/models returns ({"object": "list", "data": [it]}).
+std::string ModelJson(const v1::ModelInfo& info, int64_t created);
+std::string ModelsListJson(const v1::ModelInfo& info, int64_t created);
+
+// How a status is answered over HTTP.
+struct HttpError {
+  int http_status = 500;
+  std::string type;  // OpenAI's error.type
+  std::string code;  // OpenAI's error.code
+};
+
+// The one mapping: INVALID_ARGUMENT 400 invalid_request_error; UNAUTHENTICATED 401
+// authentication_error; PERMISSION_DENIED 403 permission_error; NOT_FOUND 404 not_found_error;
+// RESOURCE_EXHAUSTED 429 rate_limit_error (send Retry-After); UNAVAILABLE 503 server_error (send
+// Retry-After); DEADLINE_EXCEEDED 504 timeout_error; everything else 500 server_error. `code` is
+// the status code's name in lower case ("invalid_argument", "resource_exhausted", ...).
+HttpError HttpErrorFor(const absl::Status& status);
+// Whether the answer to `status` carries a Retry-After header (429, 503).
+bool WantsRetryAfter(const absl::Status& status);
+
+// The request field an error is about, for OpenAI's `param`: an INVALID_ARGUMENT whose message
+// starts with a field of the request ("n must be ...", "prompt is 9000 bytes ...", "height must be
+// ..." -> "size", as the size string gives both), or the field an unknown-field error names;
+// empty (JSON null) otherwise.
+std::string ParamFor(const absl::Status& status);
+
+// {"error": {"message", "type", "param" (null when empty), "code"}}.
+std::string ErrorJson(absl::string_view message, const HttpError& error, absl::string_view param);
+// ErrorJson for `status` with HttpErrorFor and ParamFor.
+std::string ErrorJson(const absl::Status& status);
+
+}  // namespace ditserve::server::openai

@@ -1,0 +1,293 @@
+// The OpenAI Images JSON mapping (server/openai_images.h): request bodies to GenerateRequests, the
+// responses and model list back, and the one absl::Status -> HTTP status / OpenAI error mapping.
+// Also AdmissionQueue::PushAll, which admits the images of one call together.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "server/admission_queue.h"
+#include "server/openai_images.h"
+
+namespace ditserve::server::openai {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::StatusOr<ImagesRequest> Parse(const std::string& body, uint32_t max_n = 10,
+                                    const std::string& served = "flux1-tiny") {
+  return ParseImagesRequest(body, served, max_n, RequestLimits());
+}
+
+// The parse error of `body`: its message, which must name `param` as OpenAI's param.
+std::string ErrorOf(const std::string& body, const std::string& param, uint32_t max_n = 10) {
+  auto r = Parse(body, max_n);
+  EXPECT_FALSE(r.ok()) << body;
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_EQ(ParamFor(r.status()), param) << r.status();
+  return std::string(r.status().message());
+}
+
+TEST(OpenAIImagesRequest, MapsEveryFieldToTheGenerateRequest) {
+  auto r = Parse(R"({"model": "flux1-tiny", "prompt": "a cat", "n": 3, "size": "96x64",
+                     "response_format": "b64_json", "seed": 41, "num_inference_steps": 6,
+                     "guidance_scale": 2.5, "negative_prompt": "blurry", "true_cfg_scale": 4,
+                     "user": "someone", "output_format": "png"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model, "flux1-tiny");
+  EXPECT_EQ(r->n, 3u);
+  EXPECT_TRUE(r->has_seed);
+  const v1::GenerateRequest& g = r->request;
+  EXPECT_EQ(g.prompt(), "a cat");
+  EXPECT_EQ(g.width(), 96u);  // OpenAI's size is WIDTHxHEIGHT
+  EXPECT_EQ(g.height(), 64u);
+  EXPECT_EQ(g.seed(), 41u);
+  EXPECT_EQ(g.num_inference_steps(), 6u);
+  EXPECT_FLOAT_EQ(g.guidance_scale(), 2.5f);
+  EXPECT_TRUE(g.has_guidance_scale());
+  EXPECT_EQ(g.negative_prompt(), "blurry");
+  EXPECT_FLOAT_EQ(g.true_cfg_scale(), 4.0f);
+  EXPECT_EQ(g.output_format(), v1::OUTPUT_FORMAT_PNG);
+
+  const auto images = ExpandImages(*r);
+  ASSERT_EQ(images.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(images[i].seed(), 41u + i) << "image " << i;
+    EXPECT_EQ(images[i].prompt(), "a cat");
+    EXPECT_EQ(images[i].width(), 96u);
+  }
+}
+
+TEST(OpenAIImagesRequest, DefaultsLeaveTheServerToDecide) {
+  auto r = Parse(R"({"prompt": "a cat", "n": null, "size": "auto", "seed": null})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->n, 1u);
+  EXPECT_FALSE(r->has_seed);
+  EXPECT_FALSE(r->request.has_seed());  // the validator draws one per image
+  EXPECT_EQ(r->request.width(), 0u);   // 0: the model's default
+  EXPECT_EQ(r->request.height(), 0u);
+  EXPECT_EQ(r->request.num_inference_steps(), 0u);
+  EXPECT_FALSE(r->request.has_guidance_scale());
+  const auto images = ExpandImages(*r);
+  ASSERT_EQ(images.size(), 1u);
+  EXPECT_FALSE(images[0].has_seed());
+  // Any model name passes while the served one is not known yet (Serve then answers 503).
+  EXPECT_TRUE(Parse(R"({"prompt": "x", "model": "dall-e-3"})", 10, "").ok());
+}
+
+TEST(OpenAIImagesRequest, RefusesMalformedBodiesSayingWhy) {
+  EXPECT_TRUE(absl::StartsWith(ErrorOf("{\"prompt\": ", ""), "the request body is not valid JSON"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf("{\"prompt\": ", ""), "line 1"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf("[1, 2]", ""), "must be a JSON object, got an array"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf("", ""), "not valid JSON"));
+}
+
+TEST(OpenAIImagesRequest, RefusesWrongTypesNamingTheField) {
+  EXPECT_EQ(ErrorOf(R"({"prompt": 5})", "prompt"), "prompt must be a string, got an integer");
+  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "n": "2"})", "n"),
+                                "n must be an integer in 1..10, got a string"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "n": 1.5})", "n"),
+                                "got a number with a fraction"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "seed": -1})", "seed"),
+                                "seed must be in 0.."));
+  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "guidance_scale": "high"})",
+                                        "guidance_scale"),
+                                "guidance_scale must be a number, got a string"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "true_cfg_scale": true})",
+                                        "true_cfg_scale"),
+                                "got a boolean"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "negative_prompt": ["a"]})",
+                                        "negative_prompt"),
+                                "got an array"));
+  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "size": 1024})", "size"),
+                                "size must be a string"));
+}
+
+TEST(OpenAIImagesRequest, RefusesBadValuesNamingTheFieldAndTheLimit) {
+  EXPECT_EQ(ErrorOf(R"({"n": 1})", "prompt"), "prompt is required");
+  EXPECT_EQ(ErrorOf(R"({"prompt": ""})", "prompt"), "prompt must not be empty");
+  for (const char* size : {"1024", "1024x", "x1024", "10x10x10", "0x64", "64x0", "-64x64",
+                           "64 x 64", "123456x64", "1024X1024"}) {
+    const std::string m =
+        ErrorOf(Json{{"prompt", "x"}, {"size", size}}.dump(), "size");
+    EXPECT_TRUE(absl::StartsWith(m, "size must be \"WIDTHxHEIGHT\" in pixels")) << size << ": " << m;
+  }
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "n": 0})", "n"),
+            "n must be in 1..10, got 0 (at most 10 images a call, and no more than the admission "
+            "queue holds)");
+  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "n": 11})", "n"), "n must be in 1..10, got 11"));
+  // --max-queue 4: n is at most 4.
+  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "n": 5})", "n", 4), "n must be in 1..4, got 5"));
+  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "num_inference_steps": 0})",
+                                       "num_inference_steps"),
+                               "num_inference_steps must be in 1..200, got 0"));
+  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "num_inference_steps": 201})",
+                                       "num_inference_steps"),
+                               "num_inference_steps must be in 1..200, got 201"));
+  // The last seed of the call must fit: 2^64 - 1 is fine alone, not with n = 2.
+  EXPECT_TRUE(Parse(R"({"prompt": "x", "seed": 18446744073709551615})").ok());
+  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "n": 2, "seed": 18446744073709551615})",
+                                       "seed"),
+                               "seed must be in 0..18446744073709551614"));
+  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "model": "dall-e-3"})", "model"),
+                               "model \"dall-e-3\" is not served here: this server serves "
+                               "\"flux1-tiny\""));
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "output_format": "jpeg"})", "output_format"),
+            "output_format must be \"png\", got \"jpeg\"");
+}
+
+TEST(OpenAIImagesRequest, RefusesUrlResponsesAndUnknownFormats) {
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "response_format": "url"})", "response_format"),
+            "response_format \"url\" is not supported: this server keeps no files; ask for "
+            "\"b64_json\"");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "response_format": "png"})", "response_format"),
+            "response_format must be \"b64_json\", got \"png\"");
+}
+
+TEST(OpenAIImagesRequest, RefusesUnknownFieldsNamingThem) {
+  const std::string m = ErrorOf(R"({"prompt": "x", "num_steps": 4})", "num_steps");
+  EXPECT_TRUE(absl::StartsWith(m, "unknown field \"num_steps\"")) << m;
+}
+
+TEST(OpenAIImagesResponse, IsOpenAIsShapeWithBase64Images) {
+  v1::GenerateResponse a, b;
+  a.set_image(std::string("\x89PNG\r\n\x1a\n\0a", 10));
+  a.set_seed(7);
+  b.set_image("second");
+  b.set_seed(8);
+  const Json j = Json::parse(ImagesResponseJson({a, b}, 1700000000));
+  EXPECT_EQ(j["created"], 1700000000);
+  ASSERT_EQ(j["data"].size(), 2u);
+  std::string decoded;
+  ASSERT_TRUE(absl::Base64Unescape(j["data"][0]["b64_json"].get<std::string>(), &decoded));
+  EXPECT_EQ(decoded, a.image());
+  EXPECT_EQ(j["data"][0]["seed"], 7);
+  ASSERT_TRUE(absl::Base64Unescape(j["data"][1]["b64_json"].get<std::string>(), &decoded));
+  EXPECT_EQ(decoded, "second");
+  EXPECT_EQ(j["data"][1]["seed"], 8);
+}
+
+TEST(OpenAIModels, ListTheServedModel) {
+  v1::ModelInfo info;
+  info.set_name("flux1-tiny");
+  const Json list = Json::parse(ModelsListJson(info, 42));
+  EXPECT_EQ(list["object"], "list");
+  ASSERT_EQ(list["data"].size(), 1u);
+  EXPECT_EQ(list["data"][0]["id"], "flux1-tiny");
+  EXPECT_EQ(list["data"][0]["object"], "model");
+  EXPECT_EQ(list["data"][0]["created"], 42);
+  EXPECT_EQ(list["data"][0]["owned_by"], "ditserve");
+  EXPECT_EQ(Json::parse(ModelJson(info, 42)), list["data"][0]);
+}
+
+TEST(OpenAIErrors, OneMappingFromStatusToHttp) {
+  struct Case {
+    absl::Status status;
+    int http;
+    const char* type;
+    const char* code;
+  };
+  const Case cases[] = {
+      {absl::InvalidArgumentError("height must be ..."), 400, "invalid_request_error",
+       "invalid_argument"},
+      {absl::UnauthenticatedError("no token"), 401, "authentication_error", "unauthenticated"},
+      {absl::PermissionDeniedError("no"), 403, "permission_error", "permission_denied"},
+      {absl::NotFoundError("no model"), 404, "not_found_error", "not_found"},
+      {absl::ResourceExhaustedError("admission queue is full"), 429, "rate_limit_error",
+       "resource_exhausted"},
+      {absl::UnavailableError("server is shutting down"), 503, "server_error", "unavailable"},
+      {absl::DeadlineExceededError("deadline exceeded after 0.4 s"), 504, "timeout_error",
+       "deadline_exceeded"},
+      {absl::InternalError("boom"), 500, "server_error", "internal"},
+      {absl::CancelledError("cancelled"), 500, "server_error", "cancelled"},
+      {absl::UnknownError("?"), 500, "server_error", "unknown"},
+  };
+  for (const Case& c : cases) {
+    const HttpError e = HttpErrorFor(c.status);
+    EXPECT_EQ(e.http_status, c.http) << c.status;
+    EXPECT_EQ(e.type, c.type) << c.status;
+    EXPECT_EQ(e.code, c.code) << c.status;
+    EXPECT_EQ(WantsRetryAfter(c.status), c.http == 429 || c.http == 503) << c.status;
+  }
+}
+
+TEST(OpenAIErrors, ParamNamesTheFieldTheMessageStartsWith) {
+  // The request validator's messages (server/request_validator.cc) start with the field.
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("height must be a multiple of 16 in 16..2048")),
+            "size");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("width must be a multiple of 16 in 16..2048")),
+            "size");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("prompt is 9000 bytes; the limit is 8192 bytes")),
+            "prompt");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("guidance_scale must be in 0..30, got 31")),
+            "guidance_scale");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("true_cfg_scale must be in 0..30, got 40")),
+            "true_cfg_scale");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("negative_prompt is not valid UTF-8")),
+            "negative_prompt");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("the request body is not valid JSON")), "");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("prompt_embeddings is required: ...")), "");
+  // Only invalid input has a param.
+  EXPECT_EQ(ParamFor(absl::ResourceExhaustedError("prompt queue")), "");
+}
+
+TEST(OpenAIErrors, ErrorBodyIsOpenAIsErrorObject) {
+  const Json j = Json::parse(ErrorJson(absl::InvalidArgumentError("n must be in 1..10, got 0")));
+  EXPECT_EQ(j["error"]["message"], "n must be in 1..10, got 0");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "n");
+  EXPECT_EQ(j["error"]["code"], "invalid_argument");
+  const Json none = Json::parse(ErrorJson(absl::UnavailableError("loading")));
+  EXPECT_TRUE(none["error"]["param"].is_null());
+  EXPECT_EQ(none["error"]["code"], "unavailable");
+  // Invalid UTF-8 quoted from a request does not break the body.
+  const Json bad = Json::parse(ErrorJson(absl::InternalError(std::string("bad \xff byte"))));
+  EXPECT_TRUE(absl::StartsWith(bad["error"]["message"].get<std::string>(), "bad "));
+}
+
+}  // namespace
+}  // namespace ditserve::server::openai
+
+namespace ditserve::server {
+namespace {
+
+std::shared_ptr<PendingRequest> Make(const std::string& id) {
+  ValidatedRequest v;
+  v.shape.height = 64;
+  v.shape.width = 64;
+  v.shape.steps = 4;
+  return std::make_shared<PendingRequest>(id, v, Clock::now() + std::chrono::seconds(60));
+}
+
+TEST(AdmissionQueuePushAll, AdmitsAllOrNone) {
+  AdmissionQueue q(3);
+  ASSERT_TRUE(q.Push(Make("a")).ok());
+  const absl::Status s = q.PushAll({Make("b"), Make("c"), Make("d")});
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(s.message(), "no room for 3 more")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "queue length 3")) << s;
+  EXPECT_EQ(q.size(), 1u);  // none of them was queued
+  ASSERT_TRUE(q.PushAll({Make("b"), Make("c")}).ok());
+  EXPECT_EQ(q.size(), 3u);
+}
+
+TEST(AdmissionQueuePushAll, TheImagesOfOneCallFormOneBatch) {
+  AdmissionQueue q(8);
+  ASSERT_TRUE(q.PushAll({Make("r.0"), Make("r.1"), Make("r.2")}).ok());
+  auto batch = q.PopBatch(3);
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(batch[0]->id(), "r.0");
+  EXPECT_EQ(batch[1]->id(), "r.1");
+  EXPECT_EQ(batch[2]->id(), "r.2");
+}
+
+TEST(AdmissionQueuePushAll, RefusedOnceClosed) {
+  AdmissionQueue q(8);
+  q.Close(absl::UnavailableError("server is shutting down"));
+  EXPECT_EQ(q.PushAll({Make("a"), Make("b")}).code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace ditserve::server
