@@ -1,7 +1,8 @@
 #include "common/config_json.h"
 
+#include <cmath>
 #include <fstream>
-#include <numeric>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_join.h"
@@ -16,7 +17,33 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   return ss.str();
 }
 
+bool JsonNestingExceeds(const std::string& text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, whatever it is
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& text) {
+  if (JsonNestingExceeds(text)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config nests deeper than ", kMaxJsonDepth, " levels"));
+  }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError("config is not a JSON object");
@@ -27,6 +54,10 @@ absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& text) {
 absl::StatusOr<nlohmann::json> ReadJsonObjectFile(const std::string& path) {
   auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();
+  if (JsonNestingExceeds(*text)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": nests deeper than ", kMaxJsonDepth, " levels"));
+  }
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
@@ -40,8 +71,18 @@ absl::Status ReadPositiveInt(const nlohmann::json& j, const char* key, int64_t* 
   if (!it->is_number_integer()) {
     return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be an integer"));
   }
-  *out = it->get<int64_t>();
-  if (*out <= 0) return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be positive"));
+  // An unsigned value beyond int64_t is too large, not negative.
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(kMaxConfigInt)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": '", key, "' must be at most ", kMaxConfigInt));
+  }
+  const int64_t value = it->get<int64_t>();
+  if (value <= 0) return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be positive"));
+  if (value > kMaxConfigInt) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": '", key, "' must be at most ", kMaxConfigInt));
+  }
+  *out = value;
   return absl::OkStatus();
 }
 
@@ -52,8 +93,12 @@ absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double
   if (!it->is_number()) {
     return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be a number"));
   }
-  *out = it->get<double>();
-  if (!(*out > 0)) return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be positive"));
+  const double value = it->get<double>();
+  if (!std::isfinite(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be a finite number"));
+  }
+  if (!(value > 0)) return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be positive"));
+  *out = value;
   return absl::OkStatus();
 }
 
@@ -76,9 +121,10 @@ absl::Status ReadPositiveEvenIntList(const nlohmann::json& j, const char* key,
   }
   std::vector<int64_t> values;
   for (const auto& v : *it) {
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() % 2 != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(context, ": '", key, "' entries must be positive even integers"));
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() % 2 != 0 ||
+        v.get<int64_t>() > kMaxConfigInt) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          context, ": '", key, "' entries must be positive even integers up to ", kMaxConfigInt));
     }
     values.push_back(v.get<int64_t>());
   }
@@ -87,8 +133,14 @@ absl::Status ReadPositiveEvenIntList(const nlohmann::json& j, const char* key,
 }
 
 absl::Status CheckAxesDimsRopeSum(const std::vector<int64_t>& axes, int64_t attention_head_dim) {
-  const int64_t width = std::accumulate(axes.begin(), axes.end(), int64_t{0});
-  if (width == attention_head_dim) return absl::OkStatus();
+  // Summed in 128 bits: the list may be long and its entries large (config values are only known
+  // to be positive here).
+  __int128 sum = 0;
+  for (int64_t a : axes) sum += a;
+  if (sum == attention_head_dim) return absl::OkStatus();
+  const std::string width = sum > std::numeric_limits<int64_t>::max()
+                                ? std::string("more than 2^63")
+                                : absl::StrCat(static_cast<int64_t>(sum));
   return absl::InvalidArgumentError(absl::StrCat("transformer config: axes_dims_rope [",
                                                  absl::StrJoin(axes, ", "), "] sums to ", width,
                                                  ", not attention_head_dim ", attention_head_dim));

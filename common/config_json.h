@@ -3,8 +3,11 @@
 // (nlohmann stays out of the public model headers).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,25 +18,133 @@
 namespace ditserve {
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+
+// Config files are JSON documents a few levels deep. Deeper nesting is refused before parsing:
+// nlohmann's parser is iterative, but dump(), copies and comparisons of a value recurse once per
+// level, so a hostile file of a million '[' would overflow the stack of whoever touches it.
+inline constexpr int kMaxJsonDepth = 64;
+// True when `text` nests arrays / objects deeper than `max_depth` (brackets inside strings do not
+// count). Linear, no allocation; meant to run before nlohmann::json::parse on untrusted text.
+bool JsonNestingExceeds(const std::string& text, int max_depth = kMaxJsonDepth);
+
+// INVALID_ARGUMENT when `text` is not valid JSON, nests deeper than kMaxJsonDepth or is not an
+// object.
 absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& text);
 // The JSON object in the file at `path`: NOT_FOUND when it cannot be read, INVALID_ARGUMENT naming
-// the path when it is not valid JSON or not an object.
+// the path when it is not valid JSON, nests deeper than kMaxJsonDepth or is not an object.
 absl::StatusOr<nlohmann::json> ReadJsonObjectFile(const std::string& path);
 
-// j[key] as T, or `fallback` when absent or null; INVALID_ARGUMENT naming the key on a type error.
+namespace config_json_internal {
+
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
+
+// `v` as T without nlohmann's unchecked conversions (a float outside an integer type's range is
+// undefined behaviour in get<>(), 2.5 silently becomes 2): integers must be integral numbers in
+// T's range, floating-point values finite numbers, strings strings, booleans booleans, vectors
+// arrays of such. On failure, *expected says what was wanted.
+template <typename T>
+bool JsonValueAs(const nlohmann::json& v, T* out, std::string* expected) {
+  if constexpr (std::is_same_v<T, bool>) {
+    *expected = "a boolean";
+    if (!v.is_boolean()) return false;
+    *out = v.get<bool>();
+    return true;
+  } else if constexpr (std::is_integral_v<T>) {
+    *expected = absl::StrCat("an integer in ", std::numeric_limits<T>::min(), "..",
+                             std::numeric_limits<T>::max());
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+      *out = static_cast<T>(u);
+      return true;
+    }
+    if (v.is_number_integer()) {
+      const int64_t i = v.get<int64_t>();
+      if constexpr (std::is_signed_v<T>) {
+        if (i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+            i > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+          return false;
+        }
+      } else {
+        if (i < 0 || static_cast<uint64_t>(i) > std::numeric_limits<T>::max()) return false;
+      }
+      *out = static_cast<T>(i);
+      return true;
+    }
+    if (v.is_number_float()) {  // 64.0 is accepted as 64; 2.5 and 1e300 are not
+      const double d = v.get<double>();
+      // Both bounds are exact powers of two as doubles; the range check precedes the cast.
+      const double lo = static_cast<double>(std::numeric_limits<T>::min());
+      const double hi = std::ldexp(1.0, std::numeric_limits<T>::digits);
+      if (!(d >= lo && d < hi) || std::trunc(d) != d) return false;
+      *out = static_cast<T>(d);
+      return true;
+    }
+    return false;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    *expected = "a finite number";
+    if (!v.is_number()) return false;
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || std::fabs(d) > static_cast<double>(std::numeric_limits<T>::max())) {
+      return false;
+    }
+    *out = static_cast<T>(d);
+    return true;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    *expected = "a string";
+    if (!v.is_string()) return false;
+    *out = v.get<std::string>();
+    return true;
+  } else if constexpr (IsVector<T>::value) {
+    if (!v.is_array()) {
+      typename T::value_type probe{};
+      JsonValueAs(nlohmann::json(), &probe, expected);
+      *expected = absl::StrCat("a list of ", *expected);
+      return false;
+    }
+    T values;
+    values.reserve(v.size());
+    for (const auto& element : v) {
+      typename T::value_type value{};
+      if (!JsonValueAs(element, &value, expected)) {
+        *expected = absl::StrCat("a list of ", *expected);
+        return false;
+      }
+      values.push_back(std::move(value));
+    }
+    *out = std::move(values);
+    return true;
+  } else {
+    static_assert(!sizeof(T), "JsonField: unsupported type");
+  }
+}
+
+}  // namespace config_json_internal
+
+// j[key] as T, or `fallback` when absent or null; INVALID_ARGUMENT "config field 'key': expected
+// <what>, got <JSON type>" when the value does not convert exactly (see JsonValueAs).
 template <typename T>
 absl::StatusOr<T> JsonField(const nlohmann::json& j, const char* key, T fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("config field '", key, "': ", e.what()));
+  T value{};
+  std::string expected;
+  if (!config_json_internal::JsonValueAs(*it, &value, &expected)) {
+    return absl::InvalidArgumentError(absl::StrCat("config field '", key, "': expected ", expected,
+                                                   ", got ", it->type_name()));
   }
+  return value;
 }
 
+// The largest integer ReadPositiveInt accepts: no model dimension comes near it, and the product
+// of two such values still fits int64_t (what the config parsers compute, e.g. heads x head dim).
+inline constexpr int64_t kMaxConfigInt = 2147483647;
+
 // Optional positive numbers (absent or null: *out keeps its default): INVALID_ARGUMENT
-// "<context>: 'key' must be an integer / a number / positive".
+// "<context>: 'key' must be an integer / a finite number / positive / at most kMaxConfigInt".
 absl::Status ReadPositiveInt(const nlohmann::json& j, const char* key, int64_t* out,
                              const char* context = "transformer config");
 absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double* out,
@@ -42,7 +153,7 @@ absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double
 // Optional boolean (absent or null: *out keeps its default).
 absl::Status ReadBool(const nlohmann::json& j, const char* key, bool* out,
                       const char* context = "transformer config");
-// Optional non-empty list of positive even integers (RoPE axis widths).
+// Optional non-empty list of positive even integers, each at most kMaxConfigInt (RoPE axis widths).
 absl::Status ReadPositiveEvenIntList(const nlohmann::json& j, const char* key,
                                      std::vector<int64_t>* out,
                                      const char* context = "transformer config");

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/config_json.h"
 #include "common/status_macros.h"
+#include "sharding/model_files.h"
 
 namespace ditserve::sharding {
 namespace fs = std::filesystem;
@@ -143,6 +144,8 @@ absl::StatusOr<nlohmann::json> ReadComponentConfig(const std::string& dir) {
   if (!RegularFile(path)) {
     return absl::NotFoundError(absl::StrCat(path, ": missing (not a model component folder?)"));
   }
+  // Symbolic links in the folder must stay inside the model folder (model_files.h).
+  RETURN_IF_ERROR(CheckComponentFolderLinks(dir));
   ASSIGN_OR_RETURN(nlohmann::json config, ReadJsonObjectFile(path));
   auto q = config.find("quantization_config");
   if (q != config.end() && !q->is_null()) {

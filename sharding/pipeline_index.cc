@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config_json.h"
+#include "sharding/model_files.h"
 
 namespace ditserve::sharding {
 namespace fs = std::filesystem;
@@ -29,6 +30,13 @@ bool IsPipelineRoot(const std::string& dir) {
 
 absl::StatusOr<PipelineIndex> ReadPipelineIndex(const std::string& root) {
   const std::string path = (fs::path(root) / "model_index.json").string();
+  // Symbolic links anywhere in the folder must stay inside it (model_files.h); checked before any
+  // file of it is read. A missing folder is left to the reader's NOT_FOUND.
+  std::error_code ec;
+  if (fs::exists(root, ec)) {
+    absl::Status links = CheckModelFolderLinks(root);
+    if (!links.ok()) return links;
+  }
   absl::StatusOr<nlohmann::json> read = ReadJsonObjectFile(path);
   if (!read.ok()) return read.status();
   const nlohmann::json& j = *read;

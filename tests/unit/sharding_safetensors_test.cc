@@ -168,6 +168,19 @@ TEST(SafetensorsTest, HeaderLengthErrors) {
   // Zero-length header is not JSON.
   s = OpenError(dir, "", "", 0);
   EXPECT_THAT(std::string(s.message()), HasSubstr("not valid JSON"));
+  // A 2 GiB header in a file that really is that long (sparse): refused by the header limit
+  // before anything is parsed or copied.
+  const std::string big = dir.File("big_header.safetensors");
+  const uint64_t n = 2ull << 30;
+  WriteRawSafetensors(big, "{", "", static_cast<int64_t>(n));
+  ASSERT_EQ(::truncate(big.c_str(), static_cast<off_t>(8 + n)), 0);
+  auto opened = SafetensorsFile::Open(big);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(opened.status().message()),
+              HasSubstr("header length 2147483648 exceeds the file size 2147483656 (or the "
+                        "104857600-byte limit)"));
+  EXPECT_THAT(std::string(opened.status().message()), HasSubstr("big_header.safetensors"));
 }
 
 struct HeaderCase {
