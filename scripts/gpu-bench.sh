@@ -21,6 +21,9 @@
 #      (E2E_FAMILIES picks; needs .carry/diffusers-src or DIFFUSERS_SRC)
 #   9. Qwen-Image's true CFG: a step of two batch-1 passes (prompt, negative prompt) against one
 #      padded, masked batch of two                                       -> qwenimage_cfg_batch.txt
+#  10. the tensor-parallel projection: each model's step benchmark at --tp 1 2 4 8 (TP_DEGREES), rank
+#      0's real shard with the all-reduces counted instead of done, modulation sharded and
+#      replicated                                                        -> tp_projection.txt
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny
 #      pipeline and transformers on the GPU in float32 / bfloat16, frontend + 1 CUDA worker)
 #                                                                            -> gpu_tests.txt
@@ -233,6 +236,23 @@ if build ditserve-qwenimage-bench; then
       --batch "$b" --text-tokens "$t" --masked-text-tokens "$m" 2>&1 | tail -2 |
       tee -a "$out/qwenimage_cfg_batch.txt"
   done
+fi
+}
+
+stage10() {
+log "stage 10: tensor-parallel projection (rank 0's shard, all-reduces counted), FLUX.1 / FLUX.2 / Qwen-Image"
+if build ditserve-flux1-bench ditserve-flux2-bench ditserve-qwenimage-bench; then
+  local f="$out/tp_projection.txt" bin tp mod
+  for bin in flux1/ditserve-flux1-bench qwenimage/ditserve-qwenimage-bench flux2/ditserve-flux2-bench; do
+    for tp in ${TP_DEGREES:-1 2 4 8}; do
+      for mod in "" --replicate-modulation; do
+        [ "$tp" = 1 ] && [ -n "$mod" ] && continue
+        echo "== $bin --tp $tp $mod" >> "$f"
+        build-cuda/models/$bin --device cuda --runs 5 --warmup 2 --tp "$tp" $mod 2>&1 | tail -3 >> "$f"
+      done
+    done
+  done
+  cat "$f"
 fi
 }
 

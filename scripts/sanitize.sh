@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # The test suites under sanitizers, on the CPU variant (needs only scripts/setup.sh's packages).
 #
-#   scripts/sanitize.sh asan [--jobs N] [-- CTEST_ARGS...]
+#   scripts/sanitize.sh asan [--jobs N] [--bundle DIR] [--build-only|--test-only] [-- CTEST_ARGS...]
 #       builds everything with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan (g++,
 #       RelWithDebInfo) and runs the unit, integration and e2e suites there (ctest -L, GPU tests
 #       skip themselves). LibTorch, gRPC and Gloo are Debian's uninstrumented libraries: container-
 #       overflow checks are off (they need every library instrumented) and the leak reports of
 #       those libraries' one-time allocations are suppressed by tests/sanitizers/lsan.supp, whose
-#       entries each name the library they excuse.
+#       entries each name the library they excuse. --bundle DIR builds against a GPU host's PyTorch
+#       and the scripts/gpu-bundle.sh folder instead (through scripts/gpu-build.sh --cpu), to use
+#       that host's cores; --build-only / --test-only split the two halves (one call each).
 #   scripts/sanitize.sh tsan [--jobs N]
 #       builds the targets that do not link LibTorch with ThreadSanitizer into build-tsan and runs
-#       them: the frontend's queue, dispatcher, worker group and RPC edge against fake workers, the
-#       metrics, the CLI, the tokenizers' BPE core, the subprocess and host:port helpers.
+#       them: the frontend's queue, dispatcher, worker group, RPC edge and HTTP API against fake
+#       workers, the metrics, the CLI, the tokenizers' BPE core, the subprocess and host:port helpers.
 #
 # Exit status 0 when every test passed with no sanitizer report. The log goes to
 # build-{asan,tsan}/sanitize.log; the last run's summary is kept in bench/results/.
@@ -19,10 +21,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-}"; shift || true
 jobs=$(nproc)
+bundle="" phase=all
 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) jobs="$2"; shift ;;
+    --bundle) bundle="$2"; shift ;;
+    --build-only) phase=build ;;
+    --test-only) phase=test ;;
     --) shift; ctest_args=("$@"); break ;;
     *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -32,9 +38,21 @@ supp="$(pwd)/tests/sanitizers"
 case "$mode" in
   asan)
     dir=build-asan
-    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDITSERVE_SANITIZE=address \
-      -DDITSERVE_TORCH_PCH=OFF > /dev/null || exit 1
-    cmake --build "$dir" -j "$jobs" > "$dir/build.log" 2>&1 || { tail -30 "$dir/build.log"; exit 1; }
+    if [ "$phase" != test ]; then
+      if [ -n "$bundle" ]; then
+        scripts/gpu-build.sh --bundle "$bundle" --build-dir "$dir" --cpu --configure-only -- \
+          -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDITSERVE_SANITIZE=address -DDITSERVE_TORCH_PCH=OFF \
+          -DDITSERVE_TESTS=ON > /dev/null || exit 1
+      else
+        cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDITSERVE_SANITIZE=address \
+          -DDITSERVE_TORCH_PCH=OFF > /dev/null || exit 1
+      fi
+      cmake --build "$dir" -j "$jobs" > "$dir/build.log" 2>&1 || { tail -30 "$dir/build.log"; exit 1; }
+      echo "asan: built $dir"
+      [ "$phase" = build ] && exit 0
+    fi
+    # shellcheck disable=SC1091
+    [ -f "$dir/ditserve-env.sh" ] && . "$dir/ditserve-env.sh"
     export ASAN_OPTIONS="detect_leaks=1:detect_container_overflow=0:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0"
     export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
@@ -45,7 +63,8 @@ case "$mode" in
   tsan)
     dir=build-tsan
     targets=(common_test frontend_deadline_test frontend_failure_test host_port_test metrics_unit_test
-             server_unit_test tokenizer_bpe_test metrics_http_test subprocess_test cli_clients_test)
+             server_unit_test tokenizer_bpe_test metrics_http_test subprocess_test cli_clients_test
+             http_api_test openai_images_test)
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDITSERVE_SANITIZE=thread \
       -DDITSERVE_TORCH_PCH=OFF > /dev/null || exit 1
     cmake --build "$dir" -j "$jobs" --target "${targets[@]}" ditserve-cli > "$dir/build.log" 2>&1 ||
@@ -54,7 +73,7 @@ case "$mode" in
     rc=0
     : > "$dir/sanitize.log"
     for t in "${targets[@]}"; do
-      bin=$(find "$dir/tests" -type f -name "$t" -perm -u+x | head -1)
+      bin=$(pwd)/$(find "$dir/tests" -type f -name "$t" -perm -u+x | head -1)
       if (cd "$dir" && "$bin") >> "$dir/sanitize.log" 2>&1; then echo "tsan: $t passed"
       else echo "tsan: $t FAILED"; rc=1; fi
     done

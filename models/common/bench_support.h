@@ -1,6 +1,6 @@
 // Helpers for the transformer step benchmarks (ditserve-*-bench): the flags they share, a state
-// dict of random weights for given shapes, the median wall time of a forward, and the main()
-// around it. Header-only; not used by serving code. A TU compiled with DITSERVE_BENCH_PROFILER
+// dict of random weights for given shapes (whole, or one rank's shard for the --tp N projection),
+// the median wall time of a forward, and the main() around it. Header-only; not used by serving code. A TU compiled with DITSERVE_BENCH_PROFILER
 // (the CUDA build's ditserve-*-profile targets) also honours --profile.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,12 @@
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
+#include "comm/local_communicator.h"
+#include "comm/projection_communicator.h"
+#include "sharding/plan_resolver.h"
+#include "sharding/slicing.h"
 #include "sharding/state_dict.h"
+#include "sharding/tp_plan.h"
 #ifdef DITSERVE_BENCH_PROFILER
 #include "models/common/bench_profiler.h"
 #endif
@@ -89,6 +95,9 @@ struct CommonBenchOptions {
   int64_t warmup = 2, runs = 5;
   uint64_t seed = 0;
   std::string profile;  // per-kernel table path (ditserve-*-profile builds only)
+  // > 1: run rank 0's shard of a group of `tp` (the projection: see MakeBenchModelInputs).
+  int64_t tp = 1;
+  bool replicate_modulation = false;  // with tp > 1: the reference's plan
 };
 
 inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
@@ -100,6 +109,10 @@ inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
   p->AddInt("warmup", &o->warmup, "untimed runs first");
   p->AddInt("runs", &o->runs, "timed runs");
   p->AddUint("seed", &o->seed, "weight seed");
+  p->AddInt("tp", &o->tp,
+            "projection: run rank 0's shard of a tp group of N, all-reduces counted, not performed");
+  p->AddBool("replicate-modulation", &o->replicate_modulation,
+             "with --tp: the reference's plan (AdaLN modulation replicated)");
   p->AddString("profile", &o->profile,
                "after timing, profile one step and write a per-kernel table here (CUDA profile build)");
 }
@@ -120,10 +133,64 @@ inline absl::StatusOr<BenchTarget> ResolveBenchTarget(const CommonBenchOptions& 
   if (o.image_tokens < 1 || o.text_tokens < 1 || o.batch < 1) {
     return absl::InvalidArgumentError("--image-tokens, --text-tokens and --batch must be >= 1");
   }
+  if (o.tp < 1 || o.tp > 64) return absl::InvalidArgumentError("--tp must be in 1..64");
   BenchTarget t;
   t.device = o.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   t.dtype = o.dtype == "float32" ? torch::kFloat32 : torch::kBFloat16;
   return t;
+}
+
+// What a step benchmark's model is built from: its weights and its communicator.
+struct BenchModelInputs {
+  sharding::ShardedStateDict weights;
+  std::unique_ptr<comm::Communicator> comm;
+};
+
+// --tp 1: every tensor of `shapes` random (RandomStateDict) and a group of one. --tp N > 1: rank 0's
+// shard of random weights under the model's built-in plan for `class_name` / `config` (with the
+// AdaLN modulation sharded as served, unless --replicate-modulation), validated by the same
+// resolver as a checkpoint, and a projection communicator (comm/projection_communicator.h): the
+// model runs the real per-rank shapes and counts the all-reduces instead of doing them. `params`
+// gets the element count this rank holds.
+inline absl::StatusOr<BenchModelInputs> MakeBenchModelInputs(
+    const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& class_name,
+    const nlohmann::json& config, const torch::TensorOptions& opts, const CommonBenchOptions& o,
+    int64_t* params) {
+  BenchModelInputs in;
+  if (o.tp == 1) {
+    in.weights = RandomStateDict(shapes, opts, o.seed, params);
+    in.comm = comm::MakeSingleRankCommunicator();
+    return in;
+  }
+  const int tp = static_cast<int>(o.tp);
+  ASSIGN_OR_RETURN(sharding::TpPlan plan, sharding::BuiltinTpPlan(class_name, config));
+  if (!o.replicate_modulation) sharding::AddModulationSharding(&plan);
+  std::vector<sharding::TensorMeta> metas;
+  for (const auto& [name, shape] : shapes) metas.push_back({name, sharding::DType::kF32, shape});
+  ASSIGN_OR_RETURN(sharding::ResolvedPlan resolved,
+                   sharding::ResolveTpPlan(&plan, metas, tp, &config));
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(o.seed);
+  std::map<std::string, torch::Tensor> tensors;
+  *params = 0;
+  for (const sharding::PlannedTensor& t : resolved.tensors) {
+    const std::vector<int64_t> local = sharding::SliceForRank(t, 0, tp).local_shape;
+    const bool norm_scale = t.shape.size() == 1 && t.name.find("norm") != std::string::npos;
+    tensors[t.name] = norm_scale ? torch::ones(local, opts) : torch::randn(local, opts) * 0.02;
+    *params += tensors[t.name].numel();
+  }
+  std::map<std::string, sharding::ModuleSharding> modules;
+  for (const auto& [path, m] : resolved.modules) {
+    sharding::ModuleSharding ms;
+    ms.style = m.style;
+    if (m.style == sharding::TpStyle::kPackedColwise || m.style == sharding::TpStyle::kPackedRowwise) {
+      ms.local_blocks = sharding::LocalBlocks(m.blocks, tp);
+    }
+    modules.emplace(path, std::move(ms));
+  }
+  in.weights = sharding::ShardedStateDict(0, tp, std::move(tensors), std::move(modules));
+  in.comm = comm::MakeProjectionCommunicator(0, tp);
+  return in;
 }
 
 // "16,56,56" → {16, 56, 56}.
@@ -147,12 +214,23 @@ inline int64_t SquarestGridColumns(int64_t n) {
 }
 
 // Times `step` (warm-up + runs), prints the median line, then profiles one more step if asked.
+// With a projection communicator (--tp N > 1) it also prints the all-reduces and bytes per step.
 inline absl::Status TimeAndReport(const std::function<absl::StatusOr<torch::Tensor>()>& step,
-                                  const BenchTarget& target, const CommonBenchOptions& o) {
+                                  const BenchTarget& target, const CommonBenchOptions& o,
+                                  const comm::Communicator* comm = nullptr) {
   ASSIGN_OR_RETURN(StepTimes times, TimeSteps(step, target.device, o.warmup, o.runs));
   std::printf("median %.3f ms/step  (min %.3f, max %.3f, %zu runs after %lld warmup)\n",
               times.median_ms, times.min_ms, times.max_ms, times.runs,
               static_cast<long long>(o.warmup));
+  if (comm != nullptr && comm->world_size() > 1) {
+    const comm::CommStats stats = comm->Stats();
+    const double steps = static_cast<double>(o.warmup + o.runs);
+    std::printf("tp %d projection (rank 0's shard; modulation %s): %.0f all-reduces, %.3f MB per "
+                "step (counted, not performed)\n",
+                comm->world_size(), o.replicate_modulation ? "replicated" : "sharded",
+                static_cast<double>(stats.allreduce_count) / steps,
+                static_cast<double>(stats.allreduce_bytes) / steps / 1e6);
+  }
   if (o.profile.empty()) return absl::OkStatus();
 #ifdef DITSERVE_BENCH_PROFILER
   return ProfileKernels([&] { return step().status(); }, o.profile);

@@ -110,9 +110,9 @@ absl::Status Run(const BenchOptions& o) {
   torch::NoGradGuard no_grad;
   const auto opts = target.options();
   int64_t params = 0;
-  sharding::ShardedStateDict sd = RandomStateDict(StateDictShapes(c), opts, o.common.seed, &params);
-  auto comm = comm::MakeSingleRankCommunicator();
-  ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(c, sd, comm.get()));
+  ASSIGN_OR_RETURN(BenchModelInputs in, MakeBenchModelInputs(StateDictShapes(c), "FluxTransformer2DModel",
+                                                             j, opts, o.common, &params));
+  ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(c, in.weights, in.comm.get()));
 
   FluxForwardArgs a;
   const int64_t b = o.common.batch, n = o.common.image_tokens, t = o.common.text_tokens;
@@ -134,7 +134,7 @@ absl::Status Run(const BenchOptions& o) {
               static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.attention_head_dim),
               params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
               static_cast<long long>(n), static_cast<long long>(t));
-  return TimeAndReport([&] { return model->Forward(a); }, target, o.common);
+  return TimeAndReport([&] { return model->Forward(a); }, target, o.common, in.comm.get());
 }
 
 }  // namespace

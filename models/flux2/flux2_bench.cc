@@ -59,9 +59,10 @@ absl::Status Run(const BenchOptions& o) {
   torch::NoGradGuard no_grad;
   const auto opts = target.options();
   int64_t params = 0;
-  auto sd = RandomStateDict(Flux2StateDictShapes(c), opts, o.common.seed, &params);
-  auto comm = comm::MakeSingleRankCommunicator();
-  ASSIGN_OR_RETURN(auto model, Flux2Transformer2DModel::Load(c, sd, comm.get()));
+  ASSIGN_OR_RETURN(BenchModelInputs in,
+                   MakeBenchModelInputs(Flux2StateDictShapes(c), "Flux2Transformer2DModel",
+                                        Flux2ConfigToJson(c), opts, o.common, &params));
+  ASSIGN_OR_RETURN(auto model, Flux2Transformer2DModel::Load(c, in.weights, in.comm.get()));
 
   Flux2ForwardArgs a;
   const int64_t b = o.common.batch, n = o.common.image_tokens, t = o.common.text_tokens;
@@ -91,7 +92,7 @@ absl::Status Run(const BenchOptions& o) {
               static_cast<long long>(c.attention_head_dim), static_cast<long long>(c.mlp_hidden_dim()),
               static_cast<long long>(params), params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(),
               static_cast<long long>(b), static_cast<long long>(n), static_cast<long long>(t));
-  return TimeAndReport([&] { return model->Forward(a); }, target, o.common);
+  return TimeAndReport([&] { return model->Forward(a); }, target, o.common, in.comm.get());
 }
 
 }  // namespace

@@ -59,9 +59,10 @@ absl::Status Run(const BenchOptions& o) {
   torch::NoGradGuard no_grad;
   const auto opts = target.options();
   int64_t params = 0;
-  auto sd = RandomStateDict(QwenImageStateDictShapes(c), opts, o.common.seed, &params);
-  auto comm = comm::MakeSingleRankCommunicator();
-  ASSIGN_OR_RETURN(auto model, QwenImageTransformer2DModel::Load(c, sd, comm.get()));
+  ASSIGN_OR_RETURN(BenchModelInputs in,
+                   MakeBenchModelInputs(QwenImageStateDictShapes(c), "QwenImageTransformer2DModel",
+                                        QwenImageConfigToJson(c), opts, o.common, &params));
+  ASSIGN_OR_RETURN(auto model, QwenImageTransformer2DModel::Load(c, in.weights, in.comm.get()));
 
   QwenImageForwardArgs a;
   const int64_t b = o.common.batch, n = o.common.image_tokens, t = o.common.text_tokens;
@@ -83,7 +84,7 @@ absl::Status Run(const BenchOptions& o) {
               static_cast<long long>(n),
               static_cast<long long>(n / cols), static_cast<long long>(cols),
               static_cast<long long>(t), static_cast<long long>(o.masked_text_tokens));
-  return TimeAndReport([&] { return model->Forward(a); }, target, o.common);
+  return TimeAndReport([&] { return model->Forward(a); }, target, o.common, in.comm.get());
 }
 
 }  // namespace
