@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "metrics/httplib_listener.h"
 #include "metrics/text_serializer.h"
 
 namespace ditserve::metrics {
@@ -80,19 +81,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     }
     self->port_ = options.port;
   }
-  auto exited = std::make_shared<std::atomic<bool>>(false);
-  self->listener_ = std::thread([&svr, exited] {
-    svr.listen_after_bind();
-    exited->store(true);
-  });
-  // httplib 0.11's stop() is a no-op until the accept loop has marked itself running; wait for it
-  // so a Stop() right after Start() cannot leave the listener thread behind.
-  while (!svr.is_running()) {
-    if (exited->load()) {
-      self->listener_.join();
-      return absl::InternalError("metrics server: the accept loop exited immediately");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (absl::Status s = RunHttplibAcceptLoop(svr, &self->listener_, "metrics server"); !s.ok()) {
+    return s;
   }
   return self;
 }

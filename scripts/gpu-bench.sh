@@ -67,7 +67,7 @@ serve_and_generate() {
   local model="$1" result="$2"; shift 2
   local flog="$out/frontend.log" fpid port mport serving=0
   build-cuda/server/ditserve-frontend --model "$model" --spawn-workers 1 --device cuda \
-    --dtype bfloat16 --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 > "$flog" 2>&1 &
+    --dtype bfloat16 --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 $frontend_extra > "$flog" 2>&1 &
   fpid=$!
   for _ in $(seq 600); do grep -q "^METRICS" "$flog" && break; sleep 0.2; done
   port=$(awk '/^LISTENING/ {print $2}' "$flog"); mport=$(awk '/^METRICS/ {print $2}' "$flog")
@@ -168,7 +168,11 @@ if build ditserve-tool ditserve-spm-train ditserve-frontend ditserve-worker dits
   fi
   log "weights written: $(tail -1 "$out/e2e_gpu.txt")"
   if [ -n "$bg_build" ]; then wait "$bg_build"; log "full build finished (rc $?)"; fi
-  serve_and_generate "$model" "$out/e2e_gpu.txt" --steps 28
+  # Cold start without and with the warm-up job (--warmup; auto = on for CUDA).
+  for w in off on; do
+    echo "--warmup $w" >> "$out/e2e_gpu.txt"
+    frontend_extra="--warmup $w" serve_and_generate "$model" "$out/e2e_gpu.txt" --steps 28
+  done
   rm -rf "$model"
 fi
 

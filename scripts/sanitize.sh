@@ -54,6 +54,8 @@ case "$mode" in
     # shellcheck disable=SC1091
     [ -f "$dir/ditserve-env.sh" ] && . "$dir/ditserve-env.sh"
     export ASAN_OPTIONS="detect_leaks=1:detect_container_overflow=0:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0"
+    # A CUDA PyTorch (--bundle) initialises CUDA, which needs the shadow gap unprotected.
+    [ -n "$bundle" ] && ASAN_OPTIONS="$ASAN_OPTIONS:protect_shadow_gap=0"
     export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
     (cd "$dir" && ctest -L 'unit|integration|e2e' --timeout 1800 -j "$jobs" --output-on-failure \

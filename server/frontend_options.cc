@@ -31,6 +31,8 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("worker-host", &o.worker_host, "address spawned workers listen on");
   p.AddString("device", &o.device, "cpu or cuda");
   p.AddString("dtype", &o.dtype, "float32 or bfloat16");
+  p.AddString("warmup", &o.warmup,
+              "auto | on | off: run one warm-up job after loading, before SERVING (auto: on cuda)");
   p.AddString("text-encoder-placement", &o.text_encoder_placement,
               "auto | sharded | rank0: where an LLM text encoder runs (auto: sharded above 4 GiB)");
   p.AddBool("replicate-modulation", &o.replicate_modulation,
@@ -78,6 +80,9 @@ absl::Status ValidateFrontendOptions(const FrontendOptions& o) {
   }
   if (o.device != "cpu" && o.device != "cuda") {
     return bad(absl::StrCat("--device must be cpu or cuda, got '", o.device, "'"));
+  }
+  if (o.warmup != "auto" && o.warmup != "on" && o.warmup != "off") {
+    return bad(absl::StrCat("--warmup must be auto, on or off, got '", o.warmup, "'"));
   }
   if (o.text_encoder_placement != "auto" && o.text_encoder_placement != "sharded" &&
       o.text_encoder_placement != "rank0") {

@@ -46,6 +46,10 @@ struct FrontendOptions {
   // Keep the AdaLN modulation projections replicated on every rank, as the reference's plans do
   // (default: sharded rowwise_split_input, 1/N per rank, one small all-reduce each).
   bool replicate_modulation = false;
+  // One warm-up job per group formation, before health reports SERVING, at --default-height/width
+  // (else the model's default size): "auto" (on with --device cuda), "on", "off".
+  std::string warmup = "auto";
+  bool WarmupEnabled() const { return warmup == "on" || (warmup == "auto" && device == "cuda"); }
   uint64_t staging_buffer_mib = 64;
   uint64_t max_queue = 16;
   uint64_t max_batch = 1;

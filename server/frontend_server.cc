@@ -29,6 +29,9 @@ WorkerGroupOptions MakeWorkerGroupOptions(const FrontendOptions& options,
   g.init_template.set_dtype(options.dtype);
   g.init_template.set_text_encoder_placement(options.text_encoder_placement);
   g.init_template.set_replicate_modulation(options.replicate_modulation);
+  g.init_template.set_warmup(options.WarmupEnabled());
+  g.init_template.set_warmup_height(static_cast<uint32_t>(options.default_height));
+  g.init_template.set_warmup_width(static_cast<uint32_t>(options.default_width));
   g.init_template.set_staging_buffer_bytes(options.staging_buffer_mib << 20);
   g.init_template.set_collective_timeout_ms(static_cast<uint32_t>(options.collective_timeout_ms));
   g.init_timeout =

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
+#include "metrics/httplib_listener.h"
 #include "server/call_context.h"
 #include "server/openai_images.h"
 
@@ -143,19 +144,8 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
     }
     self->port_ = address->port;
   }
-  auto exited = std::make_shared<std::atomic<bool>>(false);
-  self->listener_ = std::thread([&svr, exited] {
-    svr.listen_after_bind();
-    exited->store(true);
-  });
-  // httplib 0.11's stop() is a no-op until the accept loop runs: wait for it (see
-  // metrics/http_server.cc).
-  while (!svr.is_running()) {
-    if (exited->load()) {
-      self->listener_.join();
-      return absl::InternalError("HTTP API: the accept loop exited immediately");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (absl::Status s = metrics::RunHttplibAcceptLoop(svr, &self->listener_, "HTTP API"); !s.ok()) {
+    return s;
   }
   spdlog::info("HTTP API on {}://{}:{} (POST /v1/images/generations, GET /v1/models, GET /health)",
                self->tls_ ? "https" : "http", self->host_, self->port_);

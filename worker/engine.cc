@@ -8,6 +8,7 @@
 #include "common/host_port.h"
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
+#include "pipeline/warmup_job.h"
 #include "worker/comm_factory.h"
 #include "worker/device_memory.h"
 #include "worker/job_codec.h"
@@ -133,6 +134,24 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
   const double load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t weight_bytes = pipe->weight_bytes();
+  if (request.warmup()) {
+    v1::InitEvent warming;
+    warming.set_phase("warmup");
+    emit(warming);
+    const auto w0 = std::chrono::steady_clock::now();
+    const pipeline::GenerationJob job =
+        pipeline::WarmupJob(pipe->Card(), request.warmup_height(), request.warmup_width());
+    absl::StatusOr<pipeline::GenerationResult> warm =
+        pipe->Run(job, [](const pipeline::StepEvent&) {}, [] { return false; });
+    if (!warm.ok()) {
+      return absl::Status(warm.status().code(),
+                          absl::StrCat("warm-up job (", job.height, "x", job.width, ", ",
+                                       job.num_inference_steps, " steps) failed: ",
+                                       warm.status().message()));
+    }
+    spdlog::info("rank {}: warm-up {}x{} in {:.2f} s", rank, job.height, job.width,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count());
+  }
   {
     std::lock_guard<std::mutex> lock(status_mu_);
     comm_ = std::move(comm);

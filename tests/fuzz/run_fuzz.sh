@@ -257,6 +257,7 @@ run_target() {
 }
 
 mkdir -p "${BUILD}"
+BUILD="$(cd "${BUILD}" && pwd)"  # the runs cd into their target's folder
 status=0
 for t in "${TARGETS[@]}"; do
   build_target "$t" || { echo "run_fuzz.sh: [$t] build FAILED" >&2; status=1; }

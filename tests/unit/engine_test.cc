@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <png.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
+#include "pipeline/warmup_job.h"
 #include "tests/support/fixture_jobs.h"
 #include "tests/support/fixture_requests.h"
 #include "tests/support/fixtures.h"
@@ -184,6 +186,62 @@ TEST(Engine, ThroughTheCodecThePngIsWithinOneLevelOfDiffusers) {
   ASSERT_EQ(png.sizes(), ref.sizes());
   EXPECT_LE((png.to(torch::kInt32) - ref).abs().max().item<int>(), 1);
   EXPECT_GT(result->denoise_seconds(), 0);
+}
+
+// --warmup: the warm-up job runs inside Init, after loading and before "ready", and leaves no trace:
+// the next job's image is bit-identical to a cold engine's.
+TEST(Engine, TheWarmUpJobRunsBeforeReadyAndChangesNoResult) {
+  const v1::RunRequest request = ditserve::testing::Flux1FixtureRunRequest(ditserve::v1::OUTPUT_FORMAT_RAW_F32);
+  auto job = JobFromRunRequest(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  torch::Tensor images[2];
+  for (int warm = 0; warm < 2; ++warm) {
+    BindingProbe probe;
+    EngineDeps deps;
+    deps.bind_device = probe.Factory(0);
+    Engine engine(WorkerOptions{}, deps);
+    v1::InitRequest init = InitFor(FixturesDir() + "/flux1-tiny");
+    init.set_warmup(warm == 1);
+    init.set_warmup_height(32);
+    init.set_warmup_width(48);
+    std::vector<std::string> phases;
+    ASSERT_TRUE(engine.Init(init, [&](const v1::InitEvent& e) { phases.push_back(e.phase()); }).ok());
+    const auto warmup = std::find(phases.begin(), phases.end(), "warmup");
+    EXPECT_EQ(warmup != phases.end(), warm == 1);
+    if (warm == 1) {
+      EXPECT_EQ(std::find(warmup, phases.end(), "ready") - warmup, 1);
+    }
+    auto generated = engine.Run(RunJob{"after", *job}, {}, {});
+    ASSERT_TRUE(generated.ok()) << generated.status();
+    ASSERT_EQ(generated->images.size(), 1u);
+    images[warm] = generated->images[0];
+  }
+  EXPECT_TRUE(torch::equal(images[0], images[1]));
+}
+
+// The warm-up job of a model served from precomputed embeddings: zero embeddings of its shapes.
+TEST(WarmupJob, FollowsTheCardsDefaultsAndShapes) {
+  pipeline::ModelCard card;
+  card.images_out = false;
+  card.requires_prompt_embeddings = true;
+  card.prompt_embeds_shape = {1, -1, 32};
+  card.default_height = card.default_width = 1024;
+  card.default_guidance_scale = 4.0f;
+  card.default_max_sequence_length = 77;
+  const pipeline::GenerationJob job = pipeline::WarmupJob(card, 0, 512);
+  EXPECT_EQ(job.height, 1024);
+  EXPECT_EQ(job.width, 512);
+  EXPECT_EQ(job.num_inference_steps, 2);
+  EXPECT_EQ(job.max_sequence_length, 77);
+  EXPECT_EQ(job.output, pipeline::JobOutput::kLatents);
+  ASSERT_EQ(job.items.size(), 1u);
+  ASSERT_TRUE(job.items[0].embeddings.has_value());
+  EXPECT_EQ(job.items[0].embeddings->prompt_embeds.sizes(), (std::vector<int64_t>{1, 77, 32}));
+  EXPECT_FALSE(job.items[0].embeddings->pooled_prompt_embeds.defined());
+  EXPECT_EQ(job.items[0].guidance_scale, 4.0f);
+  card.accepts_text_prompt = true;
+  card.requires_prompt_embeddings = false;
+  EXPECT_FALSE(pipeline::WarmupJob(card, 0, 0).items[0].prompt.empty());
 }
 
 TEST(Engine, OutOfMemoryFailsTheJobAndTheWorkerKeepsServing) {
