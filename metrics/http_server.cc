@@ -1,11 +1,7 @@
 #include "metrics/http_server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "metrics/httplib_listener.h"
@@ -44,20 +40,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     self->server_ = std::move(ssl);
   }
   httplib::Server& svr = *self->server_;
-  const int threads = std::max(1, options.worker_threads);
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-
-  // httplib's default sets SO_REUSEPORT, which lets a second process bind the same port and
-  // silently take half of the scrapes. Keep only SO_REUSEADDR (fast restart over TIME_WAIT).
-  svr.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-
-  // An idle keep-alive connection (Prometheus keeps one per target) holds a worker thread, and
-  // httplib's stop() waits for it up to the keep-alive timeout (5 s by default), which would delay
-  // the frontend's shutdown. Scrapes are seconds apart, so one request per connection costs nothing.
-  svr.set_keep_alive_max_count(1);
+  ConfigureHttplibServer(svr, options.worker_threads);
 
   MetricsHttpServer* raw = self.get();
   svr.Get("/metrics", [raw](const httplib::Request&, httplib::Response& res) {
@@ -67,23 +50,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     res.set_content("ok\n", "text/plain; charset=utf-8");
   });
 
-  if (options.port == 0) {
-    const int port = svr.bind_to_any_port(options.host);
-    if (port < 0) {
-      return absl::UnavailableError(
-          absl::StrCat("metrics server: cannot bind ", options.host, " on any port"));
-    }
-    self->port_ = port;
-  } else {
-    if (!svr.bind_to_port(options.host, options.port)) {
-      return absl::UnavailableError(absl::StrCat("metrics server: cannot bind ", options.host, ":",
-                                                 options.port, " (in use or not permitted)"));
-    }
-    self->port_ = options.port;
-  }
-  if (absl::Status s = RunHttplibAcceptLoop(svr, &self->listener_, "metrics server"); !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<int> port =
+      BindAndListen(svr, options.host, options.port, &self->listener_, "metrics server");
+  if (!port.ok()) return port.status();
+  self->port_ = *port;
   return self;
 }
 

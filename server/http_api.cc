@@ -2,10 +2,8 @@
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <exception>
 
@@ -115,38 +113,16 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
     self->server_ = std::make_unique<httplib::Server>();
   }
   httplib::Server& svr = *self->server_;
-  const int threads = std::max(1, options.threads);
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // As for /metrics: no SO_REUSEPORT (a second process could silently share the port).
-  svr.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  // One request per connection: an idle keep-alive connection would hold a handler thread and
-  // delay Stop(); a generation takes seconds, so a new connection per call costs nothing.
-  svr.set_keep_alive_max_count(1);
+  metrics::ConfigureHttplibServer(svr, options.threads);
   // Bodies with a Content-Length over the limit are refused before they are read (413); chunked
   // ones are counted as they arrive (the generation handler's reader).
   svr.set_payload_max_length(options.max_body_bytes);
   self->Route();
 
-  if (address->port == 0) {
-    const int port = svr.bind_to_any_port(address->host);
-    if (port < 0) {
-      return absl::UnavailableError(
-          absl::StrCat("--http-listen: cannot bind ", address->host, " on any port"));
-    }
-    self->port_ = port;
-  } else {
-    if (!svr.bind_to_port(address->host, address->port)) {
-      return absl::UnavailableError(absl::StrCat("--http-listen: cannot bind ", options.listen,
-                                                 " (in use or not permitted)"));
-    }
-    self->port_ = address->port;
-  }
-  if (absl::Status s = metrics::RunHttplibAcceptLoop(svr, &self->listener_, "HTTP API"); !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<int> port = metrics::BindAndListen(svr, address->host, address->port,
+                                                    &self->listener_, "--http-listen");
+  if (!port.ok()) return port.status();
+  self->port_ = *port;
   spdlog::info("HTTP API on {}://{}:{} (POST /v1/images/generations, GET /v1/models, GET /health)",
                self->tls_ ? "https" : "http", self->host_, self->port_);
   return self;
