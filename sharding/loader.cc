@@ -194,6 +194,12 @@ absl::StatusOr<ShardedStateDict> LoadShard(const ComponentCheckpoint& ckpt, cons
   }
   reader.Finish();
 
+  return ShardedStateDict(rank, world_size, std::move(tensors),
+                          ModuleShardingsOf(resolved, world_size));
+}
+
+std::map<std::string, ModuleSharding> ModuleShardingsOf(const ResolvedPlan& resolved,
+                                                        int world_size) {
   std::map<std::string, ModuleSharding> modules;
   for (const auto& [path, m] : resolved.modules) {
     ModuleSharding ms;
@@ -203,7 +209,7 @@ absl::StatusOr<ShardedStateDict> LoadShard(const ComponentCheckpoint& ckpt, cons
     }
     modules.emplace(path, std::move(ms));
   }
-  return ShardedStateDict(rank, world_size, std::move(tensors), std::move(modules));
+  return modules;
 }
 
 absl::StatusOr<ShardedStateDict> LoadShard(const std::string& component_dir, const TpPlan* plan,

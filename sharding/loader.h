@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include <torch/torch.h>
@@ -26,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sharding/checkpoint.h"
+#include "sharding/plan_resolver.h"
 #include "sharding/state_dict.h"
 #include "sharding/tp_plan.h"
 
@@ -43,6 +45,12 @@ struct LoadOptions {
   // do not count in `progress`. The plan is still validated against every tensor.
   std::function<bool(const std::string& tensor_name)> select;
 };
+
+// How each planned module of `resolved` lies on a rank of `world_size` (packed styles: the local
+// block sizes): the module table of a ShardedStateDict. LoadShard's, and the step benchmarks' for
+// their random shards.
+std::map<std::string, ModuleSharding> ModuleShardingsOf(const ResolvedPlan& resolved,
+                                                        int world_size);
 
 // `plan` null: every tensor replicated. world_size is the tensor-parallel degree.
 absl::StatusOr<ShardedStateDict> LoadShard(const ComponentCheckpoint& ckpt, const TpPlan* plan,

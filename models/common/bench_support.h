@@ -29,6 +29,7 @@
 #include "comm/local_communicator.h"
 #include "comm/projection_communicator.h"
 #include "sharding/plan_resolver.h"
+#include "sharding/loader.h"
 #include "sharding/slicing.h"
 #include "sharding/state_dict.h"
 #include "sharding/tp_plan.h"
@@ -179,16 +180,8 @@ inline absl::StatusOr<BenchModelInputs> MakeBenchModelInputs(
     tensors[t.name] = norm_scale ? torch::ones(local, opts) : torch::randn(local, opts) * 0.02;
     *params += tensors[t.name].numel();
   }
-  std::map<std::string, sharding::ModuleSharding> modules;
-  for (const auto& [path, m] : resolved.modules) {
-    sharding::ModuleSharding ms;
-    ms.style = m.style;
-    if (m.style == sharding::TpStyle::kPackedColwise || m.style == sharding::TpStyle::kPackedRowwise) {
-      ms.local_blocks = sharding::LocalBlocks(m.blocks, tp);
-    }
-    modules.emplace(path, std::move(ms));
-  }
-  in.weights = sharding::ShardedStateDict(0, tp, std::move(tensors), std::move(modules));
+  in.weights = sharding::ShardedStateDict(0, tp, std::move(tensors),
+                                          sharding::ModuleShardingsOf(resolved, tp));
   in.comm = comm::MakeProjectionCommunicator(0, tp);
   return in;
 }
