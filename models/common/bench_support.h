@@ -39,6 +39,13 @@
 
 namespace ditserve::models {
 
+// One random weight: N(0, 0.02²), or ones for a 1-D "*norm*" tensor (an RMSNorm scale).
+inline torch::Tensor RandomWeight(const std::string& name, const std::vector<int64_t>& shape,
+                                  const torch::TensorOptions& opts) {
+  const bool norm_scale = shape.size() == 1 && name.find("norm") != std::string::npos;
+  return norm_scale ? torch::ones(shape, opts) : torch::randn(shape, opts) * 0.02;
+}
+
 // Every tensor N(0, 0.02²) except 1-D "*norm*" tensors (RMSNorm scales), which are ones.
 // Replicated (rank 0 of 1); `params` gets the element count.
 inline sharding::ShardedStateDict RandomStateDict(
@@ -49,8 +56,7 @@ inline sharding::ShardedStateDict RandomStateDict(
   std::map<std::string, torch::Tensor> tensors;
   *params = 0;
   for (const auto& [name, shape] : shapes) {
-    const bool norm_scale = shape.size() == 1 && name.find("norm") != std::string::npos;
-    tensors[name] = norm_scale ? torch::ones(shape, opts) : torch::randn(shape, opts) * 0.02;
+    tensors[name] = RandomWeight(name, shape, opts);
     *params += tensors[name].numel();
   }
   return sharding::ShardedStateDict(0, 1, std::move(tensors), {});
@@ -175,9 +181,7 @@ inline absl::StatusOr<BenchModelInputs> MakeBenchModelInputs(
   std::map<std::string, torch::Tensor> tensors;
   *params = 0;
   for (const sharding::PlannedTensor& t : resolved.tensors) {
-    const std::vector<int64_t> local = sharding::SliceForRank(t, 0, tp).local_shape;
-    const bool norm_scale = t.shape.size() == 1 && t.name.find("norm") != std::string::npos;
-    tensors[t.name] = norm_scale ? torch::ones(local, opts) : torch::randn(local, opts) * 0.02;
+    tensors[t.name] = RandomWeight(t.name, sharding::SliceForRank(t, 0, tp).local_shape, opts);
     *params += tensors[t.name].numel();
   }
   in.weights = sharding::ShardedStateDict(0, tp, std::move(tensors),
