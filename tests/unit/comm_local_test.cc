@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
 #include "comm/agree.h"
+#include "comm/projection_communicator.h"
 #include "comm/local_communicator.h"
 
 namespace ditserve::comm {
@@ -283,6 +284,35 @@ TEST(CommLocalGroupStats, ReadableFromAnotherThread) {
   });
   ASSERT_TRUE(group.ok());
   EXPECT_EQ(last_seen.load(), 200u);
+}
+
+}  // namespace
+}  // namespace ditserve::comm
+
+namespace ditserve::comm {
+namespace {
+
+// The step benchmarks' --tp projection: rank `r` of a group that does not exist. Collectives return
+// at once and leave the local value; AllReduceSum calls and their bytes are counted.
+TEST(ProjectionCommunicator, CountsAllReducesAndLeavesTheLocalValues) {
+  auto comm = MakeProjectionCommunicator(0, 4);
+  EXPECT_EQ(comm->rank(), 0);
+  EXPECT_EQ(comm->world_size(), 4);
+  torch::Tensor a = torch::arange(6, torch::kFloat32);
+  torch::Tensor b = torch::ones({2, 3}, torch::kBFloat16);
+  const torch::Tensor a0 = a.clone();
+  ASSERT_TRUE(comm->AllReduceSum(a).ok());
+  ASSERT_TRUE(comm->AllReduceSum(b).ok());
+  ASSERT_TRUE(comm->AllReduceMax(a).ok());
+  ASSERT_TRUE(comm->Broadcast(a, 1).ok());
+  ASSERT_TRUE(comm->Barrier().ok());
+  EXPECT_TRUE(torch::equal(a, a0));
+  const CommStats stats = comm->Stats();
+  EXPECT_EQ(stats.allreduce_count, 2u);
+  EXPECT_EQ(stats.allreduce_bytes, 6u * 4 + 6u * 2);
+  torch::Tensor gathered = torch::empty({4, 6});
+  ASSERT_TRUE(comm->AllGather(a, gathered).ok());
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(torch::equal(gathered[r], a0));
 }
 
 }  // namespace
