@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "models/common/linear_registry.h"
 
 namespace ditserve::models {
 
@@ -32,6 +33,10 @@ class DiffusionTransformer {
   virtual std::vector<std::string> OptionalArguments() const = 0;
   virtual torch::ScalarType dtype() const = 0;
   virtual torch::Device device() const = 0;
+
+  // Every linear layer by module path, as built for this rank (LoRA adapters' targets). The layers'
+  // LoRA terms may be set between forwards (models/lora/lora_library.h).
+  virtual const LinearRegistry& linear_layers() const = 0;
 
   // The predicted velocity, (B, tokens, out_channels), in the model's dtype on its device.
   virtual absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) = 0;

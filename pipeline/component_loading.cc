@@ -70,6 +70,18 @@ absl::StatusOr<bool> ShardTextEncoder(const std::string& text_encoder_dir,
          config.num_key_value_heads % world == 0;
 }
 
+absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(const PipelineOptions& options,
+                                                            const models::DiffusionTransformer& model,
+                                                            const comm::Communicator& comm) {
+  if (options.loras.empty()) return std::make_unique<lora::LoraLibrary>();
+  sharding::LoadOptions lo = ShardLoadOptions(options);
+  lo.progress = nullptr;
+  lo.device = model.device();
+  lo.dtype = model.dtype();
+  return lora::LoraLibrary::Load(options.loras, model.linear_layers(), comm.rank(),
+                                 comm.world_size(), lo);
+}
+
 absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir,
                                                              const FlowMatchSchedulerConfig& fallback) {
   if (dir.empty()) return fallback;

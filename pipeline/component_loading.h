@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "models/lora/lora_library.h"
 #include "models/text/causal_lm_encoder.h"
 #include "models/transformer.h"
 #include "pipeline/pipeline.h"
@@ -51,6 +52,11 @@ absl::StatusOr<LoadedTextModel> LoadTextModel(const std::string& text_encoder_di
 absl::StatusOr<bool> ShardTextEncoder(const std::string& text_encoder_dir,
                                       TextEncoderPlacement placement, torch::ScalarType dtype,
                                       const comm::Communicator& comm);
+
+// This rank's slices of options.loras for `model` (an empty library when there are none).
+absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(const PipelineOptions& options,
+                                                            const models::DiffusionTransformer& model,
+                                                            const comm::Communicator& comm);
 
 // `dir`/scheduler_config.json parsed, or `fallback` when `dir` is empty.
 absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir,

@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<Flux1Pipeline>> Flux1Pipeline::Load(
                    models::flux1::ParseFluxTransformerConfig(tconfig));
   ASSIGN_OR_RETURN(p->transformer_, models::flux1::FluxTransformer2DModel::Load(cfg, sd, comm));
   p->weight_bytes_ += sd.TotalBytes();
+  ASSIGN_OR_RETURN(p->loras_, LoadLoras(options, *p->transformer_, *comm));
 
   ASSIGN_OR_RETURN(std::string scheduler_dir, index.ComponentDir("scheduler"));
   ASSIGN_OR_RETURN(p->scheduler_config_, LoadSchedulerConfig(scheduler_dir, {}));
@@ -88,6 +89,8 @@ absl::StatusOr<std::unique_ptr<Flux1Pipeline>> Flux1Pipeline::Load(
   card.default_steps = cfg.guidance_embeds ? 28 : 4;
   card.default_guidance_scale = cfg.guidance_embeds ? 3.5f : 0.0f;
   card.default_max_sequence_length = 512;
+  card.loras = p->loras_->cards();
+  for (const lora::LoraCard& l : card.loras) p->weight_bytes_ += l.bytes;
   return p;
 }
 
@@ -161,7 +164,9 @@ absl::StatusOr<GenerationResult> Flux1Pipeline::RunUnguarded(const GenerationJob
   FlowMatchEulerScheduler scheduler(scheduler_config_);
   // Everything a step needs is allocated before the loop, and the ranks agree that it worked, so
   // running out of memory here fails the job on every rank and leaves the group usable.
+  lora::LoraActivation adapters;  // the job's LoRA terms, cleared when the job ends
   absl::Status prepared = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(adapters, loras_->Activate(job.loras));
     ASSIGN_OR_RETURN(torch::Tensor noise, BatchNoise(job, {1, c.in_channels / 4, h, w}, dtype_, device_));
     ASSIGN_OR_RETURN(latents, PackLatents(noise));
     img_ids = LatentImageIds(h / 2, w / 2, dtype_, device_);

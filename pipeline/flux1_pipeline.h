@@ -49,6 +49,7 @@ class Flux1Pipeline final : public Pipeline {
   torch::Device device_ = torch::kCPU;
   torch::ScalarType dtype_ = torch::kFloat32;
   std::unique_ptr<models::flux1::FluxTransformer2DModel> transformer_;
+  std::unique_ptr<lora::LoraLibrary> loras_;  // after transformer_: borrows its layers
   FlowMatchSchedulerConfig scheduler_config_;
   int64_t vae_scale_factor_ = 8;
   std::unique_ptr<Flux1PromptEncoder> encoder_;             // rank 0 only

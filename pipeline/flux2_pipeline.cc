@@ -45,6 +45,8 @@ absl::StatusOr<std::unique_ptr<Flux2Pipeline>> Flux2Pipeline::Load(
   ASSIGN_OR_RETURN(LoadedTransformer t, LoadTransformer(transformer_dir, options, comm));
   p->transformer_ = std::move(t.model);
   p->weight_bytes_ += t.weight_bytes;
+  ASSIGN_OR_RETURN(p->loras_, LoadLoras(options, *p->transformer_, *comm));
+  for (const lora::LoraCard& l : p->loras_->cards()) p->weight_bytes_ += l.bytes;
   p->in_channels_ = t.config.value("in_channels", int64_t{0});
   p->joint_attention_dim_ = t.config.value("joint_attention_dim", int64_t{0});
   p->guidance_embeds_ = t.config.value("guidance_embeds", false);
@@ -113,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Flux2Pipeline>> Flux2Pipeline::Load(
   card.default_steps = kDefaultSteps;
   card.default_guidance_scale = kDefaultGuidance;
   card.default_max_sequence_length = 512;
+  card.loras = p->loras_->cards();
   return p;
 }
 
@@ -180,7 +183,9 @@ absl::StatusOr<GenerationResult> Flux2Pipeline::RunUnguarded(const GenerationJob
   torch::Tensor latents;
   std::map<std::string, torch::Tensor> fixed;
   FlowMatchEulerScheduler scheduler(scheduler_config_);
+  lora::LoraActivation adapters;  // the job's LoRA terms, cleared when the job ends
   absl::Status prepared = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(adapters, loras_->Activate(job.loras));
     ASSIGN_OR_RETURN(torch::Tensor noise, BatchNoise(job, {1, in_channels_, h, w}, dtype_, device_));
     latents = noise.reshape({batch, in_channels_, tokens}).permute({0, 2, 1}).contiguous();
     auto fopts = torch::TensorOptions().dtype(dtype_).device(device_);

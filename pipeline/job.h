@@ -12,6 +12,9 @@
 
 #include <torch/torch.h>
 
+#include "models/lora/lora_choice.h"
+#include "models/lora/lora_library.h"
+
 namespace ditserve::pipeline {
 
 // Precomputed conditioning a request brought with it: CPU float32 tensors as received (undefined =
@@ -45,6 +48,9 @@ struct GenerationJob {
   int64_t num_inference_steps = 0;
   int64_t max_sequence_length = 0;
   JobOutput output = JobOutput::kImage;
+  // LoRA adapters for the whole job, in the frontend's canonical order (requests with different
+  // choices are never batched together); empty = the base model.
+  std::vector<lora::LoraChoice> loras;
 
   // True CFG runs when the items ask for a scale > 1 (diffusers: with a negative prompt; the
   // frontend only sets the scale when one is given). Batched items agree on it.
@@ -85,6 +91,7 @@ struct ModelCard {
   float default_guidance_scale = 0;
   float default_true_cfg_scale = 0;  // with a negative prompt and no scale in the request
   int64_t default_max_sequence_length = 512;
+  std::vector<lora::LoraCard> loras;  // the adapters loaded at start
 };
 
 }  // namespace ditserve::pipeline

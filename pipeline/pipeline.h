@@ -58,6 +58,8 @@ struct PipelineOptions {
   // Shard the transformer's AdaLN modulation projections (sharding::AddModulationSharding) instead
   // of replicating them as the reference's plans do (tp > 1 only).
   bool shard_modulation = true;
+  // LoRA adapters to load at start (models/lora/lora_adapter.h); requests choose among them.
+  std::vector<lora::LoraAdapterSpec> loras;
   // (bytes loaded, bytes total) while loading this rank's shard.
   std::function<void(uint64_t, uint64_t)> on_load_progress;
 };

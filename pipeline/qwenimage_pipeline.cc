@@ -47,6 +47,8 @@ absl::StatusOr<std::unique_ptr<QwenImagePipeline>> QwenImagePipeline::Load(
   ASSIGN_OR_RETURN(LoadedTransformer t, LoadTransformer(transformer_dir, options, comm));
   p->transformer_ = std::move(t.model);
   p->weight_bytes_ += t.weight_bytes;
+  ASSIGN_OR_RETURN(p->loras_, LoadLoras(options, *p->transformer_, *comm));
+  for (const lora::LoraCard& l : p->loras_->cards()) p->weight_bytes_ += l.bytes;
   p->in_channels_ = t.config.value("in_channels", int64_t{0});
   p->joint_attention_dim_ = t.config.value("joint_attention_dim", int64_t{0});
 
@@ -108,6 +110,7 @@ absl::StatusOr<std::unique_ptr<QwenImagePipeline>> QwenImagePipeline::Load(
   card.default_guidance_scale = 0.0f;
   card.default_true_cfg_scale = 4.0f;  // QwenImagePipeline.__call__'s true_cfg_scale
   card.default_max_sequence_length = 512;
+  card.loras = p->loras_->cards();
   return p;
 }
 
@@ -216,7 +219,9 @@ absl::StatusOr<GenerationResult> QwenImagePipeline::RunUnguarded(
   const int steps = static_cast<int>(job.num_inference_steps);
   torch::Tensor latents, img_shapes, cfg_scale;
   FlowMatchEulerScheduler scheduler(scheduler_config_);
+  lora::LoraActivation adapters;  // the job's LoRA terms, cleared when the job ends
   absl::Status prepared = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(adapters, loras_->Activate(job.loras));
     ASSIGN_OR_RETURN(torch::Tensor noise, BatchNoise(job, {1, in_channels_ / 4, h, w}, dtype_, device_));
     ASSIGN_OR_RETURN(latents, PackLatents(noise));
     img_shapes = torch::tensor({1.0f, static_cast<float>(h / 2), static_cast<float>(w / 2)})

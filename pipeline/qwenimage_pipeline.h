@@ -55,6 +55,7 @@ class QwenImagePipeline final : public Pipeline {
   torch::Device device_ = torch::kCPU;
   torch::ScalarType dtype_ = torch::kFloat32;
   std::unique_ptr<models::DiffusionTransformer> transformer_;
+  std::unique_ptr<lora::LoraLibrary> loras_;  // after transformer_: borrows its layers
   FlowMatchSchedulerConfig scheduler_config_;
   int64_t in_channels_ = 0;
   int64_t joint_attention_dim_ = 0;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
 #include "sharding/plan_resolver.h"
@@ -210,6 +211,50 @@ std::map<std::string, ModuleSharding> ModuleShardingsOf(const ResolvedPlan& reso
     modules.emplace(path, std::move(ms));
   }
   return modules;
+}
+
+absl::StatusOr<torch::Tensor> ReadTensorSlice(const SafetensorsFile& file, const TensorInfo& info,
+                                              const RankSlice& slice, const LoadOptions& opts) {
+  RETURN_IF_ERROR(ValidateOptions(opts));
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.path(), ": tensor '", info.name, "' ", absl::StrJoin(info.shape, "x"),
+                     ": ", why));
+  };
+  if (slice.local_shape.size() != info.shape.size()) return bad("slice of another rank");
+  if (slice.dim >= 0) {
+    if (slice.dim >= static_cast<int>(info.shape.size())) return bad("slice dim out of range");
+    int64_t local = 0;
+    for (const auto& [b, e] : slice.ranges) {
+      if (b < 0 || e < b || e > info.shape[slice.dim]) {
+        return bad(absl::StrCat("range [", b, ", ", e, ") leaves dim ", slice.dim));
+      }
+      local += e - b;
+    }
+    for (size_t i = 0; i < info.shape.size(); ++i) {
+      const int64_t want = static_cast<int>(i) == slice.dim ? local : info.shape[i];
+      if (slice.local_shape[i] != want) return bad("slice shape does not match its ranges");
+    }
+  } else if (slice.local_shape != info.shape) {
+    return bad("whole-tensor slice of another shape");
+  }
+  ASSIGN_OR_RETURN(torch::ScalarType src_type, TorchDType(info.dtype));
+  const torch::ScalarType dst_type = IsTorchFloat(src_type) ? opts.dtype : src_type;
+  PlannedTensor planned;
+  planned.name = info.name;
+  LoadJob job{&file, &info, &planned, slice, src_type, dst_type,
+              slice.numel() * DTypeSize(info.dtype)};
+  ASSIGN_OR_RETURN(torch::Tensor dst, compat::GuardTorch("allocating a tensor slice", [&] {
+                     return torch::empty(slice.local_shape,
+                                         torch::TensorOptions().dtype(dst_type).device(opts.device));
+                   }));
+  LoadOptions quiet = opts;
+  quiet.progress = nullptr;
+  // Small tensors (LoRA factors) get a staging buffer of their own size, not the whole 64 MiB.
+  const uint64_t staging = std::max<uint64_t>(8, std::min(opts.staging_buffer_bytes, job.rank_bytes));
+  SliceReader reader(staging, quiet, job.rank_bytes);
+  if (dst.numel() > 0) RETURN_IF_ERROR(reader.Load(job, dst));
+  return dst;
 }
 
 absl::StatusOr<ShardedStateDict> LoadShard(const std::string& component_dir, const TpPlan* plan,

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "sharding/checkpoint.h"
 #include "sharding/plan_resolver.h"
+#include "sharding/slicing.h"
 #include "sharding/state_dict.h"
 #include "sharding/tp_plan.h"
 
@@ -58,6 +59,14 @@ absl::StatusOr<ShardedStateDict> LoadShard(const ComponentCheckpoint& ckpt, cons
 // Opens `component_dir` first (see checkpoint.h).
 absl::StatusOr<ShardedStateDict> LoadShard(const std::string& component_dir, const TpPlan* plan,
                                            int rank, int world_size, const LoadOptions& opts);
+
+// Reads one stored tensor's `slice` (SliceForRank's, or any ranges a caller builds along one dim,
+// e.g. a LoRA B's rows of one part of a fused tensor) the way LoadShard reads a planned tensor:
+// only the slice's bytes, through opts' staging buffer, converted to opts.dtype when floating, on
+// opts.device (opts.select and opts.progress are not used). INVALID_ARGUMENT naming the file and
+// tensor when the slice does not fit the tensor's shape.
+absl::StatusOr<torch::Tensor> ReadTensorSlice(const SafetensorsFile& file, const TensorInfo& info,
+                                              const RankSlice& slice, const LoadOptions& opts);
 
 // Writes a replicated state dict (world_size 1, nothing sharded) as one safetensors file.
 // FAILED_PRECONDITION for a tensor-parallel sharded one: its tensors are slices (and packed slices

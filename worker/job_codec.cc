@@ -38,6 +38,9 @@ std::vector<std::pair<std::string, std::string>> PngText(const v1::RunRequest& r
   if (!item.prompt_2().empty() && item.prompt_2() != item.prompt()) {
     text.emplace_back("Prompt 2", item.prompt_2());
   }
+  for (const ditserve::v1::LoraChoice& c : item.loras()) {
+    text.emplace_back("LoRA", absl::StrFormat("%s:%g", c.name(), c.has_scale() ? c.scale() : 1.0f));
+  }
   if (item.true_cfg_scale() > 1.0f) {
     text.emplace_back("Negative prompt", item.negative_prompt());
     text.emplace_back("True CFG scale", absl::StrFormat("%g", item.true_cfg_scale()));
@@ -72,6 +75,17 @@ absl::StatusOr<pipeline::GenerationJob> JobFromRunRequest(const v1::RunRequest& 
     if (in.has_negative_prompt_embeddings()) {
       ASSIGN_OR_RETURN(item.negative_embeddings,
                        EmbeddingsFromProto(in.negative_prompt_embeddings(), "negative_prompt_embeddings"));
+    }
+    // LoRA choices are the job's: the frontend batches only requests that agree on them.
+    std::vector<lora::LoraChoice> loras;
+    for (const ditserve::v1::LoraChoice& c : in.loras()) {
+      loras.push_back({c.name(), c.has_scale() ? c.scale() : 1.0f});
+    }
+    if (i == 0) {
+      job.loras = std::move(loras);
+    } else if (loras != job.loras) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "items[", i, "].loras differ from items[0].loras; such requests cannot share a job"));
     }
     job.items.push_back(std::move(item));
   }
@@ -138,6 +152,13 @@ v1::ModelDescription DescribeModel(const pipeline::ModelCard& card, uint32_t tp_
   def->set_num_inference_steps(static_cast<uint32_t>(card.default_steps));
   def->set_guidance_scale(card.default_guidance_scale);
   def->set_true_cfg_scale(card.default_true_cfg_scale);
+  for (const lora::LoraCard& l : card.loras) {
+    ditserve::v1::LoraInfo* info = d.add_loras();
+    info->set_name(l.name);
+    info->set_format(l.format);
+    info->set_rank(static_cast<uint32_t>(l.rank));
+    info->set_modules(static_cast<uint32_t>(l.modules));
+  }
   def->set_max_sequence_length(static_cast<uint32_t>(card.default_max_sequence_length));
   return d;
 }

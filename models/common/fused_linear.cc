@@ -54,12 +54,14 @@ absl::StatusOr<FusedLinear> FusedLinear::Fuse(const std::vector<std::shared_ptr<
   torch::NoGradGuard no_grad;
   torch::Tensor weight = StackAndRebind(weights);
   torch::Tensor bias = with_bias ? StackAndRebind(biases) : torch::Tensor();
-  return FusedLinear(std::move(weight), std::move(bias), std::move(widths));
+  return FusedLinear(std::move(weight), std::move(bias), std::move(widths), parts);
 }
 
 std::vector<torch::Tensor> FusedLinear::Forward(const torch::Tensor& x) const {
   torch::Tensor y = torch::linear(x, weight_, bias_);
-  return y.split_with_sizes(widths_, -1);
+  std::vector<torch::Tensor> out = y.split_with_sizes(widths_, -1);
+  for (size_t i = 0; i < parts_.size(); ++i) parts_[i]->AddLoraDelta(x, out[i]);
+  return out;
 }
 
 }  // namespace ditserve::models

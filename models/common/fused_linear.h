@@ -11,7 +11,9 @@
 // bias tensor (and therefore the ShardedStateDict entries that share them) at its slice of that
 // buffer, so the separate copies are freed at once and a model never holds both. The parts stay
 // usable (their Forward reads the views).
-// Thread-safety: immutable after Fuse.
+// LoRA: the parts stay the owners of their low-rank terms (LinearLayer::SetLoraTerms); Forward adds
+// each part's delta to its output view after the one GEMM.
+// Thread-safety: immutable after Fuse (the parts' LoRA terms change only between forwards).
 #pragma once
 
 #include <memory>
@@ -39,10 +41,15 @@ class FusedLinear {
   size_t parts() const { return widths_.size(); }
 
  private:
-  FusedLinear(torch::Tensor w, torch::Tensor b, std::vector<int64_t> widths)
-      : weight_(std::move(w)), bias_(std::move(b)), widths_(std::move(widths)) {}
+  FusedLinear(torch::Tensor w, torch::Tensor b, std::vector<int64_t> widths,
+              std::vector<std::shared_ptr<LinearLayer>> parts)
+      : weight_(std::move(w)),
+        bias_(std::move(b)),
+        widths_(std::move(widths)),
+        parts_(std::move(parts)) {}
   torch::Tensor weight_, bias_;
   std::vector<int64_t> widths_;
+  std::vector<std::shared_ptr<LinearLayer>> parts_;
 };
 
 }  // namespace ditserve::models

@@ -36,7 +36,9 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Load(const sharding::ShardedStat
 }
 
 torch::Tensor Linear::Forward(const torch::Tensor& x) const {
-  return torch::linear(x, weight_, bias_);
+  torch::Tensor y = torch::linear(x, weight_, bias_);
+  AddLoraDelta(x, y);
+  return y;
 }
 
 absl::StatusOr<std::unique_ptr<LinearLayer>> ReplicatedModuleLoader::LoadLinear(

@@ -5,9 +5,17 @@
 // Forward throws (c10::Error, or StatusError for a failed collective); model entry points catch
 // with GuardTorch (common/torch_guard.h). Thread-safety: Forward is const but a
 // tensor-parallel layer drives its Communicator, so one thread at a time per model.
+//
+// LoRA: a layer may carry low-rank terms for the current request (models/lora/): Forward then adds
+// Σ (x_local · Aᵀ) · Bᵀ beside the GEMM, where A and B are this rank's slices (lora/lora_adapter.h)
+// and each B already holds its adapter's scale. A rowwise layer adds its partial delta before the
+// all-reduce, so every layer keeps exactly the communication it has without adapters. With no
+// terms set Forward is the unadapted code path, bit for bit. SetLoraTerms / ClearLoraTerms are
+// called on the model's thread between forwards (lora::LoraLibrary's activation scope).
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -16,9 +24,22 @@
 
 namespace ditserve::models {
 
+// One low-rank term of a layer on this rank: delta = (x_local · aᵀ) · bᵀ, a (r, local in),
+// b (local out, r), in the layer's dtype and device, the adapter's scale folded into b.
+struct LoraTerm {
+  torch::Tensor a;
+  torch::Tensor b;
+};
+
 class LinearLayer {
  public:
   virtual ~LinearLayer() = default;
+
+  // The low-rank terms Forward adds until cleared (an empty vector clears).
+  void SetLoraTerms(std::vector<LoraTerm> terms) { lora_ = std::move(terms); }
+  void ClearLoraTerms() { lora_.clear(); }
+  bool has_lora() const { return !lora_.empty(); }
+  const std::vector<LoraTerm>& lora_terms() const { return lora_; }
 
   // y = x · Wᵀ + b with this layer's tensor-parallel semantics (see models/tp/).
   virtual torch::Tensor Forward(const torch::Tensor& x) const = 0;
@@ -35,6 +56,15 @@ class LinearLayer {
   // This rank's bias (undefined when the layer has none). For a rowwise layer it is the full bias,
   // added once after the reduction.
   virtual const torch::Tensor& bias() const = 0;
+
+  // y += Σ (x_local · aᵀ) · bᵀ over the terms, in place (y may be a view); nothing without terms.
+  // For implementations and for fused callers (FusedLinear) that run the GEMM themselves.
+  void AddLoraDelta(const torch::Tensor& x_local, torch::Tensor& y) const {
+    for (const LoraTerm& t : lora_) y.add_(torch::linear(torch::linear(x_local, t.a), t.b));
+  }
+
+ private:
+  std::vector<LoraTerm> lora_;
 };
 
 // True for styles whose Forward is a plain local x · Wᵀ + b with no communication (replicated,

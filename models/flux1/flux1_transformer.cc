@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<FluxTransformer2DModel>> FluxTransformer2DModel::
                                                    config.num_attention_heads, ")"));
   }
   std::unique_ptr<FluxTransformer2DModel> m(new FluxTransformer2DModel(config));
-  tp::ParallelModuleLoader loader(sd, comm);
+  tp::ParallelModuleLoader loader(sd, comm, &m->linears_);
   const int64_t d = config.inner_dim();
 
   ASSIGN_OR_RETURN(m->x_embedder_, loader.LoadLinear("x_embedder"));

@@ -53,6 +53,7 @@ class FluxTransformer2DModel : public DiffusionTransformer {
   std::vector<std::string> OptionalArguments() const override;
   torch::ScalarType dtype() const override { return dtype_; }
   torch::Device device() const override { return device_; }
+  const LinearRegistry& linear_layers() const override { return linears_; }
   absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
 
   const FluxTransformerConfig& config() const { return config_; }
@@ -64,6 +65,7 @@ class FluxTransformer2DModel : public DiffusionTransformer {
   torch::Tensor ForwardImpl(const FluxForwardArgs& args) const;
 
   FluxTransformerConfig config_;
+  LinearRegistry linears_;
   torch::ScalarType dtype_ = torch::kFloat32;
   torch::Device device_ = torch::kCPU;
   int64_t local_heads_ = 0;

@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<Flux2Transformer2DModel>> Flux2Transformer2DModel
     return absl::InvalidArgumentError("FLUX.2: the communicator does not match the state dict's rank/size");
   }
   std::unique_ptr<Flux2Transformer2DModel> m(new Flux2Transformer2DModel(config));
-  tp::ParallelModuleLoader loader(sd, comm);
+  tp::ParallelModuleLoader loader(sd, comm, &m->linears_);
   const int64_t d = config.inner_dim(), hd = config.attention_head_dim;
   const int64_t mh = config.mlp_hidden_dim();
 

@@ -59,6 +59,7 @@ class Flux2Transformer2DModel : public DiffusionTransformer {
   std::vector<std::string> OptionalArguments() const override;
   torch::ScalarType dtype() const override { return dtype_; }
   torch::Device device() const override { return device_; }
+  const LinearRegistry& linear_layers() const override { return linears_; }
   absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
 
   const Flux2TransformerConfig& config() const { return config_; }
@@ -70,6 +71,7 @@ class Flux2Transformer2DModel : public DiffusionTransformer {
   torch::Tensor ForwardImpl(const Flux2ForwardArgs& args) const;
 
   Flux2TransformerConfig config_;
+  LinearRegistry linears_;
   torch::ScalarType dtype_ = torch::kFloat32;
   torch::Device device_ = torch::kCPU;
   int64_t local_heads_ = 0;

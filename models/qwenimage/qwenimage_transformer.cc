@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<QwenImageTransformer2DModel>> QwenImageTransforme
         "Qwen-Image: the communicator does not match the state dict's rank/size");
   }
   std::unique_ptr<QwenImageTransformer2DModel> m(new QwenImageTransformer2DModel(config));
-  tp::ParallelModuleLoader loader(sd, comm);
+  tp::ParallelModuleLoader loader(sd, comm, &m->linears_);
   const int64_t d = config.inner_dim();
   const double eps = QwenImageTransformerConfig::kEps;
 

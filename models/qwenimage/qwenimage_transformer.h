@@ -60,6 +60,7 @@ class QwenImageTransformer2DModel : public DiffusionTransformer {
   std::vector<std::string> OptionalArguments() const override;
   torch::ScalarType dtype() const override { return dtype_; }
   torch::Device device() const override { return device_; }
+  const LinearRegistry& linear_layers() const override { return linears_; }
   absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
 
   const QwenImageTransformerConfig& config() const { return config_; }
@@ -72,6 +73,7 @@ class QwenImageTransformer2DModel : public DiffusionTransformer {
   torch::Tensor ForwardImpl(const QwenImageForwardArgs& args, const QwenRopeFreqs& rope) const;
 
   QwenImageTransformerConfig config_;
+  LinearRegistry linears_;
   torch::ScalarType dtype_ = torch::kFloat32;
   torch::Device device_ = torch::kCPU;
   int64_t local_heads_ = 0;

@@ -9,6 +9,13 @@ namespace ditserve::models::tp {
 
 absl::StatusOr<std::unique_ptr<LinearLayer>> ParallelModuleLoader::LoadLinear(
     const std::string& path) const {
+  ASSIGN_OR_RETURN(std::unique_ptr<LinearLayer> layer, Build(path));
+  if (registry_ != nullptr) registry_->Add(path, layer.get());
+  return layer;
+}
+
+absl::StatusOr<std::unique_ptr<LinearLayer>> ParallelModuleLoader::Build(
+    const std::string& path) const {
   const auto style = sd_.ShardingOf(path).style;
   if (sharding::IsColwise(style)) {
     ASSIGN_OR_RETURN(auto layer, ColumnParallelLinear::Load(sd_, path));

@@ -7,14 +7,17 @@
 // so model code stays free of style decisions. With world size 1 and a replicated plan it builds
 // exactly what ReplicatedModuleLoader builds.
 //
-// Ownership: borrows the state dict and the communicator; both must outlive the loader, and the
-// communicator must outlive every layer built. Thread-safety: const, safe to share.
+// Every layer built is recorded in `registry` (when given) under its path, for LoRA targets.
+//
+// Ownership: borrows the state dict, the communicator and the registry; all must outlive the
+// loader, and the communicator must outlive every layer built. Thread-safety: one thread builds.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "models/common/linear_registry.h"
 #include "models/common/module_loader.h"
 #include "comm/communicator.h"
 
@@ -22,14 +25,17 @@ namespace ditserve::models::tp {
 
 class ParallelModuleLoader : public ModuleLoader {
  public:
-  ParallelModuleLoader(const sharding::ShardedStateDict& sd, comm::Communicator* comm)
-      : sd_(sd), comm_(comm) {}
+  ParallelModuleLoader(const sharding::ShardedStateDict& sd, comm::Communicator* comm,
+                       LinearRegistry* registry = nullptr)
+      : sd_(sd), comm_(comm), registry_(registry) {}
   const sharding::ShardedStateDict& state_dict() const override { return sd_; }
   absl::StatusOr<std::unique_ptr<LinearLayer>> LoadLinear(const std::string& path) const override;
 
  private:
   const sharding::ShardedStateDict& sd_;
+  absl::StatusOr<std::unique_ptr<LinearLayer>> Build(const std::string& path) const;
   comm::Communicator* comm_;
+  LinearRegistry* registry_;
 };
 
 }  // namespace ditserve::models::tp

@@ -59,6 +59,9 @@ torch::Tensor RowParallelLinear::Forward(const torch::Tensor& x) const {
   }
   // Bias-free partial product; all-reduce it in place (contiguous for the collective).
   auto y = torch::linear(local, weight_).contiguous();
+  // LoRA: a holds this rank's columns of A, so the partial deltas sum to the whole one in the same
+  // all-reduce as the partial products.
+  AddLoraDelta(local, y);
   if (comm_->world_size() > 1) ThrowIfError(comm_->AllReduceSum(y));
   if (bias_.defined()) y = y + bias_;
   return y;

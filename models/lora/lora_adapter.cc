@@ -1,0 +1,214 @@
+#include "models/lora/lora_adapter.h"
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config_json.h"
+#include "common/status_macros.h"
+#include "common/torch_guard.h"
+#include "sharding/safetensors.h"
+#include "sharding/torch_tensor.h"
+
+namespace ditserve::lora {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Ranges of `count` items per block: this rank's [o_k + r·s_k/n, o_k + (r+1)·s_k/n) of each block.
+std::vector<RowRange> RankRanges(const std::vector<int64_t>& local_blocks, int rank, int world) {
+  std::vector<RowRange> out;
+  int64_t offset = 0;
+  for (int64_t local : local_blocks) {
+    out.push_back({offset + rank * local, offset + (rank + 1) * local});
+    offset += local * world;
+  }
+  return out;
+}
+
+// The rows `ranges` (in a target's own row space) through `segments` (the target's rows in the
+// stored tensor, concatenated): the stored rows, in order.
+std::vector<std::pair<int64_t, int64_t>> MapThrough(const std::vector<RowRange>& segments,
+                                                    const std::vector<RowRange>& ranges) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const RowRange& r : ranges) {
+    int64_t seg_start = 0;  // target-space index of the segment's first row
+    for (const RowRange& s : segments) {
+      const int64_t len = s.end - s.begin;
+      const int64_t lo = std::max(r.begin, seg_start), hi = std::min(r.end, seg_start + len);
+      if (lo < hi) out.emplace_back(s.begin + (lo - seg_start), s.begin + (hi - seg_start));
+      seg_start += len;
+    }
+  }
+  return out;
+}
+
+sharding::RankSlice SliceAlong(int dim, std::vector<std::pair<int64_t, int64_t>> ranges,
+                               const std::vector<int64_t>& shape) {
+  sharding::RankSlice s;
+  s.dim = dim;
+  s.local_shape = shape;
+  int64_t n = 0;
+  for (const auto& [b, e] : ranges) n += e - b;
+  s.local_shape[dim] = n;
+  s.ranges = std::move(ranges);
+  return s;
+}
+
+// The adapter config beside a PEFT file, or in the safetensors metadata (diffusers).
+absl::StatusOr<std::optional<nlohmann::json>> AdapterConfig(const sharding::SafetensorsFile& file) {
+  const fs::path beside = fs::path(file.path()).parent_path() / "adapter_config.json";
+  std::error_code ec;
+  if (fs::is_regular_file(beside, ec)) {
+    ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonObjectFile(beside.string()));
+    return std::optional<nlohmann::json>(std::move(j));
+  }
+  auto it = file.metadata().find("lora_adapter_metadata");
+  if (it == file.metadata().end()) return std::optional<nlohmann::json>();
+  auto j = ParseJsonObject(it->second);
+  if (!j.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file.path(), ": metadata 'lora_adapter_metadata': ", j.status().message()));
+  }
+  return std::optional<nlohmann::json>(*std::move(j));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ResolveLoraFile(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return path;
+  if (!fs::is_directory(path, ec)) {
+    return absl::NotFoundError(absl::StrCat("LoRA adapter '", path, "' does not exist"));
+  }
+  for (const char* name : {"pytorch_lora_weights.safetensors", "adapter_model.safetensors"}) {
+    const fs::path p = fs::path(path) / name;
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    if (e.path().extension() == ".safetensors") found.push_back(e.path().string());
+  }
+  if (found.size() == 1) return found[0];
+  return absl::NotFoundError(absl::StrCat(
+      "LoRA adapter folder '", path, "' has ", found.size() == 0 ? "no" : "several",
+      " .safetensors files and no pytorch_lora_weights.safetensors or adapter_model.safetensors"));
+}
+
+LayerGeometry GeometryOf(const models::LinearLayer& layer, int rank, int world) {
+  using sharding::TpStyle;
+  LayerGeometry g;
+  const int64_t out = layer.weight().size(0), in = layer.weight().size(1);
+  g.out_features = out;
+  g.in_features = in;
+  g.local_rows = {{0, out}};
+  g.local_cols = {{0, in}};
+  switch (layer.style()) {
+    case TpStyle::kColwise:
+      g.out_features = out * world;
+      g.local_rows = RankRanges({out}, rank, world);
+      break;
+    case TpStyle::kPackedColwise:
+      g.out_features = out * world;
+      g.local_rows = RankRanges(layer.local_blocks(), rank, world);
+      break;
+    case TpStyle::kRowwise:
+    case TpStyle::kRowwiseSplitInput:
+      g.in_features = in * world;
+      g.local_cols = RankRanges({in}, rank, world);
+      break;
+    case TpStyle::kPackedRowwise:
+      g.in_features = in * world;
+      g.local_cols = RankRanges(layer.local_blocks(), rank, world);
+      break;
+    default:
+      break;
+  }
+  return g;
+}
+
+absl::StatusOr<LoraAdapter> LoraAdapter::Load(const LoraAdapterSpec& spec,
+                                              const models::LinearRegistry& layers, int rank,
+                                              int world_size, const sharding::LoadOptions& opts) {
+  auto in_adapter = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("LoRA adapter '", spec.name, "': ", s.message()));
+  };
+  auto file_or = ResolveLoraFile(spec.path);
+  if (!file_or.ok()) return in_adapter(file_or.status());
+  auto opened = sharding::SafetensorsFile::Open(*file_or);
+  if (!opened.ok()) return in_adapter(opened.status());
+  const sharding::SafetensorsFile& file = **opened;
+
+  std::vector<sharding::TensorMeta> metas;
+  std::map<std::string, double> alphas;
+  std::map<std::string, const sharding::TensorInfo*> infos;
+  for (const sharding::TensorInfo& t : file.tensors()) {
+    metas.push_back({t.name, t.dtype, t.shape});
+    infos[t.name] = &t;
+    if (IsAlphaKey(t.name)) {
+      if (t.numel() != 1) {
+        return in_adapter(absl::InvalidArgumentError(absl::StrCat(
+            file.path(), ": LoRA key '", t.name, "': an alpha must be one number, got shape ",
+            absl::StrJoin(t.shape, "x"))));
+      }
+      auto value = sharding::ReadWholeTensor(file, t);
+      if (!value.ok()) return in_adapter(value.status());
+      alphas[t.name] = value->to(torch::kFloat64).item<double>();
+    }
+  }
+  auto config = AdapterConfig(file);
+  if (!config.ok()) return in_adapter(config.status());
+  auto layout = MapLoraLayout(metas, alphas, config->has_value() ? &**config : nullptr, file.path());
+  if (!layout.ok()) return in_adapter(layout.status());
+
+  // Check every target against the model before reading a byte.
+  for (const LoraTargetSource& t : layout->targets) {
+    const models::LinearLayer* layer = layers.Find(t.module);
+    if (layer == nullptr) {
+      return in_adapter(absl::InvalidArgumentError(absl::StrCat(
+          file.path(), ": targets module '", t.module, "', which the model does not have (",
+          t.a_key, ")")));
+    }
+    const LayerGeometry g = GeometryOf(*layer, rank, world_size);
+    if (g.in_features != t.in_features || g.out_features != t.out_features) {
+      return in_adapter(absl::InvalidArgumentError(absl::StrCat(
+          file.path(), ": module '", t.module, "' is ", g.out_features, "x", g.in_features,
+          " (out x in) but its LoRA factors give ", t.out_features, "x", t.in_features, " (", t.a_key,
+          ", ", t.b_key, ")")));
+    }
+    for (const std::string* key : {&t.a_key, &t.b_key}) {
+      auto type = sharding::TorchDType(infos.at(*key)->dtype);
+      if (!type.ok() || !torch::isFloatingType(*type)) {
+        return in_adapter(absl::InvalidArgumentError(absl::StrCat(
+            file.path(), ": LoRA key '", *key, "': factors must be floating point, got ",
+            sharding::DTypeName(infos.at(*key)->dtype))));
+      }
+    }
+  }
+
+  LoraAdapter adapter;
+  adapter.name_ = spec.name;
+  adapter.file_ = file.path();
+  adapter.format_ = layout->format;
+  adapter.max_rank_ = layout->max_rank;
+  for (const LoraTargetSource& t : layout->targets) {
+    const LayerGeometry g = GeometryOf(*layers.Find(t.module), rank, world_size);
+    const sharding::TensorInfo& a_info = *infos.at(t.a_key);
+    const sharding::TensorInfo& b_info = *infos.at(t.b_key);
+    std::vector<std::pair<int64_t, int64_t>> a_cols;
+    for (const RowRange& c : g.local_cols) a_cols.emplace_back(c.begin, c.end);
+    auto a = sharding::ReadTensorSlice(file, a_info, SliceAlong(1, a_cols, a_info.shape), opts);
+    if (!a.ok()) return in_adapter(a.status());
+    auto b = sharding::ReadTensorSlice(
+        file, b_info, SliceAlong(0, MapThrough(t.b_rows, g.local_rows), b_info.shape), opts);
+    if (!b.ok()) return in_adapter(b.status());
+    adapter.bytes_ += static_cast<uint64_t>(a->numel() * a->element_size() + b->numel() * b->element_size());
+    adapter.modules_.emplace(t.module, LoraModuleSlices{*std::move(a), *std::move(b), t.scale});
+  }
+  return adapter;
+}
+
+}  // namespace ditserve::lora

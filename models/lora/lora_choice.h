@@ -1,0 +1,15 @@
+// What a request asks of the LoRA adapters loaded at start: a name and the weight it is applied
+// with (diffusers' set_adapters(names, adapter_weights)). Plain value.
+#pragma once
+
+#include <string>
+
+namespace ditserve::lora {
+
+struct LoraChoice {
+  std::string name;
+  float scale = 1.0f;
+  bool operator==(const LoraChoice& o) const { return name == o.name && scale == o.scale; }
+};
+
+}  // namespace ditserve::lora
