@@ -59,8 +59,14 @@ class LinearLayer {
 
   // y += Σ (x_local · aᵀ) · bᵀ over the terms, in place (y may be a view); nothing without terms.
   // For implementations and for fused callers (FusedLinear) that run the GEMM themselves.
+  // The second GEMM accumulates straight into y (addmm_, beta = 1): no delta tensor, one pass
+  // over y. y must be viewable as (rows, out): contiguous, or a last-dim slice of a contiguous
+  // tensor (FusedLinear's parts).
   void AddLoraDelta(const torch::Tensor& x_local, torch::Tensor& y) const {
-    for (const LoraTerm& t : lora_) y.add_(torch::linear(torch::linear(x_local, t.a), t.b));
+    if (lora_.empty()) return;
+    const torch::Tensor x2 = x_local.reshape({-1, x_local.size(-1)});
+    torch::Tensor y2 = y.view({-1, y.size(-1)});
+    for (const LoraTerm& t : lora_) y2.addmm_(torch::mm(x2, t.a.t()), t.b.t());
   }
 
  private:
