@@ -39,6 +39,9 @@ void Bind(FlagParser* p, GenerateOptions* o) {
   p->AddString("negative-embeddings", &o->negative_embeddings,
                "same as --embeddings, for the negative prompt");
   p->AddString("request-id", &o->request_id, "request id echoed by the server; generated if empty");
+  p->AddStringList("lora", &o->loras,
+                   "NAME[:SCALE]: apply the server's LoRA adapter NAME with weight SCALE (default "
+                   "1.0; see `info` for the adapters)");
   p->AddString("output", &o->output, "output file (-o); '-' writes to stdout");
   p->AddBool("quiet", &o->quiet, "no progress output");
   p->AddBool("unary", &o->unary, "use the unary Generate call (no progress)");

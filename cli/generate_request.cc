@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cli/embeddings.h"
 #include "common/status_macros.h"
@@ -32,6 +33,28 @@ absl::StatusOr<ditserve::v1::OutputFormat> ParseOutputFormat(const std::string& 
   if (name == "latents") return ditserve::v1::OUTPUT_FORMAT_LATENTS;
   return absl::InvalidArgumentError(
       absl::StrCat("--format must be png, raw or latents, got '", name, "'"));
+}
+
+absl::StatusOr<ditserve::v1::LoraChoice> ParseLoraChoice(const std::string& value) {
+  ditserve::v1::LoraChoice choice;
+  const size_t colon = value.find(':');
+  choice.set_name(value.substr(0, colon));
+  if (choice.name().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora must be NAME or NAME:SCALE, got '", value, "'"));
+  }
+  if (colon != std::string::npos) {
+    const std::string text = value.substr(colon + 1);
+    double scale = 0;
+    if (!absl::SimpleAtod(text, &scale) || !std::isfinite(scale) ||
+        std::fabs(scale) > std::numeric_limits<float>::max()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--lora ", value, ": the scale '", text, "' is not a finite number (NAME:SCALE, e.g. ",
+          choice.name(), ":0.8)"));
+    }
+    choice.set_scale(static_cast<float>(scale));
+  }
+  return choice;
 }
 
 std::string OutputFormatName(ditserve::v1::OutputFormat format) {
@@ -69,6 +92,9 @@ absl::StatusOr<ditserve::v1::GenerateRequest> BuildGenerateRequest(const Generat
   ASSIGN_OR_RETURN(ditserve::v1::OutputFormat format, ParseOutputFormat(o.format));
   r.set_output_format(format);
   r.set_request_id(o.request_id);
+  for (const std::string& lora : o.loras) {
+    ASSIGN_OR_RETURN(*r.add_loras(), ParseLoraChoice(lora));
+  }
   if (!o.embeddings.empty()) {
     ASSIGN_OR_RETURN(*r.mutable_prompt_embeddings(), LoadPromptEmbeddings(o.embeddings));
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cli/channel.h"
@@ -31,6 +32,7 @@ struct GenerateOptions {
   std::string embeddings;           // safetensors file, see embeddings.h
   std::string negative_embeddings;  // same layout, for true CFG
   std::string request_id;
+  std::vector<std::string> loras;  // --lora NAME[:SCALE], repeatable; no SCALE: the API's 1.0
   std::string output;  // file to write, "-" = stdout
   bool quiet = false;
   bool unary = false;  // use Generate instead of GenerateStream (no progress)
@@ -41,8 +43,12 @@ absl::StatusOr<ditserve::v1::OutputFormat> ParseOutputFormat(const std::string& 
 // Inverse of ParseOutputFormat; UNSPECIFIED is "png" (the API's default).
 std::string OutputFormatName(ditserve::v1::OutputFormat format);
 
-// Validates the options that can be checked locally (ranges of the uint32 fields, format, output)
-// and reads the embeddings files. INVALID_ARGUMENT naming the flag otherwise.
+// "NAME" or "NAME:SCALE" (SCALE a finite number) -> a LoraChoice, scale set only when given.
+// INVALID_ARGUMENT naming --lora otherwise. Which names exist and the scale range are the server's.
+absl::StatusOr<ditserve::v1::LoraChoice> ParseLoraChoice(const std::string& value);
+
+// Validates the options that can be checked locally (ranges of the uint32 fields, format, output,
+// --lora syntax) and reads the embeddings files. INVALID_ARGUMENT naming the flag otherwise.
 absl::StatusOr<ditserve::v1::GenerateRequest> BuildGenerateRequest(const GenerateOptions& options);
 
 }  // namespace ditserve::cli

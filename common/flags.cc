@@ -1,7 +1,10 @@
 #include "common/flags.h"
 
+#include <memory>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace ditserve {
 
@@ -59,6 +62,19 @@ void FlagParser::AddBool(const std::string& name, bool* dest, const std::string&
                         return absl::InvalidArgumentError(
                             absl::StrCat("--", name, ": '", v, "' is not true or false"));
                       }
+                      return absl::OkStatus();
+                    }});
+}
+
+void FlagParser::AddStringList(const std::string& name, std::vector<std::string>* dest,
+                               const std::string& help) {
+  // The first value given replaces the default list.
+  auto first = std::make_shared<bool>(true);
+  flags_.push_back({name, help + " (repeatable)", absl::StrJoin(*dest, " "), false, false,
+                    [dest, first](const std::string& v) {
+                      if (*first) dest->clear();
+                      *first = false;
+                      dest->push_back(v);
                       return absl::OkStatus();
                     }});
 }

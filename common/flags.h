@@ -4,11 +4,14 @@
 //   FlagParser p("ditserve-frontend", "Serves the public API.");
 //   p.AddString("listen", &opts.listen, "HOST:PORT of the public API");
 //   p.AddInt("max-queue", &opts.max_queue, "admission queue length");
+//   p.AddStringList("lora", &opts.loras, "NAME=PATH of an adapter");   // --lora a=x --lora b=y
 //   RETURN_IF_ERROR(p.Parse(argc, argv));   // --name value | --name=value | --flag (bool)
 //
-// Defaults are the field values at bind time and are printed by Help(). Unknown flags, missing
-// values and unparsable numbers are errors naming the flag. Positional arguments are collected in
-// order (Positional()). Not thread-safe; use from main() only.
+// Defaults are the field values at bind time and are printed by Help(). A list flag may be given
+// any number of times: its first value replaces the default list, each value is appended whole (no
+// splitting at commas), and Help() marks it "(repeatable)". Unknown flags, missing values and
+// unparsable numbers are errors naming the flag. Positional arguments are collected in order
+// (Positional()). Not thread-safe; use from main() only.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +32,9 @@ class FlagParser {
   void AddUint(const std::string& name, uint64_t* dest, const std::string& help);
   void AddDouble(const std::string& name, double* dest, const std::string& help);
   void AddBool(const std::string& name, bool* dest, const std::string& help);
+  // Repeatable: see the top of this file.
+  void AddStringList(const std::string& name, std::vector<std::string>* dest,
+                     const std::string& help);
 
   // Parses argv[first..argc). Returns an error naming the offending flag. "--help" sets
   // HelpRequested() and stops parsing.

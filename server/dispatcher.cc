@@ -14,6 +14,15 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// ", LoRA a:0.8 b:1" for the job log line; empty without adapters.
+std::string LorasText(const RequestShape& shape) {
+  std::string out;
+  for (const auto& [name, scale] : shape.loras) {
+    absl::StrAppend(&out, out.empty() ? ", LoRA " : " ", name, ":", scale);
+  }
+  return out;
+}
+
 }  // namespace
 
 Dispatcher::Dispatcher(AdmissionQueue* queue, WorkerGroup* group, size_t max_batch,
@@ -117,8 +126,8 @@ void Dispatcher::RunBatch(const std::vector<std::shared_ptr<PendingRequest>>& ba
     *run.add_items() = r->request().item;
     run.mutable_items()->rbegin()->set_request_id(r->id());
   }
-  spdlog::info("job {}: {} request(s), {}x{}, {} steps", run.job_id(), batch.size(), shape.width,
-               shape.height, shape.steps);
+  spdlog::info("job {}: {} request(s), {}x{}, {} steps{}", run.job_id(), batch.size(), shape.width,
+               shape.height, shape.steps, LorasText(shape));
 
   auto on_progress = [&](const worker::v1::StepProgress& p) {
     const auto now = Clock::now();

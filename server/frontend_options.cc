@@ -1,10 +1,165 @@
 #include "server/frontend_options.h"
 
+#include <filesystem>
+#include <map>
+#include <system_error>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/host_port.h"
 
 namespace ditserve::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kMaxLoraNameLength = 64;
+constexpr uint64_t kMaxLorasPerRequestCeiling = 64;
+
+bool IsValidLoraName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxLoraNameLength) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string NameRule() {
+  return absl::StrCat("1..", kMaxLoraNameLength, " characters of A-Z a-z 0-9 . _ -");
+}
+
+// Whether a folder holds an adapter as the workers find it (models/lora/lora_adapter.h): a
+// pytorch_lora_weights.safetensors (diffusers) or adapter_model.safetensors (PEFT), else exactly
+// one .safetensors file. `why` says what is missing when not.
+bool FolderHoldsAdapter(const fs::path& dir, std::string* why) {
+  for (const char* name : {"pytorch_lora_weights.safetensors", "adapter_model.safetensors"}) {
+    std::error_code ignored;
+    if (fs::is_regular_file(dir / name, ignored)) return true;
+  }
+  size_t found = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".safetensors") ++found;
+  }
+  if (ec) {
+    *why = absl::StrCat("cannot list it: ", ec.message());
+    return false;
+  }
+  if (found == 1) return true;
+  *why = absl::StrCat("it holds ", found == 0 ? "no" : "several",
+                      " .safetensors files and no pytorch_lora_weights.safetensors or "
+                      "adapter_model.safetensors");
+  return false;
+}
+
+// --lora NAME=PATH.
+absl::StatusOr<LoraAdapterOption> ParseLoraFlag(const std::string& value) {
+  const size_t eq = value.find('=');
+  if (eq == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora must be NAME=PATH, got '", value, "'"));
+  }
+  LoraAdapterOption a{value.substr(0, eq), value.substr(eq + 1)};
+  if (!IsValidLoraName(a.name)) {
+    return absl::InvalidArgumentError(absl::StrCat("--lora ", value, ": the name '", a.name,
+                                                   "' must be ", NameRule()));
+  }
+  if (a.path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--lora ", value, ": the path is empty"));
+  }
+  std::error_code ec;
+  const fs::path path = fs::absolute(a.path, ec);
+  if (ec || !fs::exists(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora ", value, ": '", a.path, "' does not exist"));
+  }
+  if (fs::is_directory(path, ec)) {
+    std::string why;
+    if (!FolderHoldsAdapter(path, &why)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--lora ", value, ": folder '", a.path, "' holds no adapter: ", why));
+    }
+  } else if (!fs::is_regular_file(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora ", value, ": '", a.path, "' is neither a file nor a folder"));
+  }
+  a.path = path.string();
+  return a;
+}
+
+// --lora-dir DIR: its *.safetensors files and adapter subfolders, by name.
+absl::StatusOr<std::vector<LoraAdapterOption>> ScanLoraDir(const std::string& dir) {
+  std::error_code ec;
+  const fs::path root = fs::absolute(dir, ec);
+  if (ec || !fs::is_directory(root, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat("--lora-dir '", dir, "' is not a folder"));
+  }
+  std::map<std::string, LoraAdapterOption> found;  // by entry name: a stable order
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    std::string name;
+    std::string why;
+    std::error_code entry_ec;  // a broken link is skipped, not an error
+    if (it->is_directory(entry_ec)) {
+      if (!FolderHoldsAdapter(p, &why)) continue;
+      name = p.filename().string();
+    } else if (it->is_regular_file(entry_ec) && p.extension() == ".safetensors") {
+      name = p.stem().string();
+    } else {
+      continue;
+    }
+    if (!IsValidLoraName(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--lora-dir: '", p.string(), "' would be the adapter '", name,
+                       "', but a name must be ", NameRule(),
+                       " (rename it, or name it with --lora NAME=PATH)"));
+    }
+    found[p.filename().string()] = LoraAdapterOption{name, p.string()};
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora-dir '", dir, "': cannot list it: ", ec.message()));
+  }
+  std::vector<LoraAdapterOption> out;
+  for (auto& [entry, adapter] : found) out.push_back(std::move(adapter));
+  return out;
+}
+
+// Every adapter of --lora and --lora-dir, names unique.
+absl::StatusOr<std::vector<LoraAdapterOption>> ResolveLoraAdapters(const FrontendOptions& o) {
+  std::vector<LoraAdapterOption> out;
+  std::map<std::string, std::string> source;  // name -> where it came from, for the error
+  auto add = [&](LoraAdapterOption a, std::string from) -> absl::Status {
+    auto [it, inserted] = source.emplace(a.name, from);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat("LoRA adapter name '", a.name,
+                                                     "' is given twice: by ", it->second,
+                                                     " and by ", from));
+    }
+    out.push_back(std::move(a));
+    return absl::OkStatus();
+  };
+  for (const std::string& value : o.lora) {
+    auto a = ParseLoraFlag(value);
+    if (!a.ok()) return a.status();
+    if (absl::Status s = add(*std::move(a), absl::StrCat("--lora ", value)); !s.ok()) return s;
+  }
+  if (!o.lora_dir.empty()) {
+    auto scanned = ScanLoraDir(o.lora_dir);
+    if (!scanned.ok()) return scanned.status();
+    for (LoraAdapterOption& a : *scanned) {
+      const std::string from = absl::StrCat("--lora-dir (", a.path, ")");
+      if (absl::Status s = add(std::move(a), from); !s.ok()) return s;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<std::string> FrontendOptions::WorkerAddresses() const {
   std::vector<std::string> out;
@@ -56,6 +211,16 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddDouble("max-guidance", &o.limits.max_guidance, "largest guidance_scale");
   p.AddUint("max-sequence-length", &o.limits.max_sequence_length, "largest max_sequence_length (T5 tokens)");
   p.AddUint("max-prompt-bytes", &o.limits.max_prompt_bytes, "longest prompt in UTF-8 bytes");
+  p.AddStringList("lora", &o.lora,
+                  "NAME=PATH: a LoRA adapter requests may choose by NAME (a .safetensors file, "
+                  "or a folder holding one)");
+  p.AddString("lora-dir", &o.lora_dir,
+              "folder of LoRA adapters: each *.safetensors file (named by its stem) and each "
+              "subfolder holding one (named by the folder)");
+  p.AddUint("max-loras-per-request", &o.limits.max_loras_per_request,
+            "most LoRA adapters one request may choose (1..64)");
+  p.AddDouble("max-lora-scale", &o.limits.max_lora_scale,
+              "largest |scale| of a chosen LoRA adapter (above 0, at most 8)");
   p.AddString("tls-cert", &o.security.tls_cert_file,
               "PEM certificate chain: serve the public APIs over TLS (with --tls-key)");
   p.AddString("tls-key", &o.security.tls_key_file, "PEM private key of --tls-cert");
@@ -66,7 +231,7 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("log-format", &o.log.format, "text or json");
 }
 
-absl::Status ValidateFrontendOptions(const FrontendOptions& o) {
+absl::Status ValidateFrontendOptions(FrontendOptions& o) {
   auto bad = [](const std::string& msg) { return absl::InvalidArgumentError(msg); };
   if (o.model_dir.empty() && o.workers.empty()) return bad("--model is required");
   if (o.listen.empty()) return bad("--listen must be HOST:PORT");
@@ -127,6 +292,17 @@ absl::Status ValidateFrontendOptions(const FrontendOptions& o) {
   if (l.max_sequence_length < 1 || l.max_sequence_length > 512) {
     return bad("--max-sequence-length must be in 1..512");
   }
+  if (l.max_loras_per_request < 1 || l.max_loras_per_request > kMaxLorasPerRequestCeiling) {
+    return bad(absl::StrCat("--max-loras-per-request must be in 1..", kMaxLorasPerRequestCeiling,
+                            ", got ", l.max_loras_per_request));
+  }
+  if (!(l.max_lora_scale > 0) || l.max_lora_scale > kLoraScaleCeiling) {
+    return bad(absl::StrCat("--max-lora-scale must be above 0 and at most ", kLoraScaleCeiling,
+                            " (the workers' bound), got ", l.max_lora_scale));
+  }
+  auto adapters = ResolveLoraAdapters(o);
+  if (!adapters.ok()) return adapters.status();
+  o.lora_adapters = *std::move(adapters);
   return absl::OkStatus();
 }
 

@@ -13,6 +13,10 @@
 
 namespace ditserve::server {
 
+// The largest --max-lora-scale: the workers refuse a LoRA scale beyond it (lora::kMaxLoraScale in
+// models/lora/lora_library.h, which this torch-free frontend does not include).
+inline constexpr double kLoraScaleCeiling = 8.0;
+
 struct RequestLimits {
   uint64_t max_height = 2048;
   uint64_t max_width = 2048;
@@ -25,6 +29,15 @@ struct RequestLimits {
   uint64_t max_sequence_length = 512;
   uint64_t max_prompt_bytes = 8192;
   uint64_t max_request_id_bytes = 128;
+  uint64_t max_loras_per_request = 4;  // 1..64
+  double max_lora_scale = 4.0;         // |scale| of each chosen adapter; (0, kLoraScaleCeiling]
+};
+
+// A LoRA adapter every worker loads at start (worker::v1::InitRequest.loras).
+struct LoraAdapterOption {
+  std::string name;  // [A-Za-z0-9._-]{1,64}, unique
+  std::string path;  // absolute: a .safetensors file, or a folder holding one
+  bool operator==(const LoraAdapterOption& o) const { return name == o.name && path == o.path; }
 };
 
 struct FrontendOptions {
@@ -66,6 +79,11 @@ struct FrontendOptions {
   uint64_t default_width = 0;
   uint64_t default_steps = 0;
   RequestLimits limits;
+  // LoRA adapters, as given: --lora NAME=PATH (repeatable) and --lora-dir DIR.
+  std::vector<std::string> lora;
+  std::string lora_dir;
+  // Filled by ValidateFrontendOptions from `lora` (in the order given) then `lora_dir` (by name).
+  std::vector<LoraAdapterOption> lora_adapters;
   SecurityOptions security;
   bool metrics_tls = false;  // serve /metrics over HTTPS with security's certificate and key  // TLS and bearer token of the public APIs (server/api_security.h)
   LogOptions log;
@@ -76,6 +94,13 @@ struct FrontendOptions {
 };
 
 void BindFrontendFlags(FlagParser& parser, FrontendOptions& options);
-absl::Status ValidateFrontendOptions(const FrontendOptions& options);
+// Checks every option (INVALID_ARGUMENT naming the flag) and fills the derived `lora_adapters`:
+// each --lora path must exist (a file, or a folder as --lora-dir's subfolders below), relative
+// paths are made absolute against the current directory; --lora-dir DIR adds every *.safetensors
+// file directly in DIR (named by its stem) and every subfolder holding
+// pytorch_lora_weights.safetensors, adapter_model.safetensors or exactly one .safetensors file
+// (named by the folder); other entries are ignored. Names must be unique across both flags. Reads
+// the file system; call once, from main() (or a test) before MakeWorkerGroupOptions.
+absl::Status ValidateFrontendOptions(FrontendOptions& options);
 
 }  // namespace ditserve::server

@@ -29,7 +29,8 @@
 
 namespace ditserve::server {
 
-// The worker group settings the flags imply (`worker_binary` when options.worker_binary is empty).
+// The worker group settings the flags imply (`worker_binary` when options.worker_binary is empty;
+// the LoRA adapters from options.lora_adapters, which ValidateFrontendOptions fills).
 WorkerGroupOptions MakeWorkerGroupOptions(const FrontendOptions& options,
                                           const std::string& worker_binary);
 

@@ -115,10 +115,47 @@ absl::Status ParseSize(const Json& v, v1::GenerateRequest* r) {
   return absl::OkStatus();
 }
 
+// [{"name": "x", "scale": 0.8}, ...] (scale null or absent: 1.0) to GenerateRequest.loras. Which
+// names exist and the scale range are the request validator's.
+absl::Status ParseLoras(const Json& v, v1::GenerateRequest* r) {
+  if (!v.is_array()) {
+    return Invalid(absl::StrCat(
+        "loras must be an array of {\"name\": string, \"scale\": number} objects, got ",
+        TypeName(v)));
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Json& entry = v[i];
+    const std::string field = absl::StrCat("loras[", i, "]");
+    if (!entry.is_object()) {
+      return Invalid(absl::StrCat(
+          field, " must be an object {\"name\": string, \"scale\": number}, got ",
+          TypeName(entry)));
+    }
+    v1::LoraChoice* choice = r->add_loras();
+    for (const auto& [key, value] : entry.items()) {
+      if (key == "name") {
+        auto name = String(field + ".name", value);
+        if (!name.ok()) return name.status();
+        choice->set_name(*std::move(name));
+      } else if (key == "scale") {
+        if (value.is_null()) continue;
+        auto scale = Number(field + ".scale", value);
+        if (!scale.ok()) return scale.status();
+        choice->set_scale(static_cast<float>(*scale));
+      } else {
+        return Invalid(absl::StrCat(field, " has an unknown field \"", key,
+                                    "\" (an adapter is {\"name\", \"scale\"})"));
+      }
+    }
+    if (choice->name().empty()) return Invalid(absl::StrCat(field, ".name is required"));
+  }
+  return absl::OkStatus();
+}
+
 const std::set<std::string>& KnownFields() {
   static const auto* fields = new std::set<std::string>{
       "prompt", "model", "n", "size", "response_format", "output_format", "user", "seed",
-      "num_inference_steps", "guidance_scale", "true_cfg_scale", "negative_prompt"};
+      "num_inference_steps", "guidance_scale", "true_cfg_scale", "negative_prompt", "loras"};
   return *fields;
 }
 
@@ -130,7 +167,8 @@ std::string FieldOfWord(const std::string& word) {
       "prompt",          "prompt_2",          "negative_prompt", "negative_prompt_2",
       "model",           "n",                 "size",            "response_format",
       "output_format",   "seed",              "num_inference_steps", "guidance_scale",
-      "true_cfg_scale",  "max_sequence_length", "request_id",    "user"};
+      "true_cfg_scale",  "max_sequence_length", "request_id",    "user",
+      "loras"};
   return fields->count(word) ? word : "";
 }
 
@@ -246,6 +284,9 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
     if (!negative.ok()) return negative.status();
     r.set_negative_prompt(*std::move(negative));
   }
+  if (const Json* v = field("loras")) {
+    if (absl::Status s = ParseLoras(*v, &r); !s.ok()) return s;
+  }
   return out;
 }
 
@@ -269,7 +310,16 @@ std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& response
 namespace {
 
 Json ModelObject(const v1::ModelInfo& info, int64_t created) {
-  return {{"id", info.name()}, {"object", "model"}, {"created", created}, {"owned_by", "ditserve"}};
+  Json loras = Json::array();
+  for (const v1::LoraInfo& l : info.loras()) {
+    loras.push_back(
+        {{"name", l.name()}, {"format", l.format()}, {"rank", l.rank()}, {"modules", l.modules()}});
+  }
+  return {{"id", info.name()},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "ditserve"},
+          {"loras", std::move(loras)}};
 }
 
 }  // namespace

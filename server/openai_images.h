@@ -38,9 +38,11 @@ struct ImagesRequest {
 // `size` ("WIDTHxHEIGHT" in pixels, or "auto" = the model's default), `response_format`
 // ("b64_json", the default; "url" is refused: the server keeps no files), `output_format`
 // ("png"), `user` (ignored), and ditserve's extras `seed` (unsigned integer), `num_inference_steps`
-// (integer >= 1), `guidance_scale`, `true_cfg_scale` (numbers), `negative_prompt` (string). An
-// unknown field, a wrong JSON type or malformed JSON is INVALID_ARGUMENT naming it. Ranges that
-// depend on the model (size, steps, scales, prompt bytes) are left to ValidateRequest.
+// (integer >= 1), `guidance_scale`, `true_cfg_scale` (numbers), `negative_prompt` (string),
+// `loras` (an array of {"name": string (required), "scale": number (null or absent: 1.0)}, in
+// GenerateRequest.loras). An unknown field, a wrong JSON type or malformed JSON is INVALID_ARGUMENT
+// naming it. Ranges that depend on the model (size, steps, scales, prompt bytes, which adapters
+// exist) are left to ValidateRequest.
 absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
                                                  const std::string& served_model, uint32_t max_n,
                                                  const RequestLimits& limits);
@@ -55,7 +57,9 @@ std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& response
                                int64_t created);
 
 // OpenAI's model object of the served model ({"id": name, "object": "model", "created",
-// "owned_by": "ditserve"}) and the list GET /v1/models returns ({"object": "list", "data": [it]}).
+// "owned_by": "ditserve"}, plus ditserve's "loras": [{"name", "format", "rank", "modules"}, ...],
+// the adapters requests may choose, [] when none) and the list GET /v1/models returns
+// ({"object": "list", "data": [it]}).
 std::string ModelJson(const v1::ModelInfo& info, int64_t created);
 std::string ModelsListJson(const v1::ModelInfo& info, int64_t created);
 

@@ -1,9 +1,13 @@
 #include "server/request_validator.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
 namespace ditserve::server {
@@ -108,6 +112,55 @@ absl::Status CheckEmbeddings(const std::string& field, const v1::PromptEmbedding
     }
   }
   return absl::OkStatus();
+}
+
+// A name from a request, for messages: escaped, and cut when long.
+std::string Quoted(const std::string& name) {
+  constexpr size_t kShown = 64;
+  const bool cut = name.size() > kShown;
+  return absl::StrCat("'", absl::CHexEscape(cut ? name.substr(0, kShown) : name),
+                      cut ? "...'" : "'");
+}
+
+// The request's LoRA choices, checked against the loaded adapters and sorted by name.
+absl::StatusOr<std::vector<std::pair<std::string, float>>> CheckLoras(
+    const v1::GenerateRequest& r, const worker::v1::ModelDescription& model,
+    const RequestLimits& limits) {
+  std::vector<std::pair<std::string, float>> out;
+  if (r.loras_size() == 0) return out;
+  if (static_cast<uint64_t>(r.loras_size()) > limits.max_loras_per_request) {
+    return Invalid(absl::StrCat("loras has ", r.loras_size(), " entries; the limit is ",
+                                limits.max_loras_per_request, " per request"));
+  }
+  std::vector<std::string> loaded;
+  for (const v1::LoraInfo& info : model.loras()) loaded.push_back(info.name());
+  std::sort(loaded.begin(), loaded.end());
+  std::map<std::string, int> seen;  // name -> index
+  // As ModelInfo publishes it: a client may send exactly the published limit.
+  const float max_scale = static_cast<float>(limits.max_lora_scale);
+  for (int i = 0; i < r.loras_size(); ++i) {
+    const v1::LoraChoice& c = r.loras(i);
+    const std::string field = absl::StrCat("loras[", i, "]");
+    if (c.name().empty()) return Invalid(absl::StrCat(field, ".name is required"));
+    if (!std::binary_search(loaded.begin(), loaded.end(), c.name())) {
+      return Invalid(absl::StrCat(
+          field, ".name: no adapter named ", Quoted(c.name()), "; loaded: ",
+          loaded.empty() ? "none (the server was started without --lora or --lora-dir)"
+                         : absl::StrJoin(loaded, ", ")));
+    }
+    if (auto [it, inserted] = seen.emplace(c.name(), i); !inserted) {
+      return Invalid(absl::StrCat(field, ".name: ", Quoted(c.name()),
+                                  " is already chosen by loras[", it->second, "]"));
+    }
+    const float scale = c.has_scale() ? c.scale() : 1.0f;
+    if (!std::isfinite(scale) || std::fabs(scale) > max_scale) {
+      return Invalid(absl::StrCat(field, ".scale must be in -", max_scale, "..", max_scale,
+                                  ", got ", scale));
+    }
+    out.emplace_back(c.name(), scale);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -217,6 +270,8 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
     }
   }
 
+  ASSIGN_OR_RETURN(auto loras, CheckLoras(r, model, limits));
+
   uint64_t seed;
   if (r.has_seed()) {
     seed = r.seed();
@@ -238,6 +293,11 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   if (r.has_negative_prompt_embeddings()) {
     *item.mutable_negative_prompt_embeddings() = r.negative_prompt_embeddings();
   }
+  for (const auto& [name, scale] : loras) {
+    v1::LoraChoice* choice = item.add_loras();
+    choice->set_name(name);
+    choice->set_scale(scale);
+  }
 
   out.shape.height = height;
   out.shape.width = width;
@@ -248,6 +308,7 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   out.shape.embeddings_length =
       has_embeddings ? static_cast<uint32_t>(r.prompt_embeddings().prompt_embeds().shape(1)) : 0;
   out.shape.true_cfg = use_true_cfg;
+  out.shape.loras = std::move(loras);
   return out;
 }
 
@@ -275,6 +336,9 @@ v1::ModelInfo MakeModelInfo(const worker::v1::ModelDescription& model, const Req
   limits->set_max_prompt_bytes(static_cast<uint32_t>(l.max_prompt_bytes));
   limits->set_max_queue_length(static_cast<uint32_t>(max_queue));
   limits->set_max_batch_size(static_cast<uint32_t>(max_batch));
+  limits->set_max_loras_per_request(static_cast<uint32_t>(l.max_loras_per_request));
+  limits->set_max_lora_scale(static_cast<float>(l.max_lora_scale));
+  *info.mutable_loras() = model.loras();
   return info;
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "ditserve/v1/ditserve.pb.h"
@@ -24,11 +26,14 @@ struct RequestShape {
   bool uses_embeddings = false;
   uint32_t embeddings_length = 0;  // text tokens of precomputed embeddings
   bool true_cfg = false;
+  // The LoRA adapters applied (name, scale), as in RunItem.loras: sorted by name, so the same set
+  // given in another order is equal, and a job's items all have the same (the workers require it).
+  std::vector<std::pair<std::string, float>> loras;
   bool operator==(const RequestShape& o) const {
     return height == o.height && width == o.width && steps == o.steps &&
            max_sequence_length == o.max_sequence_length && output_format == o.output_format &&
            uses_embeddings == o.uses_embeddings && embeddings_length == o.embeddings_length &&
-           true_cfg == o.true_cfg;
+           true_cfg == o.true_cfg && loras == o.loras;
   }
 };
 
@@ -37,11 +42,14 @@ struct ValidatedRequest {
   RequestShape shape;
 };
 
+// LoRA choices (`loras`): at most limits.max_loras_per_request, each naming an adapter of
+// model.loras() once, with a finite scale of at most limits.max_lora_scale in magnitude (absent:
+// 1.0). They are copied to item.loras and shape.loras sorted by name, every scale set.
 absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
                                                  const worker::v1::ModelDescription& model,
                                                  const RequestLimits& limits);
 
-// The public ModelInfo for a model description and the limits.
+// The public ModelInfo for a model description (its loaded LoRA adapters included) and the limits.
 v1::ModelInfo MakeModelInfo(const worker::v1::ModelDescription& model, const RequestLimits& limits,
                             uint64_t max_queue, uint64_t max_batch);
 

@@ -47,7 +47,7 @@ struct WorkerGroupOptions {
   std::string worker_binary;
   std::string worker_host = "127.0.0.1";
   std::vector<std::string> worker_extra_args;
-  worker::v1::InitRequest init_template;  // model_dir, device, dtype, staging, timeout
+  worker::v1::InitRequest init_template;  // model_dir, device, dtype, staging, timeout, loras
   std::chrono::milliseconds init_timeout{1800000};
   std::chrono::milliseconds collective_timeout{300000};
   // How long forming waits for a rank's channel to connect, and the first retry delay after a

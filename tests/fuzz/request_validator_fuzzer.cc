@@ -1,11 +1,13 @@
 // libFuzzer target: ValidateRequest on any serialized ditserve.v1.GenerateRequest (what a client
 // puts on the wire), against fixed model descriptions like the ones the frontend builds: a FLUX.1
-// pipeline (text prompt, optional embeddings with a pooled part) and an embeddings-only Qwen-Image
-// transformer (text mask, latents out). Inputs that do not parse are skipped, as gRPC would reject
+// pipeline (text prompt, optional embeddings with a pooled part, three LoRA adapters) and an
+// embeddings-only Qwen-Image transformer (text mask, latents out, no adapters). Inputs that do not parse are skipped, as gRPC would reject
 // them. A valid result must satisfy the documented limits; an invalid one must be INVALID_ARGUMENT.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <set>
+#include <string>
 
 #include "ditserve/v1/ditserve.pb.h"
 #include "ditserve/worker/v1/worker.pb.h"
@@ -29,6 +31,13 @@ ModelDescription Flux1() {
   m.mutable_defaults()->set_num_inference_steps(28);
   m.mutable_defaults()->set_guidance_scale(3.5f);
   m.mutable_defaults()->set_max_sequence_length(512);
+  for (const char* name : {"style", "detail", "anime"}) {
+    v1::LoraInfo* lora = m.add_loras();
+    lora->set_name(name);
+    lora->set_format("diffusers");
+    lora->set_rank(4);
+    lora->set_modules(10);
+  }
   return m;
 }
 
@@ -78,6 +87,22 @@ void Check(const v1::GenerateRequest& request, const ModelDescription& model,
   if (v->item.request_id().size() > limits.max_request_id_bytes) __builtin_trap();
   if (!v1::OutputFormat_IsValid(s.output_format) || s.output_format == v1::OUTPUT_FORMAT_UNSPECIFIED) {
     __builtin_trap();
+  }
+  // LoRA choices: loaded names, each once, sorted, every scale set and within the limit, the same
+  // in the item and the shape.
+  const auto& loras = v->item.loras();
+  if (static_cast<uint64_t>(loras.size()) > limits.max_loras_per_request) __builtin_trap();
+  if (static_cast<size_t>(loras.size()) != s.loras.size()) __builtin_trap();
+  std::set<std::string> loaded;
+  for (const auto& l : model.loras()) loaded.insert(l.name());
+  for (int i = 0; i < loras.size(); ++i) {
+    const v1::LoraChoice& c = loras.Get(i);
+    if (!loaded.count(c.name()) || !c.has_scale()) __builtin_trap();
+    if (!std::isfinite(c.scale()) || std::fabs(c.scale()) > static_cast<float>(limits.max_lora_scale)) {
+      __builtin_trap();
+    }
+    if (i > 0 && !(loras.Get(i - 1).name() < c.name())) __builtin_trap();
+    if (s.loras[i].first != c.name() || s.loras[i].second != c.scale()) __builtin_trap();
   }
 }
 

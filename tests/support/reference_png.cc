@@ -18,9 +18,14 @@ torch::Tensor DecodePng(const std::string& bytes) {
 }
 
 void ExpectPngMatchesReference(const std::string& png_bytes) {
+  ExpectPngMatchesImage(png_bytes, Ref("flux1.image"));
+}
+
+void ExpectPngMatchesImage(const std::string& png_bytes, const torch::Tensor& reference) {
   torch::Tensor png = DecodePng(png_bytes);
   ASSERT_TRUE(png.defined()) << "not a PNG";
-  torch::Tensor ref = (Ref("flux1.image") * 255).round().to(torch::kInt32);
+  ASSERT_TRUE(reference.defined());
+  torch::Tensor ref = (reference.to(torch::kFloat32) * 255).round().to(torch::kInt32);
   ASSERT_EQ(png.sizes(), ref.sizes());
   EXPECT_LE((png.to(torch::kInt32) - ref).abs().max().item<int>(), 1);
 }

@@ -13,5 +13,7 @@ torch::Tensor DecodePng(const std::string& bytes);
 
 // gtest expectations: `png_bytes` decodes, has the reference's shape, and is within one level.
 void ExpectPngMatchesReference(const std::string& png_bytes);
+// The same against another reference image ((H, W, 3) float32 in [0, 1]).
+void ExpectPngMatchesImage(const std::string& png_bytes, const torch::Tensor& reference);
 
 }  // namespace ditserve::testing

@@ -85,6 +85,33 @@ TEST(Flags, ErrorsNameTheFlag) {
   EXPECT_NE(p.Parse(2, missing).message().find("needs a value"), std::string::npos);
 }
 
+TEST(Flags, ListFlagsCollectEveryValueInOrder) {
+  std::vector<std::string> loras;
+  std::vector<std::string> tags = {"default"};
+  FlagParser p("prog", "test");
+  p.AddStringList("lora", &loras, "NAME=PATH");
+  p.AddStringList("tag", &tags, "a tag");
+  EXPECT_NE(p.Help().find("--tag VALUE\n      a tag (repeatable) (default: default)"),
+            std::string::npos)
+      << p.Help();
+  const char* argv[] = {"prog", "--lora", "a=x.safetensors", "--lora=b=y,z", "--tag", "t1"};
+  ASSERT_TRUE(p.Parse(6, argv).ok());
+  // Values are taken whole (no splitting at ',' or '='); the first one replaces the default.
+  EXPECT_EQ(loras, (std::vector<std::string>{"a=x.safetensors", "b=y,z"}));
+  EXPECT_EQ(tags, (std::vector<std::string>{"t1"}));
+  EXPECT_TRUE(p.WasSet("lora"));
+
+  std::vector<std::string> kept = {"default"};
+  FlagParser q("prog", "test");
+  q.AddStringList("tag", &kept, "");
+  const char* none[] = {"prog"};
+  ASSERT_TRUE(q.Parse(1, none).ok());
+  EXPECT_EQ(kept, (std::vector<std::string>{"default"}));
+  EXPECT_FALSE(q.WasSet("tag"));
+  const char* missing[] = {"prog", "--tag"};
+  EXPECT_NE(q.Parse(2, missing).message().find("--tag needs a value"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ditserve
 

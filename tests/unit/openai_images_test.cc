@@ -151,6 +151,54 @@ TEST(OpenAIImagesRequest, RefusesUnknownFieldsNamingThem) {
   EXPECT_TRUE(absl::StartsWith(m, "unknown field \"num_steps\"")) << m;
 }
 
+TEST(OpenAIImagesRequest, MapsLorasToTheGenerateRequest) {
+  auto r = Parse(R"({"prompt": "a cat", "n": 2, "seed": 1,
+                     "loras": [{"name": "style", "scale": 0.8}, {"name": "detail"},
+                               {"name": "anime", "scale": null}, {"scale": -1, "name": "x"}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::GenerateRequest& g = r->request;
+  ASSERT_EQ(g.loras_size(), 4);
+  EXPECT_EQ(g.loras(0).name(), "style");  // as sent: the validator sorts and checks them
+  EXPECT_TRUE(g.loras(0).has_scale());
+  EXPECT_FLOAT_EQ(g.loras(0).scale(), 0.8f);
+  EXPECT_EQ(g.loras(1).name(), "detail");
+  EXPECT_FALSE(g.loras(1).has_scale());  // absent: 1.0
+  EXPECT_EQ(g.loras(2).name(), "anime");
+  EXPECT_FALSE(g.loras(2).has_scale());  // null: absent
+  EXPECT_EQ(g.loras(3).name(), "x");
+  EXPECT_FLOAT_EQ(g.loras(3).scale(), -1.0f);
+  // Every image of the call applies the same adapters.
+  for (const v1::GenerateRequest& image : ExpandImages(*r)) EXPECT_EQ(image.loras_size(), 4);
+
+  auto none = Parse(R"({"prompt": "a cat", "loras": []})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->request.loras_size(), 0);
+  auto null = Parse(R"({"prompt": "a cat", "loras": null})");
+  ASSERT_TRUE(null.ok()) << null.status();
+  EXPECT_EQ(null->request.loras_size(), 0);
+}
+
+TEST(OpenAIImagesRequest, RefusesMalformedLorasNamingTheField) {
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "loras": "style"})", "loras"),
+            "loras must be an array of {\"name\": string, \"scale\": number} objects, got a "
+            "string");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "loras": {"name": "style"}})", "loras"),
+            "loras must be an array of {\"name\": string, \"scale\": number} objects, got an "
+            "object");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "loras": ["style"]})", "loras"),
+            "loras[0] must be an object {\"name\": string, \"scale\": number}, got a string");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "loras": [{"name": "a"}, {"name": 3}]})", "loras"),
+            "loras[1].name must be a string, got an integer");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "loras": [{"name": "a", "scale": "0.8"}]})", "loras"),
+            "loras[0].scale must be a number, got a string");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "loras": [{"scale": 0.8}]})", "loras"),
+            "loras[0].name is required");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "loras": [{"name": ""}]})", "loras"),
+            "loras[0].name is required");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "loras": [{"name": "a", "weight": 0.8}]})", "loras"),
+            "loras[0] has an unknown field \"weight\" (an adapter is {\"name\", \"scale\"})");
+}
+
 TEST(OpenAIImagesResponse, IsOpenAIsShapeWithBase64Images) {
   v1::GenerateResponse a, b;
   a.set_image(std::string("\x89PNG\r\n\x1a\n\0a", 10));
@@ -179,7 +227,28 @@ TEST(OpenAIModels, ListTheServedModel) {
   EXPECT_EQ(list["data"][0]["object"], "model");
   EXPECT_EQ(list["data"][0]["created"], 42);
   EXPECT_EQ(list["data"][0]["owned_by"], "ditserve");
+  EXPECT_EQ(list["data"][0]["loras"], Json::array());  // no adapters loaded
   EXPECT_EQ(Json::parse(ModelJson(info, 42)), list["data"][0]);
+}
+
+TEST(OpenAIModels, ListTheLoadedLoraAdapters) {
+  v1::ModelInfo info;
+  info.set_name("flux1-tiny");
+  v1::LoraInfo* style = info.add_loras();
+  style->set_name("style");
+  style->set_format("diffusers");
+  style->set_rank(4);
+  style->set_modules(50);
+  v1::LoraInfo* detail = info.add_loras();
+  detail->set_name("detail");
+  detail->set_format("kohya");
+  detail->set_rank(2);
+  detail->set_modules(22);
+  const Json model = Json::parse(ModelJson(info, 42));
+  EXPECT_EQ(model["loras"],
+            Json::parse(R"([{"name": "style", "format": "diffusers", "rank": 4, "modules": 50},
+                            {"name": "detail", "format": "kohya", "rank": 2, "modules": 22}])"));
+  EXPECT_EQ(Json::parse(ModelsListJson(info, 42))["data"][0], model);
 }
 
 TEST(OpenAIErrors, OneMappingFromStatusToHttp) {
@@ -227,6 +296,14 @@ TEST(OpenAIErrors, ParamNamesTheFieldTheMessageStartsWith) {
             "true_cfg_scale");
   EXPECT_EQ(ParamFor(absl::InvalidArgumentError("negative_prompt is not valid UTF-8")),
             "negative_prompt");
+  // LoRA choices: the whole `loras` field, whichever entry (the validator's messages too).
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError(
+                "loras[1].name: no adapter named 'x'; loaded: style")),
+            "loras");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("loras[0].scale must be in -4..4, got 5")),
+            "loras");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("loras has 5 entries; the limit is 4 per request")),
+            "loras");
   EXPECT_EQ(ParamFor(absl::InvalidArgumentError("the request body is not valid JSON")), "");
   EXPECT_EQ(ParamFor(absl::InvalidArgumentError("prompt_embeddings is required: ...")), "");
   // Only invalid input has a param.

@@ -1,6 +1,11 @@
 // Request validation: every limit is enforced with INVALID_ARGUMENT naming the field and limit.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "server/request_validator.h"
 
 namespace ditserve::server {
@@ -212,6 +217,151 @@ TEST(RequestValidator, RefusesOutputFormatsTheModelCannotProduce) {
   auto flux = ValidateRequest(r, Flux1(), RequestLimits());
   ASSERT_TRUE(flux.ok()) << flux.status();
   EXPECT_EQ(flux->shape.output_format, v1::OUTPUT_FORMAT_PNG);
+}
+
+worker::v1::ModelDescription WithLoras(std::vector<std::string> names) {
+  worker::v1::ModelDescription m = Flux1();
+  for (const std::string& name : names) {
+    v1::LoraInfo* info = m.add_loras();
+    info->set_name(name);
+    info->set_format("diffusers");
+    info->set_rank(4);
+    info->set_modules(10);
+  }
+  return m;
+}
+
+v1::GenerateRequest WithChoices(std::vector<std::pair<std::string, std::optional<float>>> choices) {
+  v1::GenerateRequest r;
+  r.set_prompt("a cat");
+  for (const auto& [name, scale] : choices) {
+    v1::LoraChoice* c = r.add_loras();
+    c->set_name(name);
+    if (scale) c->set_scale(*scale);
+  }
+  return r;
+}
+
+TEST(RequestValidatorLoras, CopiesChoicesSortedByNameWithEveryScaleSet) {
+  const auto model = WithLoras({"style", "detail", "anime"});
+  auto v = ValidateRequest(
+      WithChoices({{"style", 0.8f}, {"anime", std::nullopt}, {"detail", -1.5f}}), model,
+      RequestLimits());
+  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_EQ(v->item.loras_size(), 3);
+  EXPECT_EQ(v->item.loras(0).name(), "anime");
+  EXPECT_TRUE(v->item.loras(0).has_scale());
+  EXPECT_FLOAT_EQ(v->item.loras(0).scale(), 1.0f);  // absent scale = 1.0
+  EXPECT_EQ(v->item.loras(1).name(), "detail");
+  EXPECT_FLOAT_EQ(v->item.loras(1).scale(), -1.5f);  // negative weights are allowed
+  EXPECT_EQ(v->item.loras(2).name(), "style");
+  EXPECT_FLOAT_EQ(v->item.loras(2).scale(), 0.8f);
+  using Loras = std::vector<std::pair<std::string, float>>;
+  EXPECT_EQ(v->shape.loras, (Loras{{"anime", 1.0f}, {"detail", -1.5f}, {"style", 0.8f}}));
+
+  // No choice: nothing in the item, an empty shape list (the unadapted model).
+  auto none = ValidateRequest(WithChoices({}), model, RequestLimits());
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->item.loras_size(), 0);
+  EXPECT_TRUE(none->shape.loras.empty());
+}
+
+TEST(RequestValidatorLoras, OnlyTheSameSetSharesABatch) {
+  const auto model = WithLoras({"a", "b", "c"});
+  auto shape = [&](std::vector<std::pair<std::string, std::optional<float>>> choices) {
+    auto v = ValidateRequest(WithChoices(std::move(choices)), model, RequestLimits());
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? v->shape : RequestShape();
+  };
+  const RequestShape ab = shape({{"a", 0.5f}, {"b", 1.0f}});
+  // The same set in another order, and an absent scale for 1.0: equal.
+  EXPECT_TRUE(ab == shape({{"b", std::nullopt}, {"a", 0.5f}}));
+  EXPECT_TRUE(ab == shape({{"b", 1.0f}, {"a", 0.5f}}));
+  // Another scale, another adapter, a subset, a superset, none: never the same batch.
+  EXPECT_FALSE(ab == shape({{"a", 0.6f}, {"b", 1.0f}}));
+  EXPECT_FALSE(ab == shape({{"a", 0.5f}, {"c", 1.0f}}));
+  EXPECT_FALSE(ab == shape({{"a", 0.5f}}));
+  EXPECT_FALSE(ab == shape({{"a", 0.5f}, {"b", 1.0f}, {"c", 1.0f}}));
+  EXPECT_FALSE(ab == shape({}));
+  EXPECT_FALSE(shape({}) == ab);
+  EXPECT_TRUE(shape({}) == shape({}));
+}
+
+TEST(RequestValidatorLoras, RejectsEachRuleNamingTheEntry) {
+  const auto model = WithLoras({"style", "detail"});
+  ExpectInvalid(WithChoices({{"stlye", 1.0f}}),
+                "loras[0].name: no adapter named 'stlye'; loaded: detail, style", model);
+  ExpectInvalid(WithChoices({{"style", 1.0f}, {"nope", 1.0f}}),
+                "loras[1].name: no adapter named 'nope'", model);
+  ExpectInvalid(WithChoices({{"style", 1.0f}}),
+                "loras[0].name: no adapter named 'style'; loaded: none (the server was started "
+                "without --lora or --lora-dir)");
+  ExpectInvalid(WithChoices({{"", 1.0f}}), "loras[0].name is required", model);
+  ExpectInvalid(WithChoices({{"style", 0.5f}, {"detail", 1.0f}, {"style", 1.0f}}),
+                "loras[2].name: 'style' is already chosen by loras[0]", model);
+  // Unprintable bytes and long names are escaped and cut in the message.
+  auto odd = ValidateRequest(WithChoices({{std::string("a\nb") + std::string(100, 'x'), 1.0f}}),
+                             model, RequestLimits());
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("no adapter named 'a\\nbxxx"), std::string::npos)
+      << odd.status();
+  EXPECT_NE(odd.status().message().find("x...'; loaded"), std::string::npos) << odd.status();
+
+  // Scales: |scale| <= --max-lora-scale (4 by default), finite.
+  ExpectInvalid(WithChoices({{"style", 4.5f}}), "loras[0].scale must be in -4..4, got 4.5", model);
+  ExpectInvalid(WithChoices({{"detail", 1.0f}, {"style", -5.0f}}),
+                "loras[1].scale must be in -4..4, got -5", model);
+  ExpectInvalid(WithChoices({{"style", std::numeric_limits<float>::quiet_NaN()}}),
+                "loras[0].scale must be in -4..4, got nan", model);
+  ExpectInvalid(WithChoices({{"style", std::numeric_limits<float>::infinity()}}),
+                "loras[0].scale must be in -4..4", model);
+  EXPECT_TRUE(ValidateRequest(WithChoices({{"style", 4.0f}, {"detail", -4.0f}}), model,
+                              RequestLimits())
+                  .ok());
+  EXPECT_TRUE(ValidateRequest(WithChoices({{"style", 0.0f}}), model, RequestLimits()).ok());
+  RequestLimits wide;
+  wide.max_lora_scale = 8;
+  EXPECT_TRUE(ValidateRequest(WithChoices({{"style", 7.5f}}), model, wide).ok());
+  // The limit as ModelInfo publishes it (a float) is allowed.
+  RequestLimits odd_limit;
+  odd_limit.max_lora_scale = 0.3;
+  EXPECT_TRUE(ValidateRequest(WithChoices({{"style", 0.3f}, {"detail", -0.3f}}), model, odd_limit)
+                  .ok());
+  EXPECT_FALSE(ValidateRequest(WithChoices({{"style", 0.31f}}), model, odd_limit).ok());
+}
+
+TEST(RequestValidatorLoras, AtMostMaxLorasPerRequest) {
+  const auto model = WithLoras({"a", "b", "c", "d", "e"});
+  EXPECT_TRUE(ValidateRequest(WithChoices({{"a", 1.0f}, {"b", 1.0f}, {"c", 1.0f}, {"d", 1.0f}}),
+                              model, RequestLimits())
+                  .ok());
+  ExpectInvalid(WithChoices({{"a", 1.0f}, {"b", 1.0f}, {"c", 1.0f}, {"d", 1.0f}, {"e", 1.0f}}),
+                "loras has 5 entries; the limit is 4 per request", model);
+  RequestLimits one;
+  one.max_loras_per_request = 1;
+  auto v = ValidateRequest(WithChoices({{"a", 1.0f}, {"b", 1.0f}}), model, one);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(v.status().message().find("loras has 2 entries; the limit is 1"), std::string::npos);
+}
+
+TEST(RequestValidatorLoras, ModelInfoListsTheAdaptersAndTheLimits) {
+  RequestLimits limits;
+  limits.max_loras_per_request = 3;
+  limits.max_lora_scale = 2.5;
+  const v1::ModelInfo info = MakeModelInfo(WithLoras({"style", "detail"}), limits, 16, 1);
+  ASSERT_EQ(info.loras_size(), 2);
+  EXPECT_EQ(info.loras(0).name(), "style");  // as the workers reported them
+  EXPECT_EQ(info.loras(0).format(), "diffusers");
+  EXPECT_EQ(info.loras(0).rank(), 4u);
+  EXPECT_EQ(info.loras(0).modules(), 10u);
+  EXPECT_EQ(info.loras(1).name(), "detail");
+  EXPECT_EQ(info.limits().max_loras_per_request(), 3u);
+  EXPECT_FLOAT_EQ(info.limits().max_lora_scale(), 2.5f);
+  const v1::ModelInfo plain = MakeModelInfo(Flux1(), RequestLimits(), 16, 1);
+  EXPECT_EQ(plain.loras_size(), 0);
+  EXPECT_EQ(plain.limits().max_loras_per_request(), 4u);
+  EXPECT_FLOAT_EQ(plain.limits().max_lora_scale(), 4.0f);
 }
 
 TEST(RequestValidator, RandomSeedWhenAbsent) {

@@ -68,6 +68,7 @@ const COMMANDS = {
       'max-sequence-length': { type: 'string', default: '0' },
       format: { type: 'string', default: 'png' },
       'request-id': { type: 'string', default: '' },
+      lora: { type: 'string', multiple: true, default: [] },
       output: { type: 'string', short: 'o' },
       quiet: { type: 'boolean', default: false },
     },
@@ -97,6 +98,23 @@ function number(flag, text) {
   const value = Number(text);
   if (text.trim() === '' || !Number.isFinite(value)) throw new UsageError(`--${flag}: '${text}' is not a number`);
   return value;
+}
+
+const FLOAT_MAX = 3.4028234663852886e38; // the largest float32 (LoraChoice.scale)
+
+// --lora NAME or NAME:SCALE -> a LoraChoice; without SCALE the scale is not sent (the API's 1.0).
+function loraChoice(text) {
+  const colon = text.indexOf(':');
+  const name = colon < 0 ? text : text.slice(0, colon);
+  if (name === '') throw new UsageError(`--lora must be NAME or NAME:SCALE, got '${text}'`);
+  if (colon < 0) return { name };
+  const scaleText = text.slice(colon + 1);
+  const scale = Number(scaleText);
+  if (scaleText.trim() === '' || !Number.isFinite(scale) || Math.abs(scale) > FLOAT_MAX) {
+    throw new UsageError(
+      `--lora ${text}: the scale '${scaleText}' is not a finite number (NAME:SCALE, e.g. ${name}:0.8)`);
+  }
+  return { name, scale };
 }
 
 function parseCommandLine(argv) {
@@ -257,6 +275,7 @@ function buildRequest(v) {
     true_cfg_scale: number('true-cfg-scale', v['true-cfg-scale']),
     output_format: FORMATS[v.format],
     request_id: v['request-id'],
+    loras: (v.lora || []).map(loraChoice),
   };
   // `optional` fields: sent only when given.
   if (v.seed !== undefined) req.seed = uint('seed', v.seed, 0xffffffffffffffffn).toString();

@@ -32,6 +32,7 @@ CHANNEL_OPTIONS = [
 ]
 FORMATS = {"png": 1, "raw": 2, "latents": 3}  # ditserve.v1.OutputFormat values
 FORMAT_NAMES = {0: "png", 1: "png", 2: "raw", 3: "latents"}
+FLOAT_MAX = 3.4028234663852886e38  # the largest float32 (LoraChoice.scale)
 
 
 class UsageError(Exception):
@@ -88,6 +89,23 @@ def positive_seconds(text):
     return value
 
 
+def lora_choice(text):
+    """NAME or NAME:SCALE -> (name, scale or None); None leaves the API's default, 1.0."""
+    name, colon, scale = text.partition(":")
+    if not name:
+        raise argparse.ArgumentTypeError("must be NAME or NAME:SCALE, got '%s'" % text)
+    if not colon:
+        return name, None
+    try:
+        value = float(scale)
+    except ValueError:
+        value = float("nan")
+    if not abs(value) <= FLOAT_MAX:  # NaN, infinities, and beyond float32
+        raise argparse.ArgumentTypeError("%s: the scale '%s' is not a finite number "
+                                         "(NAME:SCALE, e.g. %s:0.8)" % (text, scale, name))
+    return name, value
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(message)
@@ -127,6 +145,9 @@ def build_parser():
     g.add_argument("--max-sequence-length", type=uint, default=0)
     g.add_argument("--format", choices=sorted(FORMATS), default="png")
     g.add_argument("--request-id", default="")
+    g.add_argument("--lora", type=lora_choice, action="append", default=[], metavar="NAME[:SCALE]",
+                   help="apply the server's LoRA adapter NAME with weight SCALE (default 1.0); "
+                        "repeatable")
     g.add_argument("-o", "--output", required=True, help="output file, '-' for stdout")
     g.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -315,6 +336,10 @@ def cmd_generate(stubs, args):
             req.seed = args.seed
         if args.guidance is not None:
             req.guidance_scale = args.guidance
+        for name, scale in args.lora:
+            choice = req.loras.add(name=name)
+            if scale is not None:
+                choice.scale = scale
     except ValueError as e:  # out of the uint32/uint64 range
         raise UsageError(str(e))
     stub = pb2_grpc.ImageGenerationStub(make_channel(grpc, args))
