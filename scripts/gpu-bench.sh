@@ -24,6 +24,14 @@
 #  10. the tensor-parallel projection: each model's step benchmark at --tp 1 2 4 8 (TP_DEGREES), rank
 #      0's real shard with the all-reduces counted instead of done, modulation sharded and
 #      replicated                                                        -> tp_projection.txt
+#  11. side by side: for each model of SBS_MODELS (default "flux1 flux2 qwenimage"; one model a call
+#      fits the time limit), our step benchmark, then diffusers' transformer at the released size with
+#      the same inputs (bench/diffusers_step.py, random bf16 weights) eager and under torch.compile,
+#      back to back in separate processes; after each, bench/side_by_side_table.py rewrites the
+#      table with the ratios and the goals    -> sbs_<model>_*, side_by_side.md
+#      (SBS_COMPILE=regional compiles the repeated blocks only; needs .carry/diffusers-src or DIFFUSERS_SRC)
+#  12. LoRA: the FLUX.1-dev step with and without a random rank-64 adapter on every block linear, two
+#      adapters, the switching cost, and the merge alternative (--lora-rank 64) -> lora_bench.txt
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny
 #      pipeline and transformers on the GPU in float32 / bfloat16, frontend + 1 CUDA worker)
 #                                                                            -> gpu_tests.txt
@@ -257,6 +265,55 @@ if build ditserve-flux1-bench ditserve-flux2-bench ditserve-qwenimage-bench; the
     done
   done
   cat "$f"
+fi
+}
+
+stage11() {
+local models="${SBS_MODELS:-flux1 flux2 qwenimage}" m res compile_args=(--compile)
+[ "${SBS_COMPILE:-full}" = regional ] && compile_args+=(--regional)
+log "stage 11: step time side by side, ours then diffusers eager and + torch.compile ($models)"
+# The table over everything in $out so far (rewritten after each measurement: a call cut short by
+# its time limit still leaves one).
+sbs_table() { python3 bench/side_by_side_table.py "$out" --out "$out/side_by_side.md" > /dev/null; }
+for m in $models; do
+  case "$m" in
+    flux1|flux2|qwenimage) ;;
+    *) log "stage 11: unknown model '$m' (flux1 | flux2 | qwenimage)"; continue ;;
+  esac
+  res="$out/sbs_$m"
+  rm -f "$res"_*  # a row never mixes two calls' files
+  if build "ditserve-$m-bench"; then
+    log "$m: ours"
+    "build-cuda/models/$m/ditserve-$m-bench" --device cuda --runs 10 --warmup 3 2>&1 |
+      tee "${res}_ours.txt" | tail -1
+    sbs_table
+  fi
+  if [ ! -d "$diffusers_src" ]; then
+    log "no diffusers source at $diffusers_src: diffusers' side of $m skipped"
+    continue
+  fi
+  log "$m: diffusers eager"
+  PYTHONPATH="$diffusers_src" python3 bench/diffusers_step.py --model "$m" --runs 10 --warmup 3 \
+    --out "${res}_diffusers_eager.json" > "${res}_diffusers_eager.log" 2>&1
+  grep -E "ms/step|failed:" "${res}_diffusers_eager.log" | tail -1
+  sbs_table
+  log "$m: diffusers + torch.compile (${SBS_COMPILE:-full})"
+  PYTHONPATH="$diffusers_src" python3 bench/diffusers_step.py --model "$m" "${compile_args[@]}" \
+    --runs 5 --warmup 2 --out "${res}_diffusers_compile.json" > "${res}_diffusers_compile.log" 2>&1
+  grep -E "ms/step|failed:" "${res}_diffusers_compile.log" | tail -1
+  sbs_table
+done
+[ -f "$out/side_by_side.md" ] && cat "$out/side_by_side.md"
+}
+
+stage12() {
+log "stage 12: LoRA on the FLUX.1-dev step (rank ${LORA_RANK:-64})"
+if build ditserve-flux1-bench; then
+  # Line-buffered, and the exit status kept: a crash must not lose the lines before it.
+  stdbuf -oL -eL build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 \
+    --lora-rank "${LORA_RANK:-64}" > "$out/lora_bench.txt" 2>&1
+  echo "exit status $?" >> "$out/lora_bench.txt"
+  grep -E "^lora: (step|switch|merg)|^exit" "$out/lora_bench.txt"
 fi
 }
 

@@ -16,7 +16,10 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <execinfo.h>
+#include <unistd.h>
 
 #include <torch/cuda.h>
 
@@ -238,8 +241,21 @@ inline absl::Status TimeAndReport(const std::function<absl::StatusOr<torch::Tens
 
 // main() of a benchmark: parses the flags `add_flags` registered (plus --help), runs `run`, and
 // maps the outcome to an exit status (2 on bad flags, 1 on failure).
+// A benchmark that crashes prints where (stack addresses and symbols) before dying.
+inline void PrintBacktraceOnCrash(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  const char msg[] = "fatal signal; backtrace:\n";
+  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
 inline int BenchMain(int argc, char** argv, FlagParser& parser,
                      const std::function<absl::Status()>& run) {
+  std::signal(SIGSEGV, PrintBacktraceOnCrash);
+  std::signal(SIGBUS, PrintBacktraceOnCrash);
   if (auto s = parser.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), parser.Help().c_str());
     return 2;

@@ -4,6 +4,7 @@
 // 4096, pooled 768, guidance embedder) at 1024² (4096 image tokens) with 512 text tokens, bf16.
 //
 //   ditserve-flux1-bench --device cuda --runs 10 --warmup 3
+//   ditserve-flux1-bench --device cuda --runs 10 --warmup 3 --lora-rank 64   (LoRA: lora_bench.h)
 //   ditserve-flux1-bench --layers 2 --single-layers 2 --heads 4 --head-dim 16 --joint-dim 32
 //       --pooled-dim 32 --in-channels 16 --axes 4,6,6 --image-tokens 64 --text-tokens 32
 //
@@ -24,6 +25,7 @@
 #include "common/status_macros.h"
 #include "models/common/bench_support.h"
 #include "models/flux1/flux1_transformer.h"
+#include "models/lora/lora_bench.h"
 #include "comm/local_communicator.h"
 
 namespace ditserve::models::flux1 {
@@ -34,6 +36,7 @@ struct BenchOptions {
   int64_t joint_dim = 4096, pooled_dim = 768, in_channels = 64;
   std::string axes = "16,56,56";
   bool no_guidance = false;
+  int64_t lora_rank = 0;
   CommonBenchOptions common;
 };
 
@@ -134,6 +137,9 @@ absl::Status Run(const BenchOptions& o) {
               static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.attention_head_dim),
               params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
               static_cast<long long>(n), static_cast<long long>(t));
+  if (o.lora_rank > 0) {
+    return BenchLora(*model, o.lora_rank, [&] { return model->Forward(a); }, target, o.common, *in.comm);
+  }
   return TimeAndReport([&] { return model->Forward(a); }, target, o.common, in.comm.get());
 }
 
@@ -154,6 +160,9 @@ int main(int argc, char** argv) {
   p.AddInt("in-channels", &o.in_channels, "packed latent channels");
   p.AddString("axes", &o.axes, "axes_dims_rope, comma-separated (sum = head dim)");
   p.AddBool("no-guidance", &o.no_guidance, "no guidance embedder (schnell)");
+  p.AddInt("lora-rank", &o.lora_rank,
+           "> 0: time the step with and without a random LoRA of this rank on every block linear, "
+           "and switching adapters");
   ditserve::models::AddCommonBenchFlags(&p, &o.common);
   return ditserve::models::BenchMain(argc, argv, p, [&] { return ditserve::models::flux1::Run(o); });
 }
