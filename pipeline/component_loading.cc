@@ -79,7 +79,7 @@ absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(const PipelineOptio
   lo.device = model.device();
   lo.dtype = model.dtype();
   return lora::LoraLibrary::Load(options.loras, model.linear_layers(), comm.rank(),
-                                 comm.world_size(), lo);
+                                 comm.world_size(), lo, options.lora_mode);
 }
 
 absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir,

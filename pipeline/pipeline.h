@@ -60,6 +60,7 @@ struct PipelineOptions {
   bool shard_modulation = true;
   // LoRA adapters to load at start (models/lora/lora_adapter.h); requests choose among them.
   std::vector<lora::LoraAdapterSpec> loras;
+  lora::LoraMode lora_mode = lora::LoraMode::kMerge;  // models/lora/lora_library.h
   // (bytes loaded, bytes total) while loading this rank's shard.
   std::function<void(uint64_t, uint64_t)> on_load_progress;
 };

@@ -31,7 +31,7 @@
 #      table with the ratios and the goals    -> sbs_<model>_*, side_by_side.md
 #      (SBS_COMPILE=regional compiles the repeated blocks only; needs .carry/diffusers-src or DIFFUSERS_SRC)
 #  12. LoRA: the FLUX.1-dev step with and without a random rank-64 adapter on every block linear, two
-#      adapters, the switching cost, and the merge alternative (--lora-rank 64) -> lora_bench.txt
+#      adapters, switching on and off, merged and as runtime terms (--lora-rank 64) -> lora_bench.txt
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny
 #      pipeline and transformers on the GPU in float32 / bfloat16, frontend + 1 CUDA worker)
 #                                                                            -> gpu_tests.txt
@@ -313,7 +313,7 @@ if build ditserve-flux1-bench; then
   stdbuf -oL -eL build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 \
     --lora-rank "${LORA_RANK:-64}" > "$out/lora_bench.txt" 2>&1
   echo "exit status $?" >> "$out/lora_bench.txt"
-  grep -E "^lora: (step|switch|merg)|^exit" "$out/lora_bench.txt"
+  grep -E "^lora( merge| runtime)?: (step|switch)|^exit" "$out/lora_bench.txt"
 fi
 }
 

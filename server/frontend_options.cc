@@ -217,6 +217,10 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("lora-dir", &o.lora_dir,
               "folder of LoRA adapters: each *.safetensors file (named by its stem) and each "
               "subfolder holding one (named by the folder)");
+  p.AddString("lora-mode", &o.lora_mode,
+              "merge (adapted weights merged into a copy for each job: full speed, one copy of "
+              "them in memory) | runtime (low-rank terms beside each GEMM: no extra memory, slower "
+              "steps)");
   p.AddUint("max-loras-per-request", &o.limits.max_loras_per_request,
             "most LoRA adapters one request may choose (1..64)");
   p.AddDouble("max-lora-scale", &o.limits.max_lora_scale,
@@ -299,6 +303,9 @@ absl::Status ValidateFrontendOptions(FrontendOptions& o) {
   if (!(l.max_lora_scale > 0) || l.max_lora_scale > kLoraScaleCeiling) {
     return bad(absl::StrCat("--max-lora-scale must be above 0 and at most ", kLoraScaleCeiling,
                             " (the workers' bound), got ", l.max_lora_scale));
+  }
+  if (o.lora_mode != "merge" && o.lora_mode != "runtime") {
+    return bad(absl::StrCat("--lora-mode must be merge or runtime, got '", o.lora_mode, "'"));
   }
   auto adapters = ResolveLoraAdapters(o);
   if (!adapters.ok()) return adapters.status();

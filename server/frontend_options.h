@@ -82,6 +82,9 @@ struct FrontendOptions {
   // LoRA adapters, as given: --lora NAME=PATH (repeatable) and --lora-dir DIR.
   std::vector<std::string> lora;
   std::string lora_dir;
+  // How the workers apply a request's adapters: "merge" (a merged copy of the adapted weights for
+  // the job) or "runtime" (low-rank terms beside each GEMM, no extra weight memory).
+  std::string lora_mode = "merge";
   // Filled by ValidateFrontendOptions from `lora` (in the order given) then `lora_dir` (by name).
   std::vector<LoraAdapterOption> lora_adapters;
   SecurityOptions security;

@@ -34,6 +34,7 @@ WorkerGroupOptions MakeWorkerGroupOptions(const FrontendOptions& options,
   g.init_template.set_warmup_width(static_cast<uint32_t>(options.default_width));
   g.init_template.set_staging_buffer_bytes(options.staging_buffer_mib << 20);
   g.init_template.set_collective_timeout_ms(static_cast<uint32_t>(options.collective_timeout_ms));
+  g.init_template.set_lora_mode(options.lora_mode);
   for (const LoraAdapterOption& lora : options.lora_adapters) {
     worker::v1::LoraAdapter* adapter = g.init_template.add_loras();
     adapter->set_name(lora.name);

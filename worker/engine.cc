@@ -116,6 +116,9 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
   popts.text_encoder_placement = placement;
   popts.shard_modulation = !request.replicate_modulation();
   for (const v1::LoraAdapter& l : request.loras()) popts.loras.push_back({l.name(), l.path()});
+  if (!request.lora_mode().empty()) {
+    ASSIGN_OR_RETURN(popts.lora_mode, lora::ParseLoraMode(request.lora_mode()));
+  }
   if (request.staging_buffer_bytes()) popts.staging_buffer_bytes = request.staging_buffer_bytes();
   auto last_emit = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   popts.on_load_progress = [&](uint64_t loaded, uint64_t total) {

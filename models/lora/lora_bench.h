@@ -1,11 +1,10 @@
 // The LoRA part of the step benchmarks (--lora-rank R): a random rank-R adapter on every linear
 // layer inside the transformer blocks (what FLUX LoRAs usually adapt), written as a diffusers-format
 // file at the model's global shapes, loaded through LoraLibrary like a served adapter, then timed
-// in the same process: the unadapted step, the step with the adapter, loading, switching (building
-// the scaled terms for a new choice set, and re-activating the cached one), the unadapted step
-// again, and the alternative not taken: merging scale·B·A into every adapted weight (one addmm per
-// layer, the cost a merge-based switch would pay twice per request, without an exact restore in
-// bf16). Header-only; benchmarks only.
+// in the same process, for both modes (lora_library.h: merged copy, runtime terms): loading, the
+// step with one and two adapters against the unadapted one, switching on (a new choice set, and
+// the cached one again) and off (restoring the base), and the unadapted step afterwards.
+// Header-only; benchmarks only.
 #pragma once
 
 #include <chrono>
@@ -77,70 +76,59 @@ inline absl::Status BenchLora(const DiffusionTransformer& model, int64_t rank,
               static_cast<long long>(rank), blocks.size(), attention.size(), MsSince(t0));
 
   ASSIGN_OR_RETURN(StepTimes base, TimeSteps(step, target.device, o.warmup, o.runs));
+  std::printf("lora: step without adapter          median %.3f ms (min %.3f)\n", base.median_ms,
+              base.min_ms);
   sharding::LoadOptions lo;
   lo.device = model.device();
   lo.dtype = model.dtype();
-  t0 = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(auto lib, lora::LoraLibrary::Load({{"a", dir + "/a.safetensors"},
-                                                      {"b", dir + "/b.safetensors"}},
-                                                     layers, comm.rank(), comm.world_size(), lo));
-  compat::SynchronizeDevice(target.device);
-  const double load_ms = MsSince(t0);
-  auto activate = [&](const std::vector<lora::LoraChoice>& c, double* ms)
-      -> absl::StatusOr<lora::LoraActivation> {
+  for (const lora::LoraMode mode : {lora::LoraMode::kMerge, lora::LoraMode::kRuntime}) {
+    const char* name = mode == lora::LoraMode::kMerge ? "merge" : "runtime";
+    t0 = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(auto lib, lora::LoraLibrary::Load({{"a", dir + "/a.safetensors"},
+                                                        {"b", dir + "/b.safetensors"}},
+                                                       layers, comm.rank(), comm.world_size(), lo,
+                                                       mode));
     compat::SynchronizeDevice(target.device);
-    const auto t = std::chrono::steady_clock::now();
-    auto a = lib->Activate(c);
-    compat::SynchronizeDevice(target.device);
-    *ms = MsSince(t);
-    return a;
-  };
-  double build_ms = 0, cached_ms = 0, switch_ms = 0;
-  StepTimes adapted, both;
-  {
-    ASSIGN_OR_RETURN(auto active, activate({{"a", 0.8f}}, &build_ms));
-    ASSIGN_OR_RETURN(adapted, TimeSteps(step, target.device, o.warmup, o.runs));
+    const double load_ms = MsSince(t0);
+    // Activation and its end (restoring the base weights), each bracketed by synchronisation.
+    auto timed = [&](const std::vector<lora::LoraChoice>& c, double* on_ms, double* off_ms,
+                     StepTimes* steps) -> absl::Status {
+      compat::SynchronizeDevice(target.device);
+      auto t = std::chrono::steady_clock::now();
+      {
+        ASSIGN_OR_RETURN(auto active, lib->Activate(c));
+        compat::SynchronizeDevice(target.device);
+        *on_ms = MsSince(t);
+        if (steps != nullptr) {
+          ASSIGN_OR_RETURN(*steps, TimeSteps(step, target.device, o.warmup, o.runs));
+        }
+        compat::SynchronizeDevice(target.device);
+        t = std::chrono::steady_clock::now();
+      }
+      compat::SynchronizeDevice(target.device);
+      *off_ms = MsSince(t);
+      return absl::OkStatus();
+    };
+    double on1 = 0, off1 = 0, again = 0, off_again = 0, on2 = 0, off2 = 0;
+    StepTimes one, two;
+    RETURN_IF_ERROR(timed({{"a", 0.8f}}, &on1, &off1, &one));
+    RETURN_IF_ERROR(timed({{"a", 0.8f}}, &again, &off_again, nullptr));
+    RETURN_IF_ERROR(timed({{"a", 0.8f}, {"b", 0.5f}}, &on2, &off2, &two));
+    ASSIGN_OR_RETURN(StepTimes after, TimeSteps(step, target.device, o.warmup, o.runs));
+    std::printf("lora %s: loaded both adapters in %.0f ms (%llu bytes on this rank)\n", name,
+                load_ms,
+                static_cast<unsigned long long>(lib->cards()[0].bytes + lib->cards()[1].bytes));
+    std::printf("lora %s: step with rank-%lld adapter median %.3f ms (min %.3f)  %+.1f %%\n", name,
+                static_cast<long long>(rank), one.median_ms, one.min_ms,
+                100.0 * (one.median_ms / base.median_ms - 1.0));
+    std::printf("lora %s: step with two adapters    median %.3f ms (min %.3f)  %+.1f %%\n", name,
+                two.median_ms, two.min_ms, 100.0 * (two.median_ms / base.median_ms - 1.0));
+    std::printf("lora %s: step without, afterwards  median %.3f ms (min %.3f)\n", name,
+                after.median_ms, after.min_ms);
+    std::printf("lora %s: switch on: new set %.2f ms (one adapter) / %.2f ms (two), same set again "
+                "%.2f ms; off (restore): %.2f / %.2f ms\n",
+                name, on1, on2, again, off1, off2);
   }
-  {
-    ASSIGN_OR_RETURN(auto active, activate({{"a", 0.8f}}, &cached_ms));
-  }
-  {
-    ASSIGN_OR_RETURN(auto active, activate({{"a", 0.8f}, {"b", 0.5f}}, &switch_ms));
-    ASSIGN_OR_RETURN(both, TimeSteps(step, target.device, o.warmup, o.runs));
-  }
-  ASSIGN_OR_RETURN(StepTimes after, TimeSteps(step, target.device, o.warmup, o.runs));
-
-  // The alternative: merge scale·B·A into each adapted weight (into a new buffer, one addmm each).
-  double merge_ms = 0;
-  {
-    torch::NoGradGuard no_grad;
-    std::vector<std::pair<torch::Tensor, torch::Tensor>> factors;
-    for (const std::string& m : blocks) {
-      const torch::Tensor& w = layers.Find(m)->weight();
-      factors.emplace_back(torch::randn({w.size(0), rank}, w.options()),
-                           torch::randn({rank, w.size(1)}, w.options()));
-    }
-    compat::SynchronizeDevice(target.device);
-    const auto t = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      (void)torch::addmm(layers.Find(blocks[i])->weight(), factors[i].first, factors[i].second);
-    }
-    compat::SynchronizeDevice(target.device);
-    merge_ms = MsSince(t);
-  }
-  std::printf("lora: loaded both adapters in %.0f ms (%llu bytes on this rank)\n", load_ms,
-              static_cast<unsigned long long>(lib->cards()[0].bytes + lib->cards()[1].bytes));
-  std::printf("lora: step without adapter     median %.3f ms (min %.3f)\n", base.median_ms, base.min_ms);
-  std::printf("lora: step with rank-%lld adapter median %.3f ms (min %.3f)  %+.1f %%\n",
-              static_cast<long long>(rank), adapted.median_ms, adapted.min_ms,
-              100.0 * (adapted.median_ms / base.median_ms - 1.0));
-  std::printf("lora: step with two adapters   median %.3f ms (min %.3f)  %+.1f %%\n", both.median_ms,
-              both.min_ms, 100.0 * (both.median_ms / base.median_ms - 1.0));
-  std::printf("lora: step without, afterwards median %.3f ms (min %.3f)\n", after.median_ms, after.min_ms);
-  std::printf("lora: switch = activate a new set %.2f ms (one adapter) / %.2f ms (two); the same set "
-              "again (cached) %.2f ms\n", build_ms, switch_ms, cached_ms);
-  std::printf("lora: merging instead (one addmm per adapted weight, %zu weights): %.2f ms per "
-              "direction\n", blocks.size(), merge_ms);
   return absl::OkStatus();
 }
 

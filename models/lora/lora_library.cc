@@ -9,10 +9,26 @@
 
 namespace ditserve::lora {
 
+absl::StatusOr<LoraMode> ParseLoraMode(const std::string& name) {
+  if (name == "merge") return LoraMode::kMerge;
+  if (name == "runtime") return LoraMode::kRuntime;
+  return absl::InvalidArgumentError(
+      absl::StrCat("LoRA mode must be 'merge' or 'runtime', got '", name, "'"));
+}
+
+void LoraActivation::Clear() {
+  for (models::LinearLayer* l : layers_) l->ClearLoraTerms();
+  layers_.clear();
+  // Back to the untouched bytes; the merged copy is freed with the DataPtr set_data_ptr returns.
+  for (Swap& s : swaps_) s.storage.unsafeGetStorageImpl()->set_data_ptr(std::move(s.original));
+  swaps_.clear();
+}
+
 absl::StatusOr<std::unique_ptr<LoraLibrary>> LoraLibrary::Load(
     const std::vector<LoraAdapterSpec>& specs, const models::LinearRegistry& layers, int rank,
-    int world_size, const sharding::LoadOptions& opts) {
+    int world_size, const sharding::LoadOptions& opts, LoraMode mode) {
   auto lib = std::make_unique<LoraLibrary>();
+  lib->mode_ = mode;
   for (const LoraAdapterSpec& spec : specs) {
     if (spec.name.empty()) return absl::InvalidArgumentError("a LoRA adapter needs a name");
     if (lib->adapters_.count(spec.name) != 0) {
@@ -68,12 +84,48 @@ absl::StatusOr<LoraActivation> LoraLibrary::Activate(const std::vector<LoraChoic
     cached_terms_ = std::move(terms);
     cached_choices_ = choices;
   }
+  if (mode_ == LoraMode::kMerge) {
+    RETURN_IF_ERROR(Merge(&activation));
+    return activation;
+  }
   for (const auto& [module, term] : cached_terms_) {
     models::LinearLayer* layer = layers_.at(module);
     layer->SetLoraTerms({term});
     activation.layers_.push_back(layer);
   }
   return activation;
+}
+
+absl::Status LoraLibrary::Merge(LoraActivation* activation) const {
+  // The adapted modules by the weight buffer (storage) their weight views: one buffer may hold
+  // several (a FusedLinear's stacked q/k/v), and the whole buffer is copied once.
+  std::map<c10::StorageImpl*, std::vector<std::string>> by_buffer;
+  for (const auto& [module, term] : cached_terms_) {
+    by_buffer[layers_.at(module)->weight().storage().unsafeGetStorageImpl()].push_back(module);
+  }
+  std::vector<std::pair<c10::Storage, torch::Tensor>> merged;  // buffer, its merged copy
+  RETURN_IF_ERROR(GuardTorchStatus("merging LoRA adapters", [&] {
+    torch::NoGradGuard no_grad;
+    for (const auto& [impl, modules] : by_buffer) {
+      const torch::Tensor& w0 = layers_.at(modules.front())->weight();
+      const int64_t numel = static_cast<int64_t>(w0.storage().nbytes()) / w0.element_size();
+      torch::Tensor whole = torch::empty({0}, w0.options()).set_(w0.storage(), 0, {numel}, {1});
+      torch::Tensor copy = whole.clone();
+      for (const std::string& m : modules) {
+        const torch::Tensor& w = layers_.at(m)->weight();
+        const models::LoraTerm& t = cached_terms_.at(m);
+        copy.as_strided(w.sizes(), w.strides(), w.storage_offset()).addmm_(t.b, t.a);
+      }
+      merged.emplace_back(w0.storage(), std::move(copy));
+    }
+  }));
+  // Only pointer swaps from here: nothing can fail half way.
+  for (auto& [storage, copy] : merged) {
+    at::DataPtr bytes = copy.storage().unsafeGetStorageImpl()->set_data_ptr(at::DataPtr());
+    at::DataPtr original = storage.unsafeGetStorageImpl()->set_data_ptr(std::move(bytes));
+    activation->swaps_.push_back({storage, std::move(original)});
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ditserve::lora

@@ -1,6 +1,6 @@
 // LoRA end to end through the real binaries: ditserve-frontend started with two adapters
 // (--lora style=<diffusers-format folder>, --lora detail=<kohya file>) spawning 1, 2 and 4 CPU
-// workers (Gloo), driven by ditserve-cli: `generate --lora style:0.8` (and with two adapters) gives
+// workers (Gloo; adapters merged, and at 2 also as runtime terms), driven by ditserve-cli: `generate --lora style:0.8` (and with two adapters) gives
 // diffusers' image of load_lora_weights + set_adapters (tests/fixtures/make_lora_fixtures.py)
 // within one 8-bit level at every degree; a request without adapters after them gives the base
 // image; ModelInfo lists the adapters; bad choices are INVALID_ARGUMENT naming the field.
@@ -37,11 +37,13 @@ std::string ReadFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-class LoraE2E : public ::testing::TestWithParam<int> {
+// (workers, --lora-mode).
+class LoraE2E : public ::testing::TestWithParam<std::pair<int, std::string>> {
  protected:
   void SetUp() override {
     auto server = ServerProcess::Start(
-        {"--model", FixturesDir() + "/flux1-tiny", "--spawn-workers", std::to_string(GetParam()),
+        {"--model", FixturesDir() + "/flux1-tiny", "--spawn-workers", std::to_string(GetParam().first),
+         "--lora-mode", GetParam().second,
          "--lora", "style=" + FixturesDir() + "/lora/style", "--lora",
          "detail=" + FixturesDir() + "/lora/detail.safetensors", "--max-batch", "1"});
     ASSERT_TRUE(server.ok()) << server.status();
@@ -133,7 +135,11 @@ TEST_P(LoraE2E, ModelInfoListsTheAdaptersAndBadChoicesAreRefused) {
   EXPECT_NE(bad.err.find("style:abc"), std::string::npos) << bad.err;
 }
 
-INSTANTIATE_TEST_SUITE_P(TpDegrees, LoraE2E, ::testing::Values(1, 2, 4));
+INSTANTIATE_TEST_SUITE_P(TpDegreesAndModes, LoraE2E,
+                         ::testing::Values(std::make_pair(1, std::string("merge")),
+                                           std::make_pair(2, std::string("merge")),
+                                           std::make_pair(4, std::string("merge")),
+                                           std::make_pair(2, std::string("runtime"))));
 
 }  // namespace
 }  // namespace ditserve::testing

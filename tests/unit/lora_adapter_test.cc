@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
 #include <unistd.h>
 
 #include "comm/local_communicator.h"
@@ -100,6 +101,15 @@ std::map<std::string, std::pair<torch::Tensor, torch::Tensor>> WriteDiffusersAda
 
 torch::Tensor Full(const std::string& name) { return *TestModel().full.Get(name); }
 
+// This rank's shard with tensors of its own: SliceForRank shares replicated tensors between the
+// in-process ranks, which a real rank (its own process) never does, and a merge writes buffers.
+sharding::ShardedStateDict OwnShard(int rank, int world) {
+  auto sd = testing::SliceForRank(TestModel().full, TestModel().plan, rank, world);
+  std::map<std::string, torch::Tensor> own;
+  for (const auto& [name, t] : sd.tensors()) own[name] = t.clone();
+  return sharding::ShardedStateDict(rank, world, std::move(own), sd.modules());
+}
+
 struct Layers {
   models::LinearRegistry registry;
   std::map<std::string, std::shared_ptr<models::LinearLayer>> owned;
@@ -169,10 +179,15 @@ torch::Tensor LocalPart(const std::string& m, const torch::Tensor& full, int ran
   return full;  // rowwise styles all-reduce; replicated is whole
 }
 
-class LoraAdapterTest : public ::testing::TestWithParam<int> {};
+// (tp degree, mode): every case runs merged and as runtime terms.
+class LoraAdapterTest : public ::testing::TestWithParam<std::tuple<int, lora::LoraMode>> {
+ protected:
+  int World() const { return std::get<0>(GetParam()); }
+  lora::LoraMode Mode() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(LoraAdapterTest, EveryStyleMatchesTheMergedWeightsAndRestoresExactly) {
-  const int world = GetParam();
+  const int world = World();
   TempDir dir;
   std::vector<std::string> all;
   for (const auto& [m, d] : TestModel().dims) all.push_back(m);
@@ -194,26 +209,33 @@ TEST_P(LoraAdapterTest, EveryStyleMatchesTheMergedWeightsAndRestoresExactly) {
 
   auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
     const int r = comm.rank();
-    auto sd = testing::SliceForRank(TestModel().full, TestModel().plan, r, world);
+    auto sd = OwnShard(r, world);
     Layers layers;
     if (auto s = BuildLayers(sd, &comm, &layers); !s.ok()) return s;
     sharding::LoadOptions opts;
     opts.staging_buffer_bytes = 64;  // several chunks per factor
     auto lib = lora::LoraLibrary::Load({{"a", dir.File("a.safetensors")}, {"b", dir.File("b.safetensors")}},
-                                       layers.registry, r, world, opts);
+                                       layers.registry, r, world, opts, Mode());
     if (!lib.ok()) return lib.status();
     EXPECT_EQ((*lib)->cards().size(), 2u);
     EXPECT_EQ((*lib)->cards()[0].modules, static_cast<int64_t>(all.size()));
     EXPECT_EQ((*lib)->cards()[1].rank, 2);
 
     const auto before = Outputs(layers, x, x32, r, world);
+    std::map<std::string, torch::Tensor> weights_before;
+    for (const auto& [m, l] : layers.owned) weights_before[m] = l->weight().clone();
     for (const auto& [m, y] : before) {
       EXPECT_TRUE(torch::allclose(y, LocalPart(m, expect_base.at(m), r, world), 1e-4, 1e-4)) << m;
     }
     {
       auto active = (*lib)->Activate({{"a", 0.7f}});
       if (!active.ok()) return active.status();
-      EXPECT_EQ(active->layers(), all.size());
+      if (Mode() == lora::LoraMode::kRuntime) {
+        EXPECT_EQ(active->layers(), all.size());
+      } else {  // one buffer per layer, except to_q / to_k / to_v, which share the fused one
+        EXPECT_EQ(active->merged_buffers(), all.size() - 2);
+        EXPECT_FALSE(layers.owned.at("up")->has_lora());
+      }
       const uint64_t reduces = comm.Stats().allreduce_count;
       const auto y = Outputs(layers, x, x32, r, world);
       // The adapted rowwise layers (down, fused, split) keep exactly one all-reduce each.
@@ -234,13 +256,14 @@ TEST_P(LoraAdapterTest, EveryStyleMatchesTheMergedWeightsAndRestoresExactly) {
     }
     const auto after = Outputs(layers, x, x32, r, world);
     for (const auto& [m, y] : after) EXPECT_TRUE(torch::equal(y, before.at(m))) << m;
+    for (const auto& [m, l] : layers.owned) EXPECT_TRUE(torch::equal(l->weight(), weights_before.at(m))) << m;
     return absl::OkStatus();
   });
   EXPECT_TRUE(status.ok()) << status;
 }
 
 TEST_P(LoraAdapterTest, KohyaFusedQkvEqualsTheSplitAdapter) {
-  const int world = GetParam();
+  const int world = World();
   TempDir dir;
   torch::manual_seed(9);
   const int64_t r = 2;
@@ -256,11 +279,11 @@ TEST_P(LoraAdapterTest, KohyaFusedQkvEqualsTheSplitAdapter) {
   const auto expect = MergedOutputs(deltas, x, x32);
   auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
     const int rank = comm.rank();
-    auto sd = testing::SliceForRank(TestModel().full, TestModel().plan, rank, world);
+    auto sd = OwnShard(rank, world);
     Layers layers;
     if (auto s = BuildLayers(sd, &comm, &layers); !s.ok()) return s;
     auto lib = lora::LoraLibrary::Load({{"k", dir.File("kohya.safetensors")}}, layers.registry, rank,
-                                       world, {});
+                                       world, {}, Mode());
     if (!lib.ok()) return lib.status();
     EXPECT_EQ((*lib)->cards()[0].format, "kohya");
     auto active = (*lib)->Activate({{"k", 1.0f}});
@@ -274,7 +297,10 @@ TEST_P(LoraAdapterTest, KohyaFusedQkvEqualsTheSplitAdapter) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-INSTANTIATE_TEST_SUITE_P(World, LoraAdapterTest, ::testing::Values(1, 2, 4));
+INSTANTIATE_TEST_SUITE_P(WorldAndMode, LoraAdapterTest,
+                         ::testing::Combine(::testing::Values(1, 2, 4),
+                                            ::testing::Values(lora::LoraMode::kMerge,
+                                                              lora::LoraMode::kRuntime)));
 
 TEST(LoraLibraryTest, RefusesBadAdaptersAndChoicesNamingThem) {
   TempDir dir;
@@ -304,7 +330,8 @@ TEST(LoraLibraryTest, RefusesBadAdaptersAndChoicesNamingThem) {
   EXPECT_EQ(absent.status().code(), absl::StatusCode::kNotFound);
   fs::create_directories(dir.File("folder"));
   WriteDiffusersAdapter(dir.File("folder/pytorch_lora_weights.safetensors"), {"up"}, 2, 1, "{}");
-  auto lib = lora::LoraLibrary::Load({{"f", dir.File("folder")}}, layers.registry, 0, 1, {});
+  auto lib = lora::LoraLibrary::Load({{"f", dir.File("folder")}}, layers.registry, 0, 1, {},
+                                     lora::LoraMode::kRuntime);
   ASSERT_TRUE(lib.ok()) << lib.status();
 
   // Names: empty and repeated.

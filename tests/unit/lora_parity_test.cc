@@ -1,13 +1,15 @@
 // LoRA parity against diffusers (tests/fixtures/make_lora_fixtures.py: load_lora_weights +
 // set_adapters with weights on the flux1-tiny pipeline): a diffusers-format adapter ("style", with
 // its adapter config in the file's metadata) and a kohya-format one ("detail"), alone and together,
-// at tp = 1, 2 and 4 in in-process groups (served plan: AdaLN modulation sharded at tp > 1):
+// at tp = 1, 2 and 4 in in-process groups (served plan: AdaLN modulation sharded at tp > 1), with
+// the adapters merged into a copy of the weights and as runtime low-rank terms:
 //   * the transformer's step-0 output equals diffusers' (relative error < 1e-4);
 //   * the whole pipeline's image equals diffusers' (< 1e-3, as the base image test);
 //   * the unadapted output after an adapted one is bit-identical to the one before.
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <tuple>
 
 #include "comm/local_communicator.h"
 #include "models/lora/lora_library.h"
@@ -56,10 +58,15 @@ const std::vector<Case>& StepCases() {
   return *cases;
 }
 
-class LoraParityTest : public ::testing::TestWithParam<int> {};
+// (tp degree, mode): merged weights and runtime low-rank terms both give diffusers' numbers.
+class LoraParityTest : public ::testing::TestWithParam<std::tuple<int, lora::LoraMode>> {
+ protected:
+  int World() const { return std::get<0>(GetParam()); }
+  lora::LoraMode Mode() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(LoraParityTest, TransformerOutputMatchesDiffusers) {
-  const int world = GetParam();
+  const int world = World();
   const auto args = testing::RefArguments("flux1.step0.in.",
                                           {"hidden_states", "encoder_hidden_states", "pooled_projections",
                                            "timestep", "img_ids", "txt_ids", "guidance"});
@@ -72,7 +79,8 @@ TEST_P(LoraParityTest, TransformerOutputMatchesDiffusers) {
     if (!shard.ok()) return shard.status();
     auto model = models::CreateTransformer(config, *shard, &comm);
     if (!model.ok()) return model.status();
-    auto lib = lora::LoraLibrary::Load(Adapters(), (*model)->linear_layers(), comm.rank(), world, {});
+    auto lib = lora::LoraLibrary::Load(Adapters(), (*model)->linear_layers(), comm.rank(), world, {},
+                                       Mode());
     if (!lib.ok()) return lib.status();
     auto base = (*model)->Forward(args);
     if (!base.ok()) return base.status();
@@ -106,13 +114,14 @@ TEST_P(LoraParityTest, TransformerOutputMatchesDiffusers) {
 }
 
 TEST_P(LoraParityTest, ImageMatchesDiffusersAndTheBaseImageIsRestored) {
-  const int world = GetParam();
+  const int world = World();
   std::mutex mu;
   std::map<std::string, torch::Tensor> images;
   auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
     pipeline::PipelineOptions opts;
     opts.model_dir = FixturesDir() + "/flux1-tiny";
     opts.loras = Adapters();
+    opts.lora_mode = Mode();
     auto p = pipeline::LoadPipeline(opts, &comm);
     if (!p.ok()) return p.status();
     EXPECT_EQ((*p)->Card().loras.size(), 2u);
@@ -148,7 +157,7 @@ TEST_P(LoraParityTest, ImageMatchesDiffusersAndTheBaseImageIsRestored) {
 // The same "style" adapter as PEFT's own save_pretrained writes it (base_model.model.* keys, the
 // config in adapter_config.json beside the file) gives diffusers' output too.
 TEST_P(LoraParityTest, PeftLayoutOfTheSameAdapterMatches) {
-  const int world = GetParam();
+  const int world = World();
   const auto args = testing::RefArguments("flux1.step0.in.",
                                           {"hidden_states", "encoder_hidden_states", "pooled_projections",
                                            "timestep", "img_ids", "txt_ids", "guidance"});
@@ -161,7 +170,7 @@ TEST_P(LoraParityTest, PeftLayoutOfTheSameAdapterMatches) {
     auto model = models::CreateTransformer(config, *shard, &comm);
     if (!model.ok()) return model.status();
     auto lib = lora::LoraLibrary::Load({{"peft", FixturesDir() + "/lora/style-peft"}},
-                                       (*model)->linear_layers(), comm.rank(), world, {});
+                                       (*model)->linear_layers(), comm.rank(), world, {}, Mode());
     if (!lib.ok()) return lib.status();
     auto active = (*lib)->Activate({{"peft", 0.8f}});
     if (!active.ok()) return active.status();
@@ -175,7 +184,10 @@ TEST_P(LoraParityTest, PeftLayoutOfTheSameAdapterMatches) {
   EXPECT_LT(worst, 1e-4) << "tp=" << world;
 }
 
-INSTANTIATE_TEST_SUITE_P(TpDegrees, LoraParityTest, ::testing::Values(1, 2, 4));
+INSTANTIATE_TEST_SUITE_P(TpDegreesAndModes, LoraParityTest,
+                         ::testing::Combine(::testing::Values(1, 2, 4),
+                                            ::testing::Values(lora::LoraMode::kMerge,
+                                                              lora::LoraMode::kRuntime)));
 
 }  // namespace
 }  // namespace ditserve
