@@ -85,8 +85,12 @@ absl::StatusOr<LoraActivation> LoraLibrary::Activate(const std::vector<LoraChoic
     cached_choices_ = choices;
   }
   if (mode_ == LoraMode::kMerge) {
-    RETURN_IF_ERROR(Merge(&activation));
-    return activation;
+    const absl::Status merged = Merge(&activation);
+    if (merged.ok()) return activation;
+    if (merged.code() != absl::StatusCode::kResourceExhausted) return merged;
+    // No room for the merged copy on this rank: the same numbers as runtime terms instead (ranks
+    // may differ in this; the adapters add no collective either way).
+    ++merge_fallbacks_;
   }
   for (const auto& [module, term] : cached_terms_) {
     models::LinearLayer* layer = layers_.at(module);

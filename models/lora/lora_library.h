@@ -11,7 +11,8 @@
 //     rank 64 on every block linear: 38 ms on an H200, against 18 ms a step for kRuntime).
 //     Ending the job points the storages back at the untouched originals: bit-identical.
 //   kRuntime: the layers add x·Aᵀ·Bᵀ beside their GEMM (models/common/linear_layer.h); no extra
-//     weight memory, a few % to ~15 % a step. For ranks short of memory.
+//     weight memory, a few % to ~15 % a step. For ranks short of memory; kMerge falls back to it
+//     for a job whose merged copy does not fit.
 // The returned LoraActivation undoes either when it goes out of scope (end of the job, or an error).
 //
 // Threads: Load, Activate and the activation's destruction on the thread that runs the model, with
@@ -98,12 +99,16 @@ class LoraLibrary {
       int world_size, const sharding::LoadOptions& opts, LoraMode mode = LoraMode::kMerge);
 
   LoraMode mode() const { return mode_; }
+  // Activations in kMerge mode that ran as runtime terms for lack of memory.
+  uint64_t merge_fallbacks() const { return merge_fallbacks_; }
 
   const std::vector<LoraCard>& cards() const { return cards_; }
   bool empty() const { return adapters_.empty(); }
 
   // INVALID_ARGUMENT for an unknown or repeated name, or a scale that is not finite or beyond
-  // ±kMaxLoraScale; RESOURCE_EXHAUSTED when a merged copy does not fit (nothing stays changed).
+  // ±kMaxLoraScale. kMerge: when the merged copy does not fit in device memory, this job gets
+  // runtime terms instead (merge_fallbacks() counts them); RESOURCE_EXHAUSTED only when those
+  // do not fit either (nothing stays changed).
   // Empty choices: an empty activation (the unadapted model).
   absl::StatusOr<LoraActivation> Activate(const std::vector<LoraChoice>& choices);
 
@@ -111,6 +116,7 @@ class LoraLibrary {
   absl::Status Merge(LoraActivation* activation) const;
 
   LoraMode mode_ = LoraMode::kMerge;
+  uint64_t merge_fallbacks_ = 0;
   std::map<std::string, LoraAdapter> adapters_;
   std::vector<LoraCard> cards_;
   std::map<std::string, models::LinearLayer*> layers_;  // every adapted module's layer

@@ -207,5 +207,13 @@ TEST_F(FrontendOptionsLora, LimitsAreChecked) {
   ExpectError({"--max-lora-scale", "x"}, "--max-lora-scale: 'x' is not a number");
 }
 
+TEST_F(FrontendOptionsLora, LoraModeIsMergeOrRuntimeAndReachesTheWorkers) {
+  ASSERT_TRUE(ParseAndValidate({}).ok());
+  EXPECT_EQ(options_.lora_mode, "merge");
+  ASSERT_TRUE(ParseAndValidate({"--lora-mode", "runtime"}).ok());
+  EXPECT_EQ(MakeWorkerGroupOptions(options_, "ditserve-worker").init_template.lora_mode(), "runtime");
+  ExpectError({"--lora-mode", "fast"}, "--lora-mode must be merge or runtime, got 'fast'");
+}
+
 }  // namespace
 }  // namespace ditserve::server

@@ -76,7 +76,8 @@ void Write(const std::string& path, const std::map<std::string, torch::Tensor>& 
            const std::map<std::string, std::string>& metadata = {}) {
   std::vector<sharding::TensorToWrite> out;
   for (const auto& [name, t] : tensors) {
-    out.push_back({name, sharding::DType::kF32, t.sizes().vec(), t.data_ptr()});
+    out.push_back({name, t.scalar_type() == torch::kFloat64 ? sharding::DType::kF64 : sharding::DType::kF32,
+                   t.sizes().vec(), t.data_ptr()});
   }
   ASSERT_TRUE(sharding::WriteSafetensors(path, out, metadata).ok());
 }
@@ -267,23 +268,30 @@ TEST_P(LoraAdapterTest, KohyaFusedQkvEqualsTheSplitAdapter) {
   TempDir dir;
   torch::manual_seed(9);
   const int64_t r = 2;
-  torch::Tensor down = torch::randn({r, 16}) * 0.3, up = torch::randn({48, r}) * 0.3;
+  // Stored in float64: the model is float32, so the slices go through the loader's staging
+  // buffer (converted chunk by chunk), not straight into the destination.
+  torch::Tensor down = torch::randn({r, 16}, torch::kFloat64) * 0.3,
+                up = torch::randn({48, r}, torch::kFloat64) * 0.3;
   Write(dir.File("kohya.safetensors"),
         {{"lora_unet_double_blocks_0_img_attn_qkv.lora_down.weight", down},
          {"lora_unet_double_blocks_0_img_attn_qkv.lora_up.weight", up},
-         {"lora_unet_double_blocks_0_img_attn_qkv.alpha", torch::tensor(1.0f)}});
+         {"lora_unet_double_blocks_0_img_attn_qkv.alpha", torch::tensor(1.0, torch::kFloat64)}});
   torch::manual_seed(5);
   const auto x = torch::randn({2, 3, 16}), x32 = torch::randn({2, 3, 32});
   std::map<std::string, torch::Tensor> deltas;
-  for (int i = 0; i < 3; ++i) deltas[kQkv[i]] = 0.5 * torch::mm(up.narrow(0, 16 * i, 16), down);
+  for (int i = 0; i < 3; ++i) {
+    deltas[kQkv[i]] = (0.5 * torch::mm(up.narrow(0, 16 * i, 16), down)).to(torch::kFloat32);
+  }
   const auto expect = MergedOutputs(deltas, x, x32);
   auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
     const int rank = comm.rank();
     auto sd = OwnShard(rank, world);
     Layers layers;
     if (auto s = BuildLayers(sd, &comm, &layers); !s.ok()) return s;
+    sharding::LoadOptions opts;
+    opts.staging_buffer_bytes = 24;  // three float64 values a chunk
     auto lib = lora::LoraLibrary::Load({{"k", dir.File("kohya.safetensors")}}, layers.registry, rank,
-                                       world, {}, Mode());
+                                       world, opts, Mode());
     if (!lib.ok()) return lib.status();
     EXPECT_EQ((*lib)->cards()[0].format, "kohya");
     auto active = (*lib)->Activate({{"k", 1.0f}});

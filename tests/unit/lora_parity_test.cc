@@ -44,6 +44,35 @@ std::vector<lora::LoraAdapterSpec> Adapters() {
           {"detail", FixturesDir() + "/lora/detail.safetensors"}};
 }
 
+testing::ForwardArgs Step0Inputs() {
+  return testing::RefArguments("flux1.step0.in.",
+                               {"hidden_states", "encoder_hidden_states", "pooled_projections",
+                                "timestep", "img_ids", "txt_ids", "guidance"});
+}
+
+// This rank's flux1-tiny transformer (its own shard; served plan) and its adapters. The shard
+// outlives the model (CreateTransformer's contract): all three live and die together.
+struct RankWithLoras {
+  sharding::ShardedStateDict shard;
+  std::unique_ptr<models::DiffusionTransformer> model;
+  std::unique_ptr<lora::LoraLibrary> loras;
+};
+absl::StatusOr<std::unique_ptr<RankWithLoras>> LoadRank(
+    comm::Communicator& comm, const std::vector<lora::LoraAdapterSpec>& specs, lora::LoraMode mode) {
+  const int world = comm.world_size();
+  auto r = std::make_unique<RankWithLoras>();
+  auto shard = testing::LoadTransformerShard(kFlux1, comm.rank(), world, /*shard_modulation=*/world > 1);
+  if (!shard.ok()) return shard.status();
+  r->shard = *std::move(shard);
+  auto model = models::CreateTransformer(testing::TransformerConfig(kFlux1), r->shard, &comm);
+  if (!model.ok()) return model.status();
+  r->model = *std::move(model);
+  auto lib = lora::LoraLibrary::Load(specs, r->model->linear_layers(), comm.rank(), world, {}, mode);
+  if (!lib.ok()) return lib.status();
+  r->loras = *std::move(lib);
+  return r;
+}
+
 struct Case {
   const char* reference;  // suffix of lora.step0.* / lora.image.*
   std::vector<lora::LoraChoice> choices;  // canonical order (by name), as the frontend sends them
@@ -67,33 +96,27 @@ class LoraParityTest : public ::testing::TestWithParam<std::tuple<int, lora::Lor
 
 TEST_P(LoraParityTest, TransformerOutputMatchesDiffusers) {
   const int world = World();
-  const auto args = testing::RefArguments("flux1.step0.in.",
-                                          {"hidden_states", "encoder_hidden_states", "pooled_projections",
-                                           "timestep", "img_ids", "txt_ids", "guidance"});
-  const auto config = testing::TransformerConfig(kFlux1);
+  const auto args = Step0Inputs();
   ASSERT_LT(RelativeError(LoraRef("lora.step0.base"), testing::Ref("flux1.step0.out")), 1e-6);
   std::mutex mu;
   std::map<std::string, double> errors;
   auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
-    auto shard = testing::LoadTransformerShard(kFlux1, comm.rank(), world, /*shard_modulation=*/world > 1);
-    if (!shard.ok()) return shard.status();
-    auto model = models::CreateTransformer(config, *shard, &comm);
-    if (!model.ok()) return model.status();
-    auto lib = lora::LoraLibrary::Load(Adapters(), (*model)->linear_layers(), comm.rank(), world, {},
-                                       Mode());
-    if (!lib.ok()) return lib.status();
-    auto base = (*model)->Forward(args);
+    auto rank = LoadRank(comm, Adapters(), Mode());
+    if (!rank.ok()) return rank.status();
+    auto& model = (*rank)->model;
+    auto& lib = (*rank)->loras;
+    auto base = model->Forward(args);
     if (!base.ok()) return base.status();
     for (const Case& c : StepCases()) {
-      auto active = (*lib)->Activate(c.choices);
+      auto active = lib->Activate(c.choices);
       if (!active.ok()) return active.status();
-      auto out = (*model)->Forward(args);
+      auto out = model->Forward(args);
       if (!out.ok()) return out.status();
       const double err = RelativeError(*out, LoraRef(std::string("lora.step0.") + c.reference));
       std::lock_guard<std::mutex> lock(mu);
       errors[c.reference] = std::max(errors[c.reference], err);
     }
-    auto again = (*model)->Forward(args);
+    auto again = model->Forward(args);
     if (!again.ok()) return again.status();
     EXPECT_TRUE(torch::equal(*again, *base)) << "rank " << comm.rank();
     std::lock_guard<std::mutex> lock(mu);
@@ -158,23 +181,17 @@ TEST_P(LoraParityTest, ImageMatchesDiffusersAndTheBaseImageIsRestored) {
 // config in adapter_config.json beside the file) gives diffusers' output too.
 TEST_P(LoraParityTest, PeftLayoutOfTheSameAdapterMatches) {
   const int world = World();
-  const auto args = testing::RefArguments("flux1.step0.in.",
-                                          {"hidden_states", "encoder_hidden_states", "pooled_projections",
-                                           "timestep", "img_ids", "txt_ids", "guidance"});
-  const auto config = testing::TransformerConfig(kFlux1);
+  const auto args = Step0Inputs();
   std::mutex mu;
   double worst = 0;
   auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
-    auto shard = testing::LoadTransformerShard(kFlux1, comm.rank(), world, world > 1);
-    if (!shard.ok()) return shard.status();
-    auto model = models::CreateTransformer(config, *shard, &comm);
-    if (!model.ok()) return model.status();
-    auto lib = lora::LoraLibrary::Load({{"peft", FixturesDir() + "/lora/style-peft"}},
-                                       (*model)->linear_layers(), comm.rank(), world, {}, Mode());
-    if (!lib.ok()) return lib.status();
-    auto active = (*lib)->Activate({{"peft", 0.8f}});
+    auto rank = LoadRank(comm, {{"peft", FixturesDir() + "/lora/style-peft"}}, Mode());
+    if (!rank.ok()) return rank.status();
+    auto& model = (*rank)->model;
+    auto& lib = (*rank)->loras;
+    auto active = lib->Activate({{"peft", 0.8f}});
     if (!active.ok()) return active.status();
-    auto out = (*model)->Forward(args);
+    auto out = model->Forward(args);
     if (!out.ok()) return out.status();
     std::lock_guard<std::mutex> lock(mu);
     worst = std::max(worst, RelativeError(*out, LoraRef("lora.step0.style_0.8")));
