@@ -87,6 +87,25 @@ TEST_P(LoraE2E, CliLoraChangesTheImageExactlyAsDiffusers) {
   EXPECT_EQ(again, Generate({}, "base-third"));
 }
 
+// The Python client (Debian's python3-grpcio) with --lora gives the same image.
+TEST_P(LoraE2E, PythonClientLoraGivesDiffusersImage) {
+  if (GetParam().first != 2) GTEST_SKIP() << "once is enough: the client is the same at every degree";
+  if (!ProgramExists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  const nlohmann::json c = Flux1CallArgs();
+  const std::string out = TempPath("py.png");
+  ProcessResult r = RunProcess(
+      {"/usr/bin/python3", std::string(DITSERVE_SOURCE_DIR) + "/deploy/clients/python/ditserve_client.py",
+       "--stubs", BinaryDir() + "/python", "generate", "--server", server_->address(), "--prompt",
+       c["prompt"].get<std::string>(), "--height", "32", "--width", "32", "--steps", "4", "--seed", "42",
+       "--guidance", "3.5", "--max-sequence-length", "32", "--lora", "style:0.8", "-o", out},
+      {}, 120);
+  if (r.exit_code != 0 && r.err.find("No module named 'grpc'") != std::string::npos) {
+    GTEST_SKIP() << "python3-grpcio is not installed";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectPngMatchesImage(ReadFile(out), LoraImage("lora.image.style_0.8"));
+}
+
 TEST_P(LoraE2E, ModelInfoListsTheAdaptersAndBadChoicesAreRefused) {
   auto stub = v1::ImageGeneration::NewStub(server_->Channel());
   {
