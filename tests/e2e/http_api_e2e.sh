@@ -44,7 +44,8 @@ echo "$token" >"$tmp/token"
 
 "$build/server/ditserve-frontend" --model "$model" --spawn-workers 2 --listen 127.0.0.1:0 \
   --metrics-listen "" --http-listen 127.0.0.1:0 --max-batch 2 --max-queue 4 \
-  --api-token-file "$tmp/token" --log-level info >"$tmp/stdout" 2>"$tmp/log" &
+  --api-token-file "$tmp/token" --lora "style=$repo/tests/fixtures/lora/style" \
+  --log-level info >"$tmp/stdout" 2>"$tmp/log" &
 pid=$!
 
 fail() {
@@ -122,6 +123,25 @@ print(f"{w}x{h} seed={j['data'][0]['seed']} created={isinstance(j['created'], in
 EOF
     )
     expect "  ... a 64 wide, 48 high PNG with the seed asked for" "64x48 seed=5 created=True" "$size"
+
+    # LoRA: the adapter started with --lora is listed, and a request naming it gets another image
+    # than the same request without it (lora_e2e_test holds the gRPC path to diffusers' pixels).
+    code=$(call "$tmp/body" GET /v1/models/flux1-tiny "${auth[@]}")
+    expect "GET /v1/models/flux1-tiny lists the LoRA adapter" "200 style" "$code $(field 'j["loras"][0]["name"]')"
+    lora_png() {  # lora_png LORAS_JSON: the b64 PNG of the fixture-like call with those adapters
+      call "$tmp/lora" POST /v1/images/generations "${auth[@]}" -H 'Content-Type: application/json' \
+        -d '{"prompt": "a cat holding a sign", "size": "32x32", "response_format": "b64_json",
+             "seed": 42, "num_inference_steps": 4, "loras": '"$1"'}' >/dev/null
+      python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"][0]["b64_json"])' "$tmp/lora"
+    }
+    base_png=$(lora_png '[]')
+    styled_png=$(lora_png '[{"name": "style", "scale": 0.8}]')
+    expect "  ... and loras [style 0.8] changes the image" "changed" \
+      "$([ -n "$styled_png" ] && [ "$styled_png" != "$base_png" ] && echo changed || echo same)"
+    expect "  ... and loras [] gives the same image again" "$base_png" "$(lora_png '[]')"
+    code=$(call "$tmp/body" POST /v1/images/generations "${auth[@]}" -d '{"prompt": "x", "loras": [{"name": "nope"}]}')
+    expect "an unknown LoRA is 400" 400 "$code"
+    expect "  ... with param loras" loras "$(field 'j["error"]["param"]')"
 
     code=$(call "$tmp/body" POST /v1/images/generations "${auth[@]}" -d '{"prompt": "x", "size": "64by64"}')
     expect "a bad size is 400" 400 "$code"
