@@ -78,8 +78,11 @@ absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(const PipelineOptio
   lo.progress = nullptr;
   lo.device = model.device();
   lo.dtype = model.dtype();
-  return lora::LoraLibrary::Load(options.loras, model.linear_layers(), comm.rank(),
-                                 comm.world_size(), lo, options.lora_mode);
+  ASSIGN_OR_RETURN(auto lib, lora::LoraLibrary::Load(options.loras, model.linear_layers(),
+                                                     comm.rank(), comm.world_size(), lo,
+                                                     options.lora_mode));
+  lib->set_merge_max_bytes(options.lora_merge_max_bytes);
+  return lib;
 }
 
 absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir,

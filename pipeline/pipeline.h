@@ -61,6 +61,7 @@ struct PipelineOptions {
   // LoRA adapters to load at start (models/lora/lora_adapter.h); requests choose among them.
   std::vector<lora::LoraAdapterSpec> loras;
   lora::LoraMode lora_mode = lora::LoraMode::kMerge;  // models/lora/lora_library.h
+  uint64_t lora_merge_max_bytes = 0;  // LoraLibrary::set_merge_max_bytes (0: no limit)
   // (bytes loaded, bytes total) while loading this rank's shard.
   std::function<void(uint64_t, uint64_t)> on_load_progress;
 };

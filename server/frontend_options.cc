@@ -221,6 +221,9 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
               "merge (adapted weights merged into a copy for each job: full speed, one copy of "
               "them in memory) | runtime (low-rank terms beside each GEMM: no extra memory, slower "
               "steps)");
+  p.AddUint("lora-merge-max-mib", &o.lora_merge_max_mib,
+            "merge mode: most MiB of merged weight copies one job may hold per rank (0: as much "
+            "as fits); a job over it uses runtime terms");
   p.AddUint("max-loras-per-request", &o.limits.max_loras_per_request,
             "most LoRA adapters one request may choose (1..64)");
   p.AddDouble("max-lora-scale", &o.limits.max_lora_scale,

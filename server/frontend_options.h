@@ -85,6 +85,9 @@ struct FrontendOptions {
   // How the workers apply a request's adapters: "merge" (a merged copy of the adapted weights for
   // the job) or "runtime" (low-rank terms beside each GEMM, no extra weight memory).
   std::string lora_mode = "merge";
+  // Merge mode: the most MiB of merged copies one job may hold per rank (0: as much as fits);
+  // a job over it runs with runtime terms.
+  uint64_t lora_merge_max_mib = 0;
   // Filled by ValidateFrontendOptions from `lora` (in the order given) then `lora_dir` (by name).
   std::vector<LoraAdapterOption> lora_adapters;
   SecurityOptions security;

@@ -35,6 +35,7 @@ WorkerGroupOptions MakeWorkerGroupOptions(const FrontendOptions& options,
   g.init_template.set_staging_buffer_bytes(options.staging_buffer_mib << 20);
   g.init_template.set_collective_timeout_ms(static_cast<uint32_t>(options.collective_timeout_ms));
   g.init_template.set_lora_mode(options.lora_mode);
+  g.init_template.set_lora_merge_max_bytes(options.lora_merge_max_mib << 20);
   for (const LoraAdapterOption& lora : options.lora_adapters) {
     worker::v1::LoraAdapter* adapter = g.init_template.add_loras();
     adapter->set_name(lora.name);

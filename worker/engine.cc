@@ -116,6 +116,7 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
   popts.text_encoder_placement = placement;
   popts.shard_modulation = !request.replicate_modulation();
   for (const v1::LoraAdapter& l : request.loras()) popts.loras.push_back({l.name(), l.path()});
+  popts.lora_merge_max_bytes = request.lora_merge_max_bytes();
   if (!request.lora_mode().empty()) {
     ASSIGN_OR_RETURN(popts.lora_mode, lora::ParseLoraMode(request.lora_mode()));
   }

@@ -107,6 +107,15 @@ absl::Status LoraLibrary::Merge(LoraActivation* activation) const {
   for (const auto& [module, term] : cached_terms_) {
     by_buffer[layers_.at(module)->weight().storage().unsafeGetStorageImpl()].push_back(module);
   }
+  if (merge_max_bytes_ > 0) {
+    uint64_t bytes = 0;
+    for (const auto& [impl, modules] : by_buffer) bytes += impl->nbytes();
+    if (bytes > merge_max_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "merging LoRA adapters needs ", bytes, " bytes of copies, over the limit of ",
+          merge_max_bytes_));
+    }
+  }
   std::vector<std::pair<c10::Storage, torch::Tensor>> merged;  // buffer, its merged copy
   RETURN_IF_ERROR(GuardTorchStatus("merging LoRA adapters", [&] {
     torch::NoGradGuard no_grad;

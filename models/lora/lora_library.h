@@ -99,14 +99,19 @@ class LoraLibrary {
       int world_size, const sharding::LoadOptions& opts, LoraMode mode = LoraMode::kMerge);
 
   LoraMode mode() const { return mode_; }
-  // Activations in kMerge mode that ran as runtime terms for lack of memory.
+  // kMerge: the most bytes of merged copies one job may hold on this rank (0: no limit but the
+  // device's memory); a job whose adapted buffers exceed it runs with runtime terms. Headroom for
+  // activations that an operator plans for.
+  void set_merge_max_bytes(uint64_t bytes) { merge_max_bytes_ = bytes; }
+  // Activations in kMerge mode that ran as runtime terms (over merge_max_bytes, or out of memory).
   uint64_t merge_fallbacks() const { return merge_fallbacks_; }
 
   const std::vector<LoraCard>& cards() const { return cards_; }
   bool empty() const { return adapters_.empty(); }
 
   // INVALID_ARGUMENT for an unknown or repeated name, or a scale that is not finite or beyond
-  // ±kMaxLoraScale. kMerge: when the merged copy does not fit in device memory, this job gets
+  // ±kMaxLoraScale. kMerge: when the merged copy exceeds merge_max_bytes or does not fit in device
+  // memory, this job gets
   // runtime terms instead (merge_fallbacks() counts them); RESOURCE_EXHAUSTED only when those
   // do not fit either (nothing stays changed).
   // Empty choices: an empty activation (the unadapted model).
@@ -117,6 +122,7 @@ class LoraLibrary {
 
   LoraMode mode_ = LoraMode::kMerge;
   uint64_t merge_fallbacks_ = 0;
+  uint64_t merge_max_bytes_ = 0;
   std::map<std::string, LoraAdapter> adapters_;
   std::vector<LoraCard> cards_;
   std::map<std::string, models::LinearLayer*> layers_;  // every adapted module's layer

@@ -212,6 +212,8 @@ TEST_F(FrontendOptionsLora, LoraModeIsMergeOrRuntimeAndReachesTheWorkers) {
   EXPECT_EQ(options_.lora_mode, "merge");
   ASSERT_TRUE(ParseAndValidate({"--lora-mode", "runtime"}).ok());
   EXPECT_EQ(MakeWorkerGroupOptions(options_, "ditserve-worker").init_template.lora_mode(), "runtime");
+  ASSERT_TRUE(ParseAndValidate({"--lora-merge-max-mib", "512"}).ok());
+  EXPECT_EQ(MakeWorkerGroupOptions(options_, "w").init_template.lora_merge_max_bytes(), 512ull << 20);
   ExpectError({"--lora-mode", "fast"}, "--lora-mode must be merge or runtime, got 'fast'");
 }
 

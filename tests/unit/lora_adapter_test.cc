@@ -362,5 +362,45 @@ TEST(LoraLibraryTest, RefusesBadAdaptersAndChoicesNamingThem) {
   EXPECT_FALSE(layers.owned.at("up")->has_lora());  // cleared with the activation
 }
 
+// Merge mode over its byte limit (or out of memory): the job runs with runtime terms, same numbers.
+TEST(LoraLibraryTest, MergeOverItsLimitFallsBackToRuntimeTerms) {
+  TempDir dir;
+  auto comm = comm::MakeSingleRankCommunicator();
+  auto sd = OwnShard(0, 1);
+  Layers layers;
+  ASSERT_TRUE(BuildLayers(sd, comm.get(), &layers).ok());
+  auto factors = WriteDiffusersAdapter(dir.File("a.safetensors"), {"up", "down"}, 2, 4, "{}");
+  auto lib = lora::LoraLibrary::Load({{"a", dir.File("a.safetensors")}}, layers.registry, 0, 1, {},
+                                     lora::LoraMode::kMerge);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  torch::manual_seed(1);
+  const auto x = torch::randn({2, 16});
+  const auto expected = torch::linear(
+      x, Full("up.weight") + torch::mm(factors["up"].second, factors["up"].first), Full("up.bias"));
+  // Within the limit: merged (up's and down's weights, 32x16 + 16x32 float32 = 4096 bytes).
+  (*lib)->set_merge_max_bytes(4096);
+  {
+    auto a = (*lib)->Activate({{"a", 1.0f}});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->merged_buffers(), 2u);
+    EXPECT_TRUE(torch::allclose(layers.owned.at("up")->Forward(x), expected, 1e-5, 1e-5));
+  }
+  EXPECT_EQ((*lib)->merge_fallbacks(), 0u);
+  // Over it: runtime terms.
+  (*lib)->set_merge_max_bytes(4095);
+  {
+    auto a = (*lib)->Activate({{"a", 1.0f}});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->merged_buffers(), 0u);
+    EXPECT_EQ(a->layers(), 2u);
+    EXPECT_TRUE(layers.owned.at("up")->has_lora());
+    EXPECT_TRUE(torch::allclose(layers.owned.at("up")->Forward(x), expected, 1e-5, 1e-5));
+  }
+  EXPECT_EQ((*lib)->merge_fallbacks(), 1u);
+  EXPECT_FALSE(layers.owned.at("up")->has_lora());
+  EXPECT_TRUE(torch::equal(layers.owned.at("up")->Forward(x),
+                           torch::linear(x, Full("up.weight"), Full("up.bias"))));
+}
+
 }  // namespace
 }  // namespace ditserve
