@@ -147,6 +147,31 @@ TEST_P(ClientContractTest, OmittedOptionalFieldsAreNotSent) {
   EXPECT_EQ(ReadFileBytes(out), FakePng(kFakeDefaultSize, kFakeDefaultSize, kFakeDefaultSeed));
 }
 
+// --lora NAME[:SCALE], repeatable: sent in order, the scale only when given; a bad one exits 2
+// without calling the server.
+TEST_P(ClientContractTest, LoraFlagsBecomeTheRequestsLoras) {
+  std::string out = dir_ + "/lora.png";
+  ProcessResult r = Run({"generate", "--server", server_->address(), "--prompt", "x", "--lora",
+                         "style:0.8", "--lora", "detail", "--lora", "neg:-1.5", "--quiet", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::optional<ditserve::v1::GenerateRequest> req = server_->service().LastRequest();
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(req->loras_size(), 3);
+  EXPECT_EQ(req->loras(0).name(), "style");
+  ASSERT_TRUE(req->loras(0).has_scale());
+  EXPECT_FLOAT_EQ(req->loras(0).scale(), 0.8f);
+  EXPECT_EQ(req->loras(1).name(), "detail");
+  EXPECT_FALSE(req->loras(1).has_scale());
+  EXPECT_FLOAT_EQ(req->loras(2).scale(), -1.5f);
+
+  const int calls = server_->service().stream_calls();
+  ProcessResult bad = Run({"generate", "--server", server_->address(), "--prompt", "x", "--lora",
+                           "style:abc", "-o", out});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("style:abc"), std::string::npos) << bad.err;
+  EXPECT_EQ(server_->service().stream_calls(), calls);
+}
+
 TEST_P(ClientContractTest, RawFormatWritesAFloat32SafetensorsImage) {
   std::string out = dir_ + "/image.safetensors";
   ProcessResult r = Run({"generate", "--server", server_->address(), "--prompt", "x", "--seed",
