@@ -152,6 +152,8 @@ DitserveMetrics::DitserveMetrics(Registry& registry, const BuildInfo& build) {
   Family<Counter>* dropped =
       counter("ditserve_queue_dropped_total",
               "Requests removed from the queue without running, by reason.");
+  lora_requests_ = counter("ditserve_lora_requests_total",
+                           "Requests dispatched to the workers with a LoRA adapter applied, by adapter.");
   Family<Gauge>* build_info =
       gauge("ditserve_build_info", "Build and model information; the value is always 1.");
 
@@ -195,6 +197,18 @@ void DitserveMetrics::RequestFinished(RpcMethod method, absl::StatusCode code, d
 
 void DitserveMetrics::QueueDropped(QueueDropReason reason) {
   queue_dropped_[static_cast<int>(reason)]->Increment();
+}
+
+void DitserveMetrics::DeclareLoraAdapter(const std::string& name) {
+  std::lock_guard<std::mutex> lock(lora_mu_);
+  if (lora_children_.count(name) != 0) return;
+  lora_children_[name] = Must(lora_requests_->Add({{"adapter", name}}));
+}
+
+void DitserveMetrics::LoraRequestStarted(const std::string& adapter) {
+  std::lock_guard<std::mutex> lock(lora_mu_);
+  auto it = lora_children_.find(adapter);
+  if (it != lora_children_.end()) it->second->Increment();
 }
 
 const DitserveMetrics::RankChildren& DitserveMetrics::RankLocked(uint32_t rank) {

@@ -20,6 +20,8 @@
 //   ditserve_images_generated_total                  counter   images returned to clients.
 //   ditserve_queue_dropped_total{reason}             counter   requests removed from the queue
 //       without running: deadline_expired, cancelled, shutdown.
+//   ditserve_lora_requests_total{adapter}            counter   requests dispatched to the workers
+//       with that LoRA adapter applied (one series per adapter loaded at start, from 0).
 //   ditserve_build_info{version,model,tp_degree,dtype} gauge   always 1 (the _info pattern).
 // Worker figures (one series per rank, label rank="0".."N-1"; workers send them over gRPC as
 // WorkerStatus, the frontend copies them in with ReportWorker):
@@ -117,6 +119,10 @@ class DitserveMetrics {
   void ObserveDenoiseStep(double seconds) { denoise_step_->Observe(seconds); }
   void ImagesGenerated(double count) { images_generated_->Increment(count); }
   void QueueDropped(QueueDropReason reason);
+  // Creates the adapter's series at 0 (the adapters loaded at start); later calls add none.
+  void DeclareLoraAdapter(const std::string& name);
+  // A request naming `adapter` was dispatched; an undeclared name is not counted.
+  void LoraRequestStarted(const std::string& adapter);
   Gauge& requests_in_flight() { return *in_flight_; }
   Gauge& queue_depth() { return *queue_depth_; }
   Gauge& queue_capacity() { return *queue_capacity_; }
@@ -153,6 +159,10 @@ class DitserveMetrics {
   Gauge* queue_capacity_ = nullptr;
   Counter* images_generated_ = nullptr;
   Counter* queue_dropped_[3] = {};
+  Family<Counter>* lora_requests_ = nullptr;
+
+  std::mutex lora_mu_;
+  std::map<std::string, Counter*> lora_children_;  // guarded by lora_mu_
 
   std::mutex ranks_mu_;
   std::map<uint32_t, RankChildren> ranks_;  // guarded by ranks_mu_

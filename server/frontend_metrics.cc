@@ -40,6 +40,7 @@ FrontendMetrics::FrontendMetrics(const FrontendOptions* options, AdmissionQueue*
     spdlog::warn("process metrics unavailable: {}", s.ToString());
   }
   metrics_->queue_capacity().Set(static_cast<double>(options->max_queue));
+  for (const LoraAdapterOption& lora : options->lora_adapters) metrics_->DeclareLoraAdapter(lora.name);
   registry_.AddCollectHook([this] { RefreshOnScrape(); });
 }
 
@@ -104,8 +105,9 @@ RequestObserver FrontendMetrics::request_observer() {
 
 DispatchObserver FrontendMetrics::dispatch_observer() {
   DispatchObserver o;
-  o.on_start = [this](const PendingRequest&, double queue_seconds) {
+  o.on_start = [this](const PendingRequest& r, double queue_seconds) {
     metrics_->ObserveQueueWait(queue_seconds);
+    for (const auto& lora : r.request().item.loras()) metrics_->LoraRequestStarted(lora.name());
   };
   o.on_step = [this](double step_seconds, uint32_t) { metrics_->ObserveDenoiseStep(step_seconds); };
   o.on_dropped = [this](const PendingRequest&, const absl::Status& why) {
