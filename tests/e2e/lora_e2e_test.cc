@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -45,7 +46,7 @@ class LoraE2E : public ::testing::TestWithParam<std::pair<int, std::string>> {
         {"--model", FixturesDir() + "/flux1-tiny", "--spawn-workers", std::to_string(GetParam().first),
          "--lora-mode", GetParam().second,
          "--lora", "style=" + FixturesDir() + "/lora/style", "--lora",
-         "detail=" + FixturesDir() + "/lora/detail.safetensors", "--max-batch", "1"});
+         "detail=" + FixturesDir() + "/lora/detail.safetensors", "--max-batch", "2"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     ASSERT_TRUE(server_->WaitUntilServing(std::chrono::seconds(180)))
@@ -94,6 +95,47 @@ TEST_P(LoraE2E, CliLoraChangesTheImageExactlyAsDiffusers) {
   EXPECT_NE(page.out.find("ditserve_lora_requests_total{adapter=\"style\"} 2"), std::string::npos)
       << page.out;
   EXPECT_NE(page.out.find("ditserve_lora_requests_total{adapter=\"detail\"} 1"), std::string::npos);
+}
+
+// Requests with different adapter sets, queued together while another job runs (batching allowed
+// up to 2): never one batch — the workers would refuse a job whose items disagree — and each gets
+// its own image.
+TEST_P(LoraE2E, DifferentAdapterSetsAreNotBatchedTogether) {
+  if (GetParam().first != 2) GTEST_SKIP() << "once is enough";
+  auto stub = v1::ImageGeneration::NewStub(server_->Channel());
+  // A longer job (another shape: never batched with the two below) holds the group while they queue.
+  grpc::ClientContext blocker_ctx;
+  v1::GenerateRequest blocker = Flux1FixtureGenerateRequest();
+  blocker.set_num_inference_steps(60);
+  auto stream = stub->GenerateStream(&blocker_ctx, blocker);
+  v1::GenerateEvent ev;
+  while (stream->Read(&ev) && !ev.has_progress()) {
+  }
+  ASSERT_TRUE(ev.has_progress()) << "the blocking job never started";
+  std::string pngs[2];
+  grpc::Status status[2];
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      v1::GenerateRequest r = Flux1FixtureGenerateRequest();
+      if (i == 0) {
+        auto* c = r.add_loras();
+        c->set_name("style");
+        c->set_scale(0.8f);
+      }
+      grpc::ClientContext ctx;
+      v1::GenerateResponse resp;
+      status[i] = stub->Generate(&ctx, r, &resp);
+      pngs[i] = resp.image();
+    });
+  }
+  for (auto& t : threads) t.join();
+  while (stream->Read(&ev)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(status[i].ok()) << i << ": " << status[i].error_message();
+  ExpectPngMatchesImage(pngs[0], LoraImage("lora.image.style_0.8"));
+  ExpectPngMatchesReference(pngs[1]);
 }
 
 // The Python client (Debian's python3-grpcio) with --lora gives the same image.
