@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/host_port.h"
+#include "models/lora/lora_files.h"
 
 namespace ditserve::server {
 namespace {
@@ -32,28 +33,12 @@ std::string NameRule() {
   return absl::StrCat("1..", kMaxLoraNameLength, " characters of A-Z a-z 0-9 . _ -");
 }
 
-// Whether a folder holds an adapter as the workers find it (models/lora/lora_adapter.h): a
-// pytorch_lora_weights.safetensors (diffusers) or adapter_model.safetensors (PEFT), else exactly
-// one .safetensors file. `why` says what is missing when not.
+// Whether a folder holds an adapter as the workers find it (models/lora/lora_files.h); `why`
+// says what is missing when not.
 bool FolderHoldsAdapter(const fs::path& dir, std::string* why) {
-  for (const char* name : {"pytorch_lora_weights.safetensors", "adapter_model.safetensors"}) {
-    std::error_code ignored;
-    if (fs::is_regular_file(dir / name, ignored)) return true;
-  }
-  size_t found = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().extension() == ".safetensors") ++found;
-  }
-  if (ec) {
-    *why = absl::StrCat("cannot list it: ", ec.message());
-    return false;
-  }
-  if (found == 1) return true;
-  *why = absl::StrCat("it holds ", found == 0 ? "no" : "several",
-                      " .safetensors files and no pytorch_lora_weights.safetensors or "
-                      "adapter_model.safetensors");
-  return false;
+  auto file = lora::AdapterFileInFolder(dir.string());
+  if (!file.ok()) *why = std::string(file.status().message());
+  return file.ok();
 }
 
 // --lora NAME=PATH.

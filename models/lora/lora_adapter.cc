@@ -10,6 +10,7 @@
 #include "common/config_json.h"
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
+#include "models/lora/lora_files.h"
 #include "sharding/safetensors.h"
 #include "sharding/torch_tensor.h"
 
@@ -18,27 +19,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Ranges of `count` items per block: this rank's [o_k + r·s_k/n, o_k + (r+1)·s_k/n) of each block.
-std::vector<RowRange> RankRanges(const std::vector<int64_t>& local_blocks, int rank, int world) {
-  std::vector<RowRange> out;
-  int64_t offset = 0;
-  for (int64_t local : local_blocks) {
-    out.push_back({offset + rank * local, offset + (rank + 1) * local});
-    offset += local * world;
-  }
-  return out;
-}
-
 // The rows `ranges` (in a target's own row space) through `segments` (the target's rows in the
 // stored tensor, concatenated): the stored rows, in order.
-std::vector<std::pair<int64_t, int64_t>> MapThrough(const std::vector<RowRange>& segments,
-                                                    const std::vector<RowRange>& ranges) {
+std::vector<std::pair<int64_t, int64_t>> MapThrough(
+    const std::vector<RowRange>& segments, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
   std::vector<std::pair<int64_t, int64_t>> out;
-  for (const RowRange& r : ranges) {
+  for (const auto& [begin, end] : ranges) {
     int64_t seg_start = 0;  // target-space index of the segment's first row
     for (const RowRange& s : segments) {
       const int64_t len = s.end - s.begin;
-      const int64_t lo = std::max(r.begin, seg_start), hi = std::min(r.end, seg_start + len);
+      const int64_t lo = std::max(begin, seg_start), hi = std::min(end, seg_start + len);
       if (lo < hi) out.emplace_back(s.begin + (lo - seg_start), s.begin + (hi - seg_start));
       seg_start += len;
     }
@@ -78,55 +68,25 @@ absl::StatusOr<std::optional<nlohmann::json>> AdapterConfig(const sharding::Safe
 
 }  // namespace
 
-absl::StatusOr<std::string> ResolveLoraFile(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return path;
-  if (!fs::is_directory(path, ec)) {
-    return absl::NotFoundError(absl::StrCat("LoRA adapter '", path, "' does not exist"));
-  }
-  for (const char* name : {"pytorch_lora_weights.safetensors", "adapter_model.safetensors"}) {
-    const fs::path p = fs::path(path) / name;
-    if (fs::is_regular_file(p, ec)) return p.string();
-  }
-  std::vector<std::string> found;
-  for (const auto& e : fs::directory_iterator(path, ec)) {
-    if (e.path().extension() == ".safetensors") found.push_back(e.path().string());
-  }
-  if (found.size() == 1) return found[0];
-  return absl::NotFoundError(absl::StrCat(
-      "LoRA adapter folder '", path, "' has ", found.size() == 0 ? "no" : "several",
-      " .safetensors files and no pytorch_lora_weights.safetensors or adapter_model.safetensors"));
-}
-
 LayerGeometry GeometryOf(const models::LinearLayer& layer, int rank, int world) {
-  using sharding::TpStyle;
-  LayerGeometry g;
+  const sharding::TpStyle style = layer.style();
+  // The weight's sliced dim: 0 (rows) for colwise styles, 1 (columns) for rowwise ones.
+  const int dim = sharding::IsColwise(style) ? 0 : sharding::IsRowwise(style) ? 1 : -1;
   const int64_t out = layer.weight().size(0), in = layer.weight().size(1);
-  g.out_features = out;
-  g.in_features = in;
+  LayerGeometry g;
+  g.out_features = dim == 0 ? out * world : out;
+  g.in_features = dim == 1 ? in * world : in;
   g.local_rows = {{0, out}};
   g.local_cols = {{0, in}};
-  switch (layer.style()) {
-    case TpStyle::kColwise:
-      g.out_features = out * world;
-      g.local_rows = RankRanges({out}, rank, world);
-      break;
-    case TpStyle::kPackedColwise:
-      g.out_features = out * world;
-      g.local_rows = RankRanges(layer.local_blocks(), rank, world);
-      break;
-    case TpStyle::kRowwise:
-    case TpStyle::kRowwiseSplitInput:
-      g.in_features = in * world;
-      g.local_cols = RankRanges({in}, rank, world);
-      break;
-    case TpStyle::kPackedRowwise:
-      g.in_features = in * world;
-      g.local_cols = RankRanges(layer.local_blocks(), rank, world);
-      break;
-    default:
-      break;
-  }
+  if (dim < 0) return g;
+  // This rank's ranges of the global rows / columns, by the loader's own slice arithmetic.
+  sharding::PlannedTensor global;
+  global.shape = {g.out_features, g.in_features};
+  global.split_dim = dim;
+  std::vector<int64_t> local = layer.local_blocks();
+  if (local.empty()) local = {dim == 0 ? out : in};
+  for (int64_t b : local) global.blocks.push_back(b * world);
+  (dim == 0 ? g.local_rows : g.local_cols) = sharding::SliceForRank(global, rank, world).ranges;
   return g;
 }
 
@@ -165,6 +125,7 @@ absl::StatusOr<LoraAdapter> LoraAdapter::Load(const LoraAdapterSpec& spec,
   if (!layout.ok()) return in_adapter(layout.status());
 
   // Check every target against the model before reading a byte.
+  std::vector<LayerGeometry> geometry;  // one per target, in order
   for (const LoraTargetSource& t : layout->targets) {
     const models::LinearLayer* layer = layers.Find(t.module);
     if (layer == nullptr) {
@@ -172,7 +133,7 @@ absl::StatusOr<LoraAdapter> LoraAdapter::Load(const LoraAdapterSpec& spec,
           file.path(), ": targets module '", t.module, "', which the model does not have (",
           t.a_key, ")")));
     }
-    const LayerGeometry g = GeometryOf(*layer, rank, world_size);
+    const LayerGeometry& g = geometry.emplace_back(GeometryOf(*layer, rank, world_size));
     if (g.in_features != t.in_features || g.out_features != t.out_features) {
       return in_adapter(absl::InvalidArgumentError(absl::StrCat(
           file.path(), ": module '", t.module, "' is ", g.out_features, "x", g.in_features,
@@ -194,13 +155,12 @@ absl::StatusOr<LoraAdapter> LoraAdapter::Load(const LoraAdapterSpec& spec,
   adapter.file_ = file.path();
   adapter.format_ = layout->format;
   adapter.max_rank_ = layout->max_rank;
-  for (const LoraTargetSource& t : layout->targets) {
-    const LayerGeometry g = GeometryOf(*layers.Find(t.module), rank, world_size);
+  for (size_t i = 0; i < layout->targets.size(); ++i) {
+    const LoraTargetSource& t = layout->targets[i];
+    const LayerGeometry& g = geometry[i];
     const sharding::TensorInfo& a_info = *infos.at(t.a_key);
     const sharding::TensorInfo& b_info = *infos.at(t.b_key);
-    std::vector<std::pair<int64_t, int64_t>> a_cols;
-    for (const RowRange& c : g.local_cols) a_cols.emplace_back(c.begin, c.end);
-    auto a = sharding::ReadTensorSlice(file, a_info, SliceAlong(1, a_cols, a_info.shape), opts);
+    auto a = sharding::ReadTensorSlice(file, a_info, SliceAlong(1, g.local_cols, a_info.shape), opts);
     if (!a.ok()) return in_adapter(a.status());
     auto b = sharding::ReadTensorSlice(
         file, b_info, SliceAlong(0, MapThrough(t.b_rows, g.local_rows), b_info.shape), opts);

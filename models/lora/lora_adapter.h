@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -32,13 +33,8 @@ namespace ditserve::lora {
 
 struct LoraAdapterSpec {
   std::string name;
-  // A .safetensors file, or a folder with pytorch_lora_weights.safetensors (diffusers) or
-  // adapter_model.safetensors (+ adapter_config.json, PEFT).
-  std::string path;
+  std::string path;  // a file or a folder holding one (lora_files.h's rule)
 };
-
-// The file a spec's path names (the folder rules above); NOT_FOUND naming the path.
-absl::StatusOr<std::string> ResolveLoraFile(const std::string& path);
 
 struct LoraModuleSlices {
   torch::Tensor a;  // (r, this rank's in)
@@ -75,8 +71,9 @@ class LoraAdapter {
 struct LayerGeometry {
   int64_t in_features = 0;
   int64_t out_features = 0;
-  std::vector<RowRange> local_rows;  // of out_features
-  std::vector<RowRange> local_cols;  // of in_features
+  // [begin, end) of the global rows / columns, in the layer's local order (packed: block by block).
+  std::vector<std::pair<int64_t, int64_t>> local_rows;  // of out_features
+  std::vector<std::pair<int64_t, int64_t>> local_cols;  // of in_features
 };
 LayerGeometry GeometryOf(const models::LinearLayer& layer, int rank, int world_size);
 

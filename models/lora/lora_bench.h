@@ -20,7 +20,6 @@
 #include "models/common/bench_support.h"
 #include "models/lora/lora_library.h"
 #include "sharding/safetensors_writer.h"
-#include "sharding/torch_tensor.h"
 
 namespace ditserve::models {
 
