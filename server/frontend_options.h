@@ -9,13 +9,13 @@
 #include "absl/status/status.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "models/lora/lora_choice.h"
 #include "server/api_security.h"
 
 namespace ditserve::server {
 
-// The largest --max-lora-scale: the workers refuse a LoRA scale beyond it (lora::kMaxLoraScale in
-// models/lora/lora_library.h, which this torch-free frontend does not include).
-inline constexpr double kLoraScaleCeiling = 8.0;
+// The largest --max-lora-scale: the workers refuse a LoRA scale beyond it.
+inline constexpr double kLoraScaleCeiling = lora::kMaxLoraScale;
 
 struct RequestLimits {
   uint64_t max_height = 2048;

@@ -6,6 +6,9 @@
 
 namespace ditserve::lora {
 
+// The largest |scale| a worker applies; the frontend's --max-lora-scale may not exceed it.
+inline constexpr float kMaxLoraScale = 8.0f;
+
 struct LoraChoice {
   std::string name;
   float scale = 1.0f;

@@ -85,9 +85,6 @@ enum class LoraMode { kMerge, kRuntime };
 // "merge" / "runtime"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<LoraMode> ParseLoraMode(const std::string& name);
 
-// Bounds a request's choices are validated against (the frontend applies the same).
-inline constexpr float kMaxLoraScale = 8.0f;
-
 class LoraLibrary {
  public:
   LoraLibrary() = default;  // no adapters
