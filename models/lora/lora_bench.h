@@ -9,13 +9,13 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <unistd.h>
 
 #include <torch/torch.h>
 
 #include "absl/strings/match.h"
+#include "common/remove_tree.h"
 #include "common/torch_compat.h"
 #include "models/common/bench_support.h"
 #include "models/lora/lora_library.h"
@@ -62,9 +62,9 @@ inline absl::Status BenchLora(const DiffusionTransformer& model, int64_t rank,
   char tmpl[] = "/tmp/ditserve_lora_bench_XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
   const std::string dir = tmpl;
-  struct Cleanup {
+  struct Cleanup {  // not std::filesystem::remove_all: see common/remove_tree.h
     std::string d;
-    ~Cleanup() { std::filesystem::remove_all(d); }
+    ~Cleanup() { RemoveTree(d).IgnoreError(); }
   } cleanup{dir};
   auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(WriteRandomAdapter(dir + "/a.safetensors", layers, blocks, rank, comm.rank(),

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "common/remove_tree.h"
 
 namespace ditserve::tiny_model {
 
@@ -20,12 +21,7 @@ absl::Status WriteFile(const std::string& path, const std::string& content);
 // configs.
 std::string ConfigJsonText(const nlohmann::json& config);
 
-// Removes `path` and everything below it; symbolic links are removed, not followed, and a missing
-// `path` is not an error. INTERNAL naming the entry that could not be removed. Our own walk (nftw)
-// rather than std::filesystem::remove_all: the PyTorch wheel's libtorch.so exports its own copy of
-// that function, which wins symbol resolution in a binary linking it and crashed there (a call
-// through a null pointer, seen with PyTorch 2.11 on the GPU host).
-absl::Status RemoveTree(const std::string& path);
+// RemoveTree: common/remove_tree.h.
 
 // `dir`/`name`.
 std::string JoinPath(const std::string& dir, const std::string& name);
