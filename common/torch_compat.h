@@ -76,6 +76,35 @@ inline torch::Tensor LinearGeluTanh(const torch::Tensor& x, const torch::Tensor&
   return torch::gelu(torch::linear(x, w, b), "tanh");
 }
 
+// FP8 (float8_e4m3fn tensors and the rowwise-scaled FP8 GEMM): LibTorch 2.x with CUDA only.
+#if defined(DITSERVE_WITH_CUDA) && DITSERVE_TORCH_AT_LEAST(2, 4)
+#define DITSERVE_HAS_FP8 1
+#else
+#define DITSERVE_HAS_FP8 0
+#endif
+
+#if DITSERVE_HAS_FP8
+inline constexpr torch::ScalarType kFloat8E4m3 = torch::kFloat8_e4m3fn;
+inline bool IsFloat8(torch::ScalarType t) { return t == kFloat8E4m3; }
+#else
+inline bool IsFloat8(torch::ScalarType) { return false; }
+#endif
+
+#if DITSERVE_HAS_FP8
+
+// (a8 · b8ᵀ) scaled row by row: out[m][n] = (Σ_k a8[m][k]·b8[n][k]) · scale_a[m] · scale_b[n]
+// (+ bias[n]), in out_dtype. a8 (M, K) and b8 (N, K) e4m3 row-major; scale_a (M, 1) and scale_b
+// (1, N) float32; K and N multiples of 16. PyTorch's _scaled_mm (rowwise recipe), with fast
+// accumulation.
+inline torch::Tensor ScaledMmRowwise(const torch::Tensor& a8, const torch::Tensor& b8,
+                                     const torch::Tensor& scale_a, const torch::Tensor& scale_b,
+                                     const torch::Tensor& bias, torch::ScalarType out_dtype) {
+  return at::_scaled_mm(a8, b8.t(), scale_a, scale_b,
+                        bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt,
+                        /*scale_result=*/c10::nullopt, out_dtype, /*use_fast_accum=*/true);
+}
+#endif
+
 // torch.nn.functional.rms_norm(x, [x.size(-1)], weight, eps) (weight may be undefined).
 inline torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
 #if DITSERVE_TORCH_AT_LEAST(2, 4)

@@ -18,9 +18,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "models/common/fp8_linear.h"
 #include "models/common/linear_registry.h"
 
 namespace ditserve::models {
+
+// How a transformer builds its layers beyond what the checkpoint and the plan say.
+struct TransformerLoadOptions {
+  // kFp8: the blocks' token GEMMs quantized to FP8 at load (models/common/fp8_linear.h); the caller
+  // has checked CheckFp8Supported for the weights' device and dtype.
+  WeightFormat weights = WeightFormat::kModelDtype;
+};
 
 class DiffusionTransformer {
  public:

@@ -14,15 +14,17 @@ namespace ditserve::models {
 namespace {
 
 using Factory = std::function<absl::StatusOr<std::unique_ptr<DiffusionTransformer>>(
-    const nlohmann::json&, const sharding::ShardedStateDict&, comm::Communicator*)>;
+    const nlohmann::json&, const sharding::ShardedStateDict&, comm::Communicator*,
+    const TransformerLoadOptions&)>;
 
 // config.json → the model's typed config (`parse`) → Model::Load on this rank's shard.
 template <typename Model, typename Parse>
 Factory MakeFactory(Parse parse) {
   return [parse](const nlohmann::json& config, const sharding::ShardedStateDict& sd,
-                 comm::Communicator* comm) -> absl::StatusOr<std::unique_ptr<DiffusionTransformer>> {
+                 comm::Communicator* comm, const TransformerLoadOptions& options)
+             -> absl::StatusOr<std::unique_ptr<DiffusionTransformer>> {
     ASSIGN_OR_RETURN(auto parsed, parse(config));
-    ASSIGN_OR_RETURN(auto model, Model::Load(parsed, sd, comm));
+    ASSIGN_OR_RETURN(auto model, Model::Load(parsed, sd, comm, options));
     return std::unique_ptr<DiffusionTransformer>(std::move(model));
   };
 }
@@ -42,7 +44,8 @@ const std::map<std::string, Factory>& Factories() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateTransformer(
-    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm) {
+    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm,
+    const TransformerLoadOptions& options) {
   if (!config.is_object() || !config.contains("_class_name") || !config["_class_name"].is_string()) {
     return absl::InvalidArgumentError("transformer config has no string \"_class_name\"");
   }
@@ -53,7 +56,7 @@ absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateTransformer(
                                                  "' (known: ", absl::StrJoin(KnownTransformerClasses(), ", "),
                                                  ")"));
   }
-  return it->second(config, sd, comm);
+  return it->second(config, sd, comm, options);
 }
 
 std::vector<std::string> KnownTransformerClasses() {

@@ -21,7 +21,8 @@ namespace ditserve::models {
 // (rank and size must match sd's; a single-rank communicator for tp = 1). Both must outlive the
 // model. UNIMPLEMENTED for an unknown class name; the model's own errors otherwise.
 absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateTransformer(
-    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm);
+    const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm,
+    const TransformerLoadOptions& options = {});
 
 std::vector<std::string> KnownTransformerClasses();
 

@@ -20,6 +20,22 @@ sharding::LoadOptions ShardLoadOptions(const PipelineOptions& options) {
   return lo;
 }
 
+uint64_t TransformerWeightBytes(const sharding::ShardedStateDict& sd,
+                                const models::DiffusionTransformer& model) {
+  uint64_t bytes = sd.TotalBytes();
+  for (const auto& [path, layer] : model.linear_layers().layers()) {
+    if (!layer->is_fp8()) continue;
+    bytes += layer->weight().nbytes() + layer->fp8_scale().nbytes();
+  }
+  return bytes;
+}
+
+models::TransformerLoadOptions TransformerOptions(const PipelineOptions& options) {
+  models::TransformerLoadOptions t;
+  t.weights = options.weights;
+  return t;
+}
+
 absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,
                                                   const PipelineOptions& options,
                                                   comm::Communicator* comm) {
@@ -32,8 +48,9 @@ absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,
   ASSIGN_OR_RETURN(sharding::ShardedStateDict sd,
                    sharding::LoadShard(dir, &plan, comm->rank(), comm->world_size(),
                                        ShardLoadOptions(options)));
-  ASSIGN_OR_RETURN(out.model, models::CreateTransformer(out.config, sd, comm));
-  out.weight_bytes = sd.TotalBytes();
+  ASSIGN_OR_RETURN(out.model,
+                   models::CreateTransformer(out.config, sd, comm, TransformerOptions(options)));
+  out.weight_bytes = TransformerWeightBytes(sd, *out.model);
   return out;
 }
 

@@ -28,6 +28,14 @@ struct LoadedTransformer {
   uint64_t weight_bytes = 0;
 };
 
+// Bytes of a loaded transformer on this rank: the state dict's tensors (what FP8 quantization
+// released counts nothing) plus the FP8 weights and scales its layers hold.
+uint64_t TransformerWeightBytes(const sharding::ShardedStateDict& sd,
+                                const models::DiffusionTransformer& model);
+
+// The load options a transformer gets from the pipeline's options (FP8 weights).
+models::TransformerLoadOptions TransformerOptions(const PipelineOptions& options);
+
 // This rank's shard of the transformer in `dir` (config.json's _class_name picks the class and
 // its plan).
 absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,

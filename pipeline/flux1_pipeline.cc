@@ -44,8 +44,9 @@ absl::StatusOr<std::unique_ptr<Flux1Pipeline>> Flux1Pipeline::Load(
                    sharding::LoadShard(transformer_dir, &plan, comm->rank(), comm->world_size(), lo));
   ASSIGN_OR_RETURN(models::flux1::FluxTransformerConfig cfg,
                    models::flux1::ParseFluxTransformerConfig(tconfig));
-  ASSIGN_OR_RETURN(p->transformer_, models::flux1::FluxTransformer2DModel::Load(cfg, sd, comm));
-  p->weight_bytes_ += sd.TotalBytes();
+  ASSIGN_OR_RETURN(p->transformer_, models::flux1::FluxTransformer2DModel::Load(
+                                        cfg, sd, comm, TransformerOptions(options)));
+  p->weight_bytes_ += TransformerWeightBytes(sd, *p->transformer_);
   ASSIGN_OR_RETURN(p->loras_, LoadLoras(options, *p->transformer_, *comm));
 
   ASSIGN_OR_RETURN(std::string scheduler_dir, index.ComponentDir("scheduler"));

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "common/model_name.h"
+#include "models/common/fp8_linear.h"
 #include "pipeline/job.h"
 
 namespace ditserve::pipeline {
@@ -61,6 +62,9 @@ struct PipelineOptions {
   // LoRA adapters to load at start (models/lora/lora_adapter.h); requests choose among them.
   std::vector<lora::LoraAdapterSpec> loras;
   lora::LoraMode lora_mode = lora::LoraMode::kMerge;  // models/lora/lora_library.h
+  // kFp8: the transformer blocks' token GEMMs in FP8 (models/common/fp8_linear.h); the engine has
+  // checked CheckFp8Supported.
+  models::WeightFormat weights = models::WeightFormat::kModelDtype;
   uint64_t lora_merge_max_bytes = 0;  // LoraLibrary::set_merge_max_bytes (0: no limit)
   // (bytes loaded, bytes total) while loading this rank's shard.
   std::function<void(uint64_t, uint64_t)> on_load_progress;

@@ -2,12 +2,15 @@
 # One command on the GPU host, in stages ordered by value so that a run cut short by its time limit
 # still leaves the earlier results in OUT_DIR (each stage writes its own file as it goes):
 #   1. build ditserve-flux1-bench; time a full-size FLUX.1-dev step (random weights, bf16, 4096 image
-#      + 512 text tokens), then again with DITSERVE_FUSED_KERNELS=0 (A/B of models/cuda)
-#                                                        -> flux1_bench.txt, flux1_bench_unfused.txt
-#   2. build ditserve-tool; bf16 and float32 forwards of the FLUX.1, FLUX.2 and Qwen-Image tiny
-#      fixtures on the GPU against diffusers' float32 outputs (limits 2e-2 / 1e-4) -> parity.txt
-#   3. build ditserve-flux1-profile; per-kernel table of one FLUX.1 step    -> flux1_profile.tsv
-#   4. build and time the FLUX.2-dev and Qwen-Image steps                   -> flux2_bench.txt, qwenimage_bench.txt
+#      + 512 text tokens), again with DITSERVE_FUSED_KERNELS=0 (A/B of models/cuda), and with
+#      --weights fp8          -> flux1_bench.txt, flux1_bench_unfused.txt, flux1_bench_fp8.txt
+#   2. build ditserve-tool; bf16, float32 and FP8-weight forwards of the FLUX.1, FLUX.2 and Qwen-Image
+#      tiny fixtures on the GPU against diffusers' float32 outputs (limits 2e-2 / 1e-4 / 2e-2)
+#                                                                            -> parity.txt
+#   3. per-kernel table of one step for each model of PROFILE_MODELS (default "flux1 qwenimage";
+#      ditserve-<model>-profile)                                          -> <model>_profile.tsv
+#   4. build and time the FLUX.2-dev and Qwen-Image steps, each also with DITSERVE_FUSED_KERNELS=0
+#      and with --weights fp8                   -> <model>_bench.txt, _bench_unfused.txt, _bench_fp8.txt
 #   5. the end-to-end server on the GPU: a FLUX.1-dev-size random-weight pipeline
 #      (make-tiny-model --preset flux1-dev-size, bf16), frontend + 1 CUDA worker, two 1024x1024
 #      28-step generations through the CLI (per-stage times), then the worker's GPU memory and
@@ -104,9 +107,12 @@ if build ditserve-flux1-bench; then
   log "built"
   build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 2>&1 |
     tee "$out/flux1_bench.txt" | tail -3
-  # A/B on the same machine: the reference op sequence instead of the fused attention-input kernel.
+  # A/B on the same machine: the reference op sequences instead of our CUDA kernels (models/cuda).
   DITSERVE_FUSED_KERNELS=0 build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 \
     --warmup 3 2>&1 | tee "$out/flux1_bench_unfused.txt" | tail -1 | sed 's/^/unfused: /'
+  # FP8 weights (--weights fp8: the blocks' token GEMMs in e4m3).
+  build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 --weights fp8 2>&1 |
+    tee "$out/flux1_bench_fp8.txt" | tail -1 | sed 's/^/fp8: /'
 fi
 
 }
@@ -118,13 +124,14 @@ if build ditserve-tool; then
            flux2:flux2-tiny/transformer:flux2.:flux2.out \
            qwenimage:qwenimage-tiny/transformer:qwenimage.:qwenimage.out; do
     IFS=: read -r name dir prefix ref <<< "$m"
-    for dt in bfloat16:2e-2 float32:1e-4; do
-      IFS=: read -r dtype limit <<< "$dt"
+    for dt in bfloat16:2e-2:dtype float32:1e-4:dtype bfloat16:2e-2:fp8; do
+      IFS=: read -r dtype limit weights <<< "$dt"
       build-cuda/tools/ditserve-tool forward --model "$fixtures/$dir" \
-        --inputs "$fixtures/reference.safetensors" --prefix "$prefix" \
+        --inputs "$fixtures/reference.safetensors" --prefix "$prefix" --weights "$weights" \
         --output "$out/$name.safetensors" --device cuda --dtype "$dtype" > /dev/null 2>> "$out/parity.txt"
       python3 scripts/relative_error.py "$out/$name.safetensors" out \
-        "$fixtures/reference.safetensors" "$ref" --limit "$limit" --label "$name $dtype cuda" |
+        "$fixtures/reference.safetensors" "$ref" --limit "$limit" \
+        --label "$name $dtype $([ "$weights" = fp8 ] && echo "fp8-weights ")cuda" |
         tee -a "$out/parity.txt"
       rm -f "$out/$name.safetensors"
     done
@@ -134,25 +141,29 @@ fi
 }
 
 stage3() {
-log "stage 3: FLUX.1 kernel profile"
-if build ditserve-flux1-profile; then
-  build-cuda/models/flux1/ditserve-flux1-profile --device cuda --runs 3 --warmup 2 \
-    --profile "$out/flux1_profile.tsv" 2>&1 | tail -2
-  rm -f "$out/flux1_profile.tsv.json"
-  head -25 "$out/flux1_profile.tsv" | cut -c1-160
-fi
+for m in ${PROFILE_MODELS:-flux1 qwenimage}; do
+  log "stage 3: $m kernel profile"
+  if build "ditserve-$m-profile"; then
+    build-cuda/models/$m/ditserve-$m-profile --device cuda --runs 3 --warmup 2 \
+      --profile "$out/${m}_profile.tsv" 2>&1 | tail -2
+    rm -f "$out/${m}_profile.tsv.json"
+    head -25 "$out/${m}_profile.tsv" | cut -c1-160
+  fi
+done
 
 }
 
 stage4() {
-log "stage 4: FLUX.2-dev and Qwen-Image steps"
+log "stage 4: FLUX.2-dev and Qwen-Image steps (bf16, our kernels off, FP8 weights)"
 if build ditserve-flux2-bench ditserve-qwenimage-bench; then
-  build-cuda/models/qwenimage/ditserve-qwenimage-bench --device cuda --runs 5 --warmup 2 2>&1 |
-    tee "$out/qwenimage_bench.txt" | tail -1
-  build-cuda/models/flux2/ditserve-flux2-bench --device cuda --runs 5 --warmup 2 2>&1 |
-    tee "$out/flux2_bench.txt" | tail -1
-  DITSERVE_FUSED_KERNELS=0 build-cuda/models/flux2/ditserve-flux2-bench --device cuda --runs 5 \
-    --warmup 2 2>&1 | tee "$out/flux2_bench_unfused.txt" | tail -1 | sed 's/^/unfused: /'
+  for m in qwenimage flux2; do
+    build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 --warmup 2 2>&1 |
+      tee "$out/${m}_bench.txt" | tail -1 | sed "s/^/$m: /"
+    DITSERVE_FUSED_KERNELS=0 build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 \
+      --warmup 2 2>&1 | tee "$out/${m}_bench_unfused.txt" | tail -1 | sed "s/^/$m unfused: /"
+    build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 --warmup 2 --weights fp8 2>&1 |
+      tee "$out/${m}_bench_fp8.txt" | tail -1 | sed "s/^/$m fp8: /"
+  done
 fi
 
 }
@@ -312,8 +323,18 @@ if build ditserve-flux1-bench; then
   # Line-buffered, and the exit status kept: a crash must not lose the lines before it.
   stdbuf -oL -eL build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 \
     --lora-rank "${LORA_RANK:-64}" > "$out/lora_bench.txt" 2>&1
-  echo "exit status $?" >> "$out/lora_bench.txt"
+  rc=$?
+  echo "exit status $rc" >> "$out/lora_bench.txt"
   grep -E "^lora( merge| runtime)?: (step|switch)|^exit" "$out/lora_bench.txt"
+  if [ "$rc" != 0 ] && command -v cuda-gdb > /dev/null; then
+    # Where it crashed: a small model (1 + 1 blocks) again under cuda-gdb (the host has no gdb).
+    log "stage 12: exit status $rc; the small model under cuda-gdb"
+    timeout 240 cuda-gdb -batch -ex run -ex bt -ex "info sharedlibrary" --args \
+      build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 2 --warmup 1 --layers 1 \
+      --single-layers 1 --image-tokens 256 --text-tokens 64 --lora-rank 8 \
+      > "$out/lora_bench_gdb.txt" 2>&1
+    grep -E "^#|signal|SIG" "$out/lora_bench_gdb.txt" | head -30
+  fi
 fi
 }
 

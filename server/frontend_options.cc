@@ -171,6 +171,10 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("worker-host", &o.worker_host, "address spawned workers listen on");
   p.AddString("device", &o.device, "cpu or cuda");
   p.AddString("dtype", &o.dtype, "float32 or bfloat16");
+  p.AddString("weights", &o.weights,
+              "dtype | fp8: fp8 runs the transformer blocks' GEMMs with FP8 e4m3 weights (per-channel "
+              "scales, quantized at load) and per-token activation scales; needs --device cuda, "
+              "--dtype bfloat16 and an FP8 GPU (compute capability 8.9+)");
   p.AddString("warmup", &o.warmup,
               "auto | on | off: run one warm-up job after loading, before SERVING (auto: on cuda)");
   p.AddString("text-encoder-placement", &o.text_encoder_placement,
@@ -248,6 +252,13 @@ absl::Status ValidateFrontendOptions(FrontendOptions& o) {
   }
   if (o.dtype != "float32" && o.dtype != "bfloat16") {
     return bad(absl::StrCat("--dtype must be float32 or bfloat16, got '", o.dtype, "'"));
+  }
+  if (o.weights != "dtype" && o.weights != "fp8") {
+    return bad(absl::StrCat("--weights must be dtype or fp8, got '", o.weights, "'"));
+  }
+  if (o.weights == "fp8" && (o.device != "cuda" || o.dtype != "bfloat16")) {
+    return bad(absl::StrCat("--weights fp8 needs --device cuda and --dtype bfloat16 (got --device ",
+                            o.device, " --dtype ", o.dtype, ")"));
   }
   if (absl::Status s = ValidateSecurityOptions(o.security); !s.ok()) return s;
   if (o.metrics_tls && o.security.tls_cert_file.empty()) return bad("--metrics-tls needs --tls-cert and --tls-key");

@@ -52,6 +52,9 @@ struct FrontendOptions {
   std::string worker_host = "127.0.0.1";  // where spawned workers listen
   std::string device = "cpu";
   std::string dtype = "float32";
+  // "dtype": weights in --dtype; "fp8": the transformer blocks' token GEMMs in FP8 e4m3 with
+  // per-channel scales, quantized by each worker from its slice (cuda + bfloat16 only).
+  std::string weights = "dtype";
   // Where an LLM text encoder (FLUX.2's Mistral3, Qwen-Image's Qwen2.5-VL) runs: "sharded" over the
   // ranks, "rank0" (a replica on rank 0 that broadcasts), or "auto" (sharded when its weights exceed
   // 4 GiB in the serving dtype and the degree keeps whole key/value head groups).

@@ -27,6 +27,7 @@ WorkerGroupOptions MakeWorkerGroupOptions(const FrontendOptions& options,
   g.init_template.set_model_dir(options.model_dir);
   g.init_template.set_device(options.device);
   g.init_template.set_dtype(options.dtype);
+  g.init_template.set_weights(options.weights);
   g.init_template.set_text_encoder_placement(options.text_encoder_placement);
   g.init_template.set_replicate_modulation(options.replicate_modulation);
   g.init_template.set_warmup(options.WarmupEnabled());

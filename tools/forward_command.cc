@@ -1,5 +1,6 @@
 // `ditserve-tool forward --model DIR --inputs FILE --prefix P --output FILE [--tp N]
-//  [--device cpu|cuda] [--dtype float32|bfloat16] [--replicate-modulation]`: one transformer
+//  [--device cpu|cuda] [--dtype float32|bfloat16] [--weights dtype|fp8] [--replicate-modulation]`:
+//  one transformer
 // forward, as the forward harness for parity checks. Each argument the model takes is read from
 // tensor "<P><argument>" of FILE
 // (e.g. prefix "flux1.step0.in." in fixtures/reference.safetensors); the output is written as one
@@ -54,6 +55,7 @@ struct ForwardToolOptions {
   int64_t tp = 1;
   std::string device = "cpu";
   std::string dtype = "float32";
+  std::string weights = "dtype";  // fp8: models/common/fp8_linear.h (cuda, bfloat16)
   // Hidden: set by the parent for its worker processes.
   int64_t rank = -1;
   int64_t world = 0;
@@ -82,6 +84,11 @@ absl::Status RunRank(const ForwardToolOptions& o, comm::Communicator* comm) {
                    ParseDTypeFlag(o.dtype, {sharding::DType::kF32, sharding::DType::kBF16}));
   ASSIGN_OR_RETURN(torch::ScalarType dtype, sharding::TorchDType(flag_dtype));
   ASSIGN_OR_RETURN(torch::Device device, ParseDevice(o.device, rank));
+  models::TransformerLoadOptions model_options;
+  ASSIGN_OR_RETURN(model_options.weights, models::ParseWeightFormat(o.weights));
+  if (model_options.weights == models::WeightFormat::kFp8) {
+    RETURN_IF_ERROR(models::CheckFp8Supported(device, dtype));
+  }
   ASSIGN_OR_RETURN(std::string dir, sharding::ResolveComponentDir(o.model, "transformer"));
   ASSIGN_OR_RETURN(auto ckpt, sharding::ComponentCheckpoint::Open(dir));
   sharding::LoadOptions load;
@@ -94,7 +101,7 @@ absl::Status RunRank(const ForwardToolOptions& o, comm::Communicator* comm) {
     if (!o.replicate_modulation) sharding::AddModulationSharding(&*plan);
   }
   ASSIGN_OR_RETURN(auto sd, sharding::LoadShard(*ckpt, plan ? &*plan : nullptr, rank, world, load));
-  ASSIGN_OR_RETURN(auto model, models::CreateTransformer(ckpt->config(), sd, comm));
+  ASSIGN_OR_RETURN(auto model, models::CreateTransformer(ckpt->config(), sd, comm, model_options));
 
   ASSIGN_OR_RETURN(auto file, sharding::ReadAllTensors(o.inputs));
   std::map<std::string, torch::Tensor> args;
@@ -180,6 +187,7 @@ int ForwardMain(int argc, const char* const* argv) {
   p.AddInt("tp", &o.tp, "tensor-parallel degree (N > 1: N worker processes)");
   p.AddString("device", &o.device, "cpu | cuda");
   p.AddString("dtype", &o.dtype, "float32 | bfloat16");
+  p.AddString("weights", &o.weights, "dtype | fp8 (FP8 block GEMMs; cuda, bfloat16)");
   p.AddInt("timeout-ms", &o.timeout_ms, "bound on each collective and on the rendezvous");
   p.AddBool("replicate-modulation", &o.replicate_modulation,
             "the reference's plan: AdaLN modulation replicated (default: sharded, as served)");

@@ -1,8 +1,8 @@
 #include "models/common/ada_layer_norm.h"
 
+#include "models/common/norm_modulate.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "models/common/layer_norm.h"
 
 namespace ditserve::models {
 namespace {
@@ -45,7 +45,7 @@ AdaLayerNormZero::Output AdaLayerNormZero::Forward(const torch::Tensor& x,
   auto c = emb.chunk(6, /*dim=*/1);
   // c: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
   Output out;
-  out.x = Modulate(LayerNormNoAffine(x, eps_), c[1], c[0]);
+  out.x = NormModulate(x, c[1], c[0], eps_);
   out.gate_msa = c[2];
   out.shift_mlp = c[3];
   out.scale_mlp = c[4];
@@ -64,7 +64,7 @@ AdaLayerNormZeroSingle::Output AdaLayerNormZeroSingle::Forward(const torch::Tens
                                                                const torch::Tensor& temb) const {
   auto emb = linear_->Forward(torch::silu(temb));
   auto c = emb.chunk(3, /*dim=*/1);  // shift, scale, gate
-  return Output{Modulate(LayerNormNoAffine(x, eps_), c[1], c[0]), c[2]};
+  return Output{NormModulate(x, c[1], c[0], eps_), c[2]};
 }
 
 absl::StatusOr<AdaLayerNormContinuous> AdaLayerNormContinuous::Load(const ModuleLoader& loader,
@@ -78,7 +78,7 @@ torch::Tensor AdaLayerNormContinuous::Forward(const torch::Tensor& x,
                                               const torch::Tensor& cond) const {
   auto emb = linear_->Forward(torch::silu(cond).to(x.scalar_type()));
   auto c = emb.chunk(2, /*dim=*/1);  // scale, shift (this order is the checkpoint's)
-  return Modulate(LayerNormNoAffine(x, eps_), c[0], c[1]);
+  return NormModulate(x, c[0], c[1], eps_);
 }
 
 }  // namespace ditserve::models

@@ -1,7 +1,6 @@
 #include "models/common/attention_inputs.h"
 
-#include <cstdlib>
-#include <cstring>
+#include "models/common/fused_kernels.h"
 
 #ifdef DITSERVE_WITH_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
@@ -12,24 +11,39 @@
 #endif
 
 namespace ditserve::models {
+namespace {
 
-bool FusedAttentionInputsEnabled() {
-#ifdef DITSERVE_WITH_CUDA_KERNELS
-  static const bool enabled = [] {
-    const char* v = std::getenv("DITSERVE_FUSED_KERNELS");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return enabled;
-#else
-  return false;
-#endif
+// The stream's QK-norm through the module's own Forward (its exact rounding), or x itself.
+torch::Tensor Normalised(const StreamPart& p) {
+  if (p.norm != nullptr) return p.norm->Forward(p.x);
+  if (p.diffusers_norm != nullptr) return p.diffusers_norm->Forward(p.x);
+  return p.x;
 }
 
+// Rows [offset, offset + count) of the joint table (views).
+RopeTables RopeRows(const RopeTables& rope, int64_t offset, int64_t count) {
+  RopeTables rows;
+  rows.cos = rope.cos.narrow(0, offset, count);
+  rows.sin = rope.sin.narrow(0, offset, count);
+  rows.freqs = rope.freqs.narrow(0, offset, count);
+  return rows;
+}
+
+}  // namespace
+
 torch::Tensor JointHeadsFirstReference(const StreamPart& txt, const StreamPart& img,
-                                       const RopeTables* rope) {
-  auto part = [](const StreamPart& p) { return p.norm != nullptr ? p.norm->Forward(p.x) : p.x; };
-  torch::Tensor joined = txt.x.defined() ? torch::cat({part(txt), part(img)}, 1) : part(img);
-  if (rope != nullptr) joined = ApplyRotaryEmbInterleaved(joined, *rope);
+                                       const RopeTables* rope, RopeOrder order) {
+  torch::Tensor joined;
+  if (rope != nullptr && order == RopeOrder::kPerStream) {
+    auto rotated = [&](const StreamPart& p, int64_t offset) {
+      return ApplyRotaryEmbInterleaved(Normalised(p), RopeRows(*rope, offset, p.x.size(1)));
+    };
+    joined = txt.x.defined() ? torch::cat({rotated(txt, 0), rotated(img, txt.x.size(1))}, 1)
+                             : rotated(img, 0);
+  } else {
+    joined = txt.x.defined() ? torch::cat({Normalised(txt), Normalised(img)}, 1) : Normalised(img);
+    if (rope != nullptr) joined = ApplyRotaryEmbInterleaved(joined, *rope);
+  }
   return joined.permute({0, 2, 1, 3});
 }
 
@@ -43,6 +57,13 @@ bool KernelType(torch::ScalarType t, cuda::ElementType* out) {
     case torch::kFloat16: *out = cuda::ElementType::kFloat16; return true;
     default: return false;
   }
+}
+
+// The weight of the stream's QK-norm; null without one.
+const torch::Tensor* NormWeight(const StreamPart& p) {
+  if (p.norm != nullptr) return &p.norm->weight();
+  if (p.diffusers_norm != nullptr) return &p.diffusers_norm->weight();
+  return nullptr;
 }
 
 // What the kernel's contract needs (qk_norm_rope.h); anything else takes the reference path.
@@ -59,12 +80,14 @@ bool KernelCanRun(const StreamPart& txt, const StreamPart& img, const RopeTables
         p->x.size(3) != hd) {
       return false;
     }
-    if (p->norm != nullptr) {
-      const torch::Tensor& w = p->norm->weight();
-      if (w.device() != x.device() || w.scalar_type() != x.scalar_type() || w.numel() != hd ||
-          !w.is_contiguous()) {
-        return false;
-      }
+    if (p->norm != nullptr && p->diffusers_norm != nullptr) return false;
+    // A weight of another dtype than x (diffusers' RMSNorm with a float32 weight on bf16 q/k
+    // promotes to float32) is not the kernel's rounding: the reference path.
+    const torch::Tensor* w = NormWeight(*p);
+    if (w != nullptr && (!w->defined() || w->device() != x.device() ||
+                         w->scalar_type() != x.scalar_type() || w->numel() != hd ||
+                         !w->is_contiguous())) {
+      return false;
     }
   }
   if (rope != nullptr) {
@@ -93,6 +116,10 @@ void Launch(const StreamPart& p, const RopeTables* rope, int64_t offset, torch::
   if (p.norm != nullptr) {
     a.norm_weight = p.norm->weight().data_ptr();
     a.norm_eps = static_cast<float>(p.norm->eps());
+  } else if (p.diffusers_norm != nullptr) {
+    a.norm_weight = p.diffusers_norm->weight().data_ptr();
+    a.norm_eps = static_cast<float>(p.diffusers_norm->eps());
+    a.round_before_weight = true;
   }
   if (rope != nullptr) {
     a.cos = rope->cos.data_ptr<float>();
@@ -113,9 +140,10 @@ void Launch(const StreamPart& p, const RopeTables* rope, int64_t offset, torch::
 }  // namespace
 #endif
 
-torch::Tensor JointHeadsFirst(const StreamPart& txt, const StreamPart& img, const RopeTables* rope) {
+torch::Tensor JointHeadsFirst(const StreamPart& txt, const StreamPart& img, const RopeTables* rope,
+                              RopeOrder order) {
 #ifdef DITSERVE_WITH_CUDA_KERNELS
-  if (FusedAttentionInputsEnabled() && KernelCanRun(txt, img, rope)) {
+  if (FusedKernelsEnabled() && KernelCanRun(txt, img, rope)) {
     const int64_t s_txt = txt.x.defined() ? txt.x.size(1) : 0;
     torch::Tensor out = torch::empty({img.x.size(0), img.x.size(2), s_txt + img.x.size(1), img.x.size(3)},
                                      img.x.options().memory_format(torch::MemoryFormat::Contiguous));
@@ -124,7 +152,7 @@ torch::Tensor JointHeadsFirst(const StreamPart& txt, const StreamPart& img, cons
     return out;
   }
 #endif
-  return JointHeadsFirstReference(txt, img, rope);
+  return JointHeadsFirstReference(txt, img, rope, order);
 }
 
 }  // namespace ditserve::models

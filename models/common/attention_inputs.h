@@ -1,12 +1,13 @@
-// The attention inputs of the FLUX transformers (FLUX.1, FLUX.2), heads first: q (or k) of the
-// text then the image stream, each RMS-normalised by its own QK-norm, rotated by the joint RoPE
-// table, as (B, heads, S_txt + S_img, hd) for SDPA; v joined the same way with no norm and no
-// rotation. This is diffusers' norm → cat → apply_rotary_emb → transpose.
+// The attention inputs of the FLUX transformers (FLUX.1, FLUX.2) and Qwen-Image, heads first: q
+// (or k) of the text then the image stream, each RMS-normalised by its own QK-norm, rotated by the
+// joint RoPE table, as (B, heads, S_txt + S_img, hd) for SDPA; v joined the same way with no norm
+// and no rotation. This is diffusers' norm → cat → apply_rotary_emb → transpose (FLUX), or
+// norm → apply_rotary_emb per stream → cat → transpose (Qwen-Image, RopeOrder::kPerStream).
 //
 // On a CUDA tensor of the CUDA build, one fused kernel per stream (models/cuda/qk_norm_rope.h)
 // reads the GEMM's q/k/v views once and writes the joint contiguous buffer: no float32 copies, no
 // `cat`, no transpose copy for SDPA. Elsewhere, or with DITSERVE_FUSED_KERNELS=0 in the
-// environment (read once per process), JointHeadsFirstReference: the reference op sequence, whose
+// environment (models/common/fused_kernels.h), JointHeadsFirstReference: the reference op sequence, whose
 // result is a permuted view. The two agree to the rounding of the output dtype.
 //
 // Thread-safety: pure functions of their arguments.
@@ -14,27 +15,41 @@
 
 #include <torch/torch.h>
 
+#include "models/common/diffusers_rms_norm.h"
 #include "models/common/rms_norm.h"
 #include "models/common/rope.h"
 
 namespace ditserve::models {
 
 // One stream's part: x (B, S, heads, hd) with a contiguous last dim (a view of the fused q/k/v
-// GEMM is fine) and its QK-norm (null: none, as for v).
+// GEMM is fine) and its QK-norm: torch.nn.RMSNorm (`norm`, FLUX) or diffusers' RMSNorm
+// (`diffusers_norm`, Qwen-Image; it rounds x·rstd to the weight's dtype before the weight
+// multiply; a weight of another dtype than x, which promotes, takes the reference path). At most
+// one of the two is set; neither: no norm, as for v.
 struct StreamPart {
   torch::Tensor x;
   const TorchRmsNorm* norm = nullptr;
+  const DiffusersRmsNorm* diffusers_norm = nullptr;
 };
+
+// Where the reference path rotates: the joined sequence (diffusers' FLUX order) or each stream by
+// its own rows of the table before the join (diffusers' Qwen-Image order). The values are the same
+// elementwise, but LibTorch's CPU complex product can round a loop's SIMD body and its scalar tail
+// differently, and which elements fall in the tail depends on the tensor's length: only the
+// model's own order keeps its CPU output bit-identical to the unfused model. The fused kernel
+// ignores it (it rotates each row on its own).
+enum class RopeOrder { kJoined, kPerStream };
 
 // `txt.x` undefined: the image stream alone (single-stream blocks). `rope` null: no rotation.
 // `rope` rows follow the joint token order (text first).
-torch::Tensor JointHeadsFirst(const StreamPart& txt, const StreamPart& img, const RopeTables* rope);
+torch::Tensor JointHeadsFirst(const StreamPart& txt, const StreamPart& img, const RopeTables* rope,
+                              RopeOrder order = RopeOrder::kJoined);
 
-// The reference op sequence (any device and dtype), as a (B, heads, S, hd) view.
+// The reference op sequence (any device and dtype), as a (B, heads, S, hd) view. Each norm is the
+// module's own Forward, so the rounding is exactly the unfused model's.
 torch::Tensor JointHeadsFirstReference(const StreamPart& txt, const StreamPart& img,
-                                       const RopeTables* rope);
+                                       const RopeTables* rope,
+                                       RopeOrder order = RopeOrder::kJoined);
 
-// Whether JointHeadsFirst can use the fused kernel in this process (CUDA build, not disabled).
-bool FusedAttentionInputsEnabled();
 
 }  // namespace ditserve::models

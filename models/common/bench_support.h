@@ -18,7 +18,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <execinfo.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <torch/cuda.h>
@@ -31,6 +33,8 @@
 #include "common/torch_compat.h"
 #include "comm/local_communicator.h"
 #include "comm/projection_communicator.h"
+#include "models/common/fp8_linear.h"
+#include "models/transformer.h"
 #include "sharding/plan_resolver.h"
 #include "sharding/loader.h"
 #include "sharding/slicing.h"
@@ -108,6 +112,7 @@ struct CommonBenchOptions {
   // > 1: run rank 0's shard of a group of `tp` (the projection: see MakeBenchModelInputs).
   int64_t tp = 1;
   bool replicate_modulation = false;  // with tp > 1: the reference's plan
+  std::string weights = "dtype";       // dtype | fp8 (models/common/fp8_linear.h)
 };
 
 inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
@@ -123,6 +128,8 @@ inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
             "projection: run rank 0's shard of a tp group of N, all-reduces counted, not performed");
   p->AddBool("replicate-modulation", &o->replicate_modulation,
              "with --tp: the reference's plan (AdaLN modulation replicated)");
+  p->AddString("weights", &o->weights,
+               "dtype | fp8: the blocks' token GEMMs with FP8 weights (cuda, bfloat16)");
   p->AddString("profile", &o->profile,
                "after timing, profile one step and write a per-kernel table here (CUDA profile build)");
 }
@@ -131,6 +138,7 @@ inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
 struct BenchTarget {
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kBFloat16;
+  TransformerLoadOptions load;  // --weights
   torch::TensorOptions options() const { return torch::TensorOptions().dtype(dtype).device(device); }
 };
 
@@ -147,6 +155,8 @@ inline absl::StatusOr<BenchTarget> ResolveBenchTarget(const CommonBenchOptions& 
   BenchTarget t;
   t.device = o.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   t.dtype = o.dtype == "float32" ? torch::kFloat32 : torch::kBFloat16;
+  ASSIGN_OR_RETURN(t.load.weights, ParseWeightFormat(o.weights));
+  if (t.load.weights == WeightFormat::kFp8) RETURN_IF_ERROR(CheckFp8Supported(t.device, t.dtype));
   return t;
 }
 
@@ -241,12 +251,56 @@ inline absl::Status TimeAndReport(const std::function<absl::StatusOr<torch::Tens
 
 // main() of a benchmark: parses the flags `add_flags` registered (plus --help), runs `run`, and
 // maps the outcome to an exit status (2 on bad flags, 1 on failure).
-// A benchmark that crashes prints where (stack addresses and symbols) before dying.
-inline void PrintBacktraceOnCrash(int sig) {
+// A benchmark that crashes prints where before dying: the faulting instruction and data addresses,
+// the mapping (/proc/self/maps line) that holds the instruction ("none": code already unloaded),
+// whether the benchmark had finished (then it is exit-time destruction), and the stack (addresses and symbols).
+inline volatile sig_atomic_t g_bench_main_returned = 0;
+
+inline void WriteHex(const char* label, uintptr_t v) {
+  char buf[64];
+  int n = 0;
+  for (const char* p = label; *p != 0; ++p) buf[n++] = *p;
+  buf[n++] = '0';
+  buf[n++] = 'x';
+  for (int shift = 60; shift >= 0; shift -= 4) buf[n++] = "0123456789abcdef"[(v >> shift) & 0xf];
+  buf[n++] = '\n';
+  (void)!write(STDERR_FILENO, buf, n);
+}
+
+inline void PrintBacktraceOnCrash(int sig, siginfo_t* info, void* context) {
+  uintptr_t pc = 0;
+#if defined(__x86_64__)
+  pc = static_cast<uintptr_t>(static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  pc = static_cast<uintptr_t>(static_cast<ucontext_t*>(context)->uc_mcontext.pc);
+#endif
+  const char msg[] = "fatal signal\n";
+  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  const char* when = g_bench_main_returned ? "after the benchmark finished (exit-time destruction)\n"
+                                           : "while the benchmark ran\n";
+  (void)!write(STDERR_FILENO, when, std::strlen(when));
+  WriteHex("pc ", pc);
+  WriteHex("fault address ", reinterpret_cast<uintptr_t>(info->si_addr));
+  // The mapping holding pc (not async-signal-safe in theory; we are dying anyway).
+  if (FILE* maps = std::fopen("/proc/self/maps", "r")) {
+    char line[512];
+    bool found = false;
+    while (std::fgets(line, sizeof(line), maps) != nullptr) {
+      unsigned long lo = 0, hi = 0;
+      if (std::sscanf(line, "%lx-%lx", &lo, &hi) == 2 && pc >= lo && pc < hi) {
+        (void)!write(STDERR_FILENO, "pc in ", 6);
+        (void)!write(STDERR_FILENO, line, std::strlen(line));
+        found = true;
+      }
+    }
+    std::fclose(maps);
+    if (!found) {
+      const char none[] = "pc in no mapping (code unloaded, or a corrupt return address)\n";
+      (void)!write(STDERR_FILENO, none, sizeof(none) - 1);
+    }
+  }
   void* frames[64];
   const int n = backtrace(frames, 64);
-  const char msg[] = "fatal signal; backtrace:\n";
-  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
   backtrace_symbols_fd(frames, n, STDERR_FILENO);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
@@ -254,8 +308,12 @@ inline void PrintBacktraceOnCrash(int sig) {
 
 inline int BenchMain(int argc, char** argv, FlagParser& parser,
                      const std::function<absl::Status()>& run) {
-  std::signal(SIGSEGV, PrintBacktraceOnCrash);
-  std::signal(SIGBUS, PrintBacktraceOnCrash);
+  struct sigaction action {};
+  action.sa_sigaction = PrintBacktraceOnCrash;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, nullptr);
+  sigaction(SIGBUS, &action, nullptr);
   if (auto s = parser.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), parser.Help().c_str());
     return 2;
@@ -264,7 +322,9 @@ inline int BenchMain(int argc, char** argv, FlagParser& parser,
     std::printf("%s", parser.Help().c_str());
     return 0;
   }
-  if (absl::Status s = run(); !s.ok()) {
+  const absl::Status s = run();
+  g_bench_main_returned = 1;  // what follows is the exit-time destruction
+  if (!s.ok()) {
     std::fprintf(stderr, "%s: %s\n", argv[0], s.ToString().c_str());
     return 1;
   }

@@ -27,6 +27,8 @@ class DiffusersRmsNorm {
     return DiffusersRmsNormForward(x, weight_, eps_);
   }
   int64_t dim() const { return weight_.size(0); }
+  const torch::Tensor& weight() const { return weight_; }
+  double eps() const { return eps_; }
 
  private:
   DiffusersRmsNorm(torch::Tensor weight, double eps) : weight_(std::move(weight)), eps_(eps) {}

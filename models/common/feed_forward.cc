@@ -19,7 +19,7 @@ absl::StatusOr<FeedForward> FeedForward::Load(const ModuleLoader& loader, const 
 }
 
 torch::Tensor LinearThenGeluTanh(const LinearLayer& layer, const torch::Tensor& x) {
-  if (!IsLocalLinear(layer) || layer.has_lora()) return GeluTanh(layer.Forward(x));
+  if (!IsLocalLinear(layer) || layer.has_lora() || layer.is_fp8()) return GeluTanh(layer.Forward(x));
   return compat::LinearGeluTanh(x, layer.weight(), layer.bias());
 }
 

@@ -1,13 +1,21 @@
 #include "models/common/fused_linear.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/torch_compat.h"
+#include "models/common/fp8_linear.h"
 
 namespace ditserve::models {
 namespace {
 
 // Copies `parts` into one tensor along dim 0 and re-points each part at its slice of it.
 torch::Tensor StackAndRebind(const std::vector<torch::Tensor>& parts) {
-  torch::Tensor stacked = torch::cat(parts, 0);
+  // FP8 weights are stacked as their bytes (the same rows; no float8 arithmetic needed).
+  const torch::ScalarType type = parts.front().scalar_type();
+  const bool fp8 = compat::IsFloat8(type);
+  std::vector<torch::Tensor> sources;
+  for (const torch::Tensor& p : parts) sources.push_back(fp8 ? p.view(torch::kUInt8) : p);
+  torch::Tensor stacked = torch::cat(sources, 0);
+  if (fp8) stacked = stacked.view(type);
   int64_t row = 0;
   for (const torch::Tensor& p : parts) {
     torch::Tensor view = stacked.narrow(0, row, p.size(0));
@@ -43,6 +51,10 @@ absl::StatusOr<FusedLinear> FusedLinear::Fuse(const std::vector<std::shared_ptr<
           " on ", w.device().str(), "), part 0 has ", w0.size(1), " (",
           c10::toString(w0.scalar_type()), " on ", w0.device().str(), ")"));
     }
+    if (p.is_fp8() != parts.front()->is_fp8()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": some projections have FP8 weights and others not"));
+    }
     if (p.bias().defined() != with_bias) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": some projections have a bias and others not"));
@@ -54,11 +66,19 @@ absl::StatusOr<FusedLinear> FusedLinear::Fuse(const std::vector<std::shared_ptr<
   torch::NoGradGuard no_grad;
   torch::Tensor weight = StackAndRebind(weights);
   torch::Tensor bias = with_bias ? StackAndRebind(biases) : torch::Tensor();
-  return FusedLinear(std::move(weight), std::move(bias), std::move(widths), parts);
+  torch::Tensor fp8_scale;
+  if (parts.front()->is_fp8()) {
+    std::vector<torch::Tensor> scales;
+    for (const auto& p : parts) scales.push_back(p->fp8_scale());
+    fp8_scale = StackAndRebind(scales);
+  }
+  return FusedLinear(std::move(weight), std::move(bias), std::move(fp8_scale), std::move(widths),
+                     parts);
 }
 
 std::vector<torch::Tensor> FusedLinear::Forward(const torch::Tensor& x) const {
-  torch::Tensor y = torch::linear(x, weight_, bias_);
+  torch::Tensor y = fp8_scale_.defined() ? Fp8Linear(x, weight_, fp8_scale_, bias_)
+                                         : torch::linear(x, weight_, bias_);
   std::vector<torch::Tensor> out = y.split_with_sizes(widths_, -1);
   for (size_t i = 0; i < parts_.size(); ++i) parts_[i]->AddLoraDelta(x, out[i]);
   return out;

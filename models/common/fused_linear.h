@@ -13,6 +13,8 @@
 // usable (their Forward reads the views).
 // LoRA: the parts stay the owners of their low-rank terms (LinearLayer::SetLoraTerms); Forward adds
 // each part's delta to its output view after the one GEMM.
+// FP8: parts quantized at load (LinearLayer::QuantizeToFp8) stack as FP8 with their scales, and
+// the one GEMM is the FP8 one; parts must agree on it.
 // Thread-safety: immutable after Fuse (the parts' LoRA terms change only between forwards).
 #pragma once
 
@@ -41,13 +43,15 @@ class FusedLinear {
   size_t parts() const { return widths_.size(); }
 
  private:
-  FusedLinear(torch::Tensor w, torch::Tensor b, std::vector<int64_t> widths,
+  FusedLinear(torch::Tensor w, torch::Tensor b, torch::Tensor fp8_scale, std::vector<int64_t> widths,
               std::vector<std::shared_ptr<LinearLayer>> parts)
       : weight_(std::move(w)),
         bias_(std::move(b)),
+        fp8_scale_(std::move(fp8_scale)),
         widths_(std::move(widths)),
         parts_(std::move(parts)) {}
   torch::Tensor weight_, bias_;
+  torch::Tensor fp8_scale_;  // defined: weight_ is FP8
   std::vector<int64_t> widths_;
   std::vector<std::shared_ptr<LinearLayer>> parts_;
 };

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "models/common/fp8_linear.h"
 #include "models/common/module_loader.h"
 
 namespace ditserve::models {
@@ -35,8 +36,26 @@ absl::StatusOr<std::unique_ptr<Linear>> Linear::Load(const sharding::ShardedStat
   return std::make_unique<Linear>(std::move(w), std::move(b));
 }
 
+bool LinearLayer::QuantizeToFp8() {
+  torch::Tensor& w = mutable_weight();
+  if (is_fp8() || !Fp8Shape(w)) return false;
+  torch::NoGradGuard no_grad;
+  Fp8Weight f = QuantizeWeightFp8(w);
+  torch::Tensor original = w;
+  w = std::move(f.q);
+  fp8_scale_ = std::move(f.scale);
+  original.set_();  // the shared TensorImpl (state dict entry) lets go of the model-dtype bytes
+  return true;
+}
+
+torch::Tensor LinearLayer::Gemm(const torch::Tensor& x, const torch::Tensor& weight,
+                                const torch::Tensor& bias) const {
+  if (is_fp8()) return Fp8Linear(x, weight, fp8_scale_, bias);
+  return torch::linear(x, weight, bias);
+}
+
 torch::Tensor Linear::Forward(const torch::Tensor& x) const {
-  torch::Tensor y = torch::linear(x, weight_, bias_);
+  torch::Tensor y = Gemm(x, weight_, bias_);
   AddLoraDelta(x, y);
   return y;
 }

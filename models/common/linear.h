@@ -29,6 +29,7 @@ class Linear : public LinearLayer {
   const torch::Tensor& bias() const override { return bias_; }
 
  private:
+  torch::Tensor& mutable_weight() override { return weight_; }
   torch::Tensor weight_;
   torch::Tensor bias_;  // undefined when the layer has none
 };

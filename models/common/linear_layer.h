@@ -12,6 +12,11 @@
 // all-reduce, so every layer keeps exactly the communication it has without adapters. With no
 // terms set Forward is the unadapted code path, bit for bit. SetLoraTerms / ClearLoraTerms are
 // called on the model's thread between forwards (lora::LoraLibrary's activation scope).
+//
+// FP8 (models/common/fp8_linear.h, `--weights fp8`): QuantizeToFp8, called by the loader right
+// after a layer is built, replaces this rank's weight by float8 e4m3 + per-output-channel scales;
+// weight() is then the FP8 tensor (same shape), fp8_scale() its scales, and the GEMM is the FP8
+// one. LoRA terms still add in the model dtype beside it.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +39,15 @@ struct LoraTerm {
 class LinearLayer {
  public:
   virtual ~LinearLayer() = default;
+
+  // FP8 weights: the per-output-channel scales (undefined while the weight is in the model dtype).
+  const torch::Tensor& fp8_scale() const { return fp8_scale_; }
+  bool is_fp8() const { return fp8_scale_.defined(); }
+  // Quantizes this rank's weight (QuantizeWeightFp8) and releases the model-dtype bytes, also for
+  // every other handle sharing the tensor (the state dict's). False, and nothing changes, when the
+  // shape does not suit the FP8 GEMM (Fp8Shape) or the layer is FP8 already. Throws where FP8 is
+  // not compiled in (the loader checks CheckFp8Supported first). At load, before any fusing.
+  bool QuantizeToFp8();
 
   // The low-rank terms Forward adds until cleared (an empty vector clears).
   void SetLoraTerms(std::vector<LoraTerm> terms) { lora_ = std::move(terms); }
@@ -68,8 +82,16 @@ class LinearLayer {
     for (const LoraTerm& t : lora_) y2.addmm_(torch::mm(x2, t.a.t()), t.b.t());
   }
 
+ protected:
+  // x · Wᵀ + bias with the weight as stored: torch::linear, or the FP8 GEMM (bias may be undefined).
+  torch::Tensor Gemm(const torch::Tensor& x, const torch::Tensor& weight,
+                     const torch::Tensor& bias) const;
+  // The implementation's weight member, for QuantizeToFp8.
+  virtual torch::Tensor& mutable_weight() = 0;
+
  private:
   std::vector<LoraTerm> lora_;
+  torch::Tensor fp8_scale_;
 };
 
 // True for styles whose Forward is a plain local x · Wᵀ + b with no communication (replicated,

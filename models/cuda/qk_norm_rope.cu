@@ -4,21 +4,19 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "models/cuda/element_convert.cuh"
+
 namespace ditserve::cuda {
 namespace {
 
-__device__ __forceinline__ float ToFloat(float v) { return v; }
-__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
-
+// One normalised element in T's precision (qk_norm_rope.h): torch.nn.RMSNorm rounds x·rstd·w
+// once; diffusers' RMSNorm rounds x·rstd to T before the multiply by the weight.
 template <typename T>
-__device__ __forceinline__ T FromFloat(float v);
-template <>
-__device__ __forceinline__ float FromFloat<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half FromFloat<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ float NormElement(float x, float rstd, T w, bool round_before_weight) {
+  float y = x * rstd;
+  if (round_before_weight) y = RoundTo<T>(y);
+  return RoundTo<T>(y * ToFloat(w));
+}
 
 constexpr int kWarp = 32;
 constexpr int kMaxPairsPerLane = 4;  // head_dim <= 2 * 32 * 4 = 256
@@ -62,8 +60,8 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeKernel(QkNor
       const int p = lane + kWarp * j;
       if (p < pairs) {
         // The norm's output is a tensor of x's dtype before the rotation reads it.
-        even[j] = ToFloat(FromFloat<T>(even[j] * rstd * ToFloat(w[2 * p])));
-        odd[j] = ToFloat(FromFloat<T>(odd[j] * rstd * ToFloat(w[2 * p + 1])));
+        even[j] = NormElement(even[j], rstd, w[2 * p], a.round_before_weight);
+        odd[j] = NormElement(odd[j], rstd, w[2 * p + 1], a.round_before_weight);
       }
     }
   }

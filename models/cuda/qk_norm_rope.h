@@ -1,9 +1,14 @@
-// Fused CUDA kernel for the attention inputs of the FLUX transformers: per (batch, token, head)
-// row of q or k, RMSNorm over the head dim (torch.nn.RMSNorm: float32 statistics, result rounded
-// to the tensor's dtype), then the interleaved rotary embedding (apply_rotary_emb: in float32,
-// rounded once), written to a heads-first (B, H, S_total, D) buffer at a token offset, so that the
-// text and image streams land in one joint tensor without a `cat` and SDPA reads it contiguous.
-// With no norm and no rope the same kernel only moves v into that layout.
+// Fused CUDA kernel for the attention inputs of the FLUX transformers and Qwen-Image: per (batch,
+// token, head) row of q or k, RMSNorm over the head dim (float32 statistics, rstd = rsqrt(mean(x²)
+// + eps)), then the interleaved rotary embedding (apply_rotary_emb: in float32, rounded once),
+// written to a heads-first (B, H, S_total, D) buffer at a token offset, so that the text and image
+// streams land in one joint tensor without a `cat` and SDPA reads it contiguous. With no norm and
+// no rope the same kernel only moves v into that layout.
+//
+// The norm's rounding, in x's dtype T (each round() a no-op for float32):
+//   round_before_weight false (torch.nn.RMSNorm, FLUX):      round(x·rstd·w)
+//   round_before_weight true  (diffusers' RMSNorm with a weight of x's dtype, Qwen-Image):
+//                                                            round(round(x·rstd)·w)
 //
 // Torch-free (raw pointers and strides), so it is its own CUDA target (ditserve_cuda_kernels);
 // models/common/attention_inputs.h is the LibTorch glue. Only built with -DDITSERVE_CUDA=ON.
@@ -27,6 +32,7 @@ struct QkNormRopeArgs {
   int64_t batch = 0, tokens = 0, heads = 0, head_dim = 0;
   const void* norm_weight = nullptr;  // (D), same type as x; null: no RMSNorm
   float norm_eps = 1e-6f;
+  bool round_before_weight = false;  // see the norm's rounding above; ignored without norm_weight
   const float* cos = nullptr;  // null: no rotary embedding
   const float* sin = nullptr;
   void* out = nullptr;  // (B, H, out_tokens, D)

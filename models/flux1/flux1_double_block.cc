@@ -1,7 +1,7 @@
 #include "models/flux1/flux1_double_block.h"
 
+#include "models/common/norm_modulate.h"
 #include "common/status_macros.h"
-#include "models/common/layer_norm.h"
 
 namespace ditserve::models::flux1 {
 namespace {
@@ -31,11 +31,11 @@ std::pair<torch::Tensor, torch::Tensor> FluxDoubleBlock::Forward(const torch::Te
   auto [attn_img, attn_txt] = attn_.ForwardJoint(n.x, nc.x, rope);
 
   auto h = GatedResidual(hidden, n.gate_msa, attn_img);
-  auto ff_in = Modulate(LayerNormNoAffine(h, kNormEps), n.scale_mlp, n.shift_mlp);
+  auto ff_in = NormModulate(h, n.scale_mlp, n.shift_mlp, kNormEps);
   h = GatedResidual(h, n.gate_mlp, ff_.Forward(ff_in));
 
   auto c = GatedResidual(context, nc.gate_msa, attn_txt);
-  auto ffc_in = Modulate(LayerNormNoAffine(c, kNormEps), nc.scale_mlp, nc.shift_mlp);
+  auto ffc_in = NormModulate(c, nc.scale_mlp, nc.shift_mlp, kNormEps);
   c = GatedResidual(c, nc.gate_mlp, ff_context_.Forward(ffc_in));
   if (c.scalar_type() == torch::kFloat16) c = c.clamp(-kFp16Max, kFp16Max);
   return {h, c};

@@ -115,7 +115,7 @@ absl::Status Run(const BenchOptions& o) {
   int64_t params = 0;
   ASSIGN_OR_RETURN(BenchModelInputs in, MakeBenchModelInputs(StateDictShapes(c), "FluxTransformer2DModel",
                                                              j, opts, o.common, &params));
-  ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(c, in.weights, in.comm.get()));
+  ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
 
   FluxForwardArgs a;
   const int64_t b = o.common.batch, n = o.common.image_tokens, t = o.common.text_tokens;

@@ -40,14 +40,25 @@ torch::Tensor Ids2d(const torch::Tensor& ids) { return ids.dim() == 3 ? ids[0] :
 
 absl::StatusOr<std::unique_ptr<FluxTransformer2DModel>> FluxTransformer2DModel::Load(
     const FluxTransformerConfig& config, const sharding::ShardedStateDict& sd,
-    comm::Communicator* comm) {
+    comm::Communicator* comm, const TransformerLoadOptions& options) {
   if (config.num_attention_heads % sd.world_size() != 0) {
     return absl::InvalidArgumentError(absl::StrCat("tp degree ", sd.world_size(),
                                                    " must divide the number of attention heads (",
                                                    config.num_attention_heads, ")"));
   }
   std::unique_ptr<FluxTransformer2DModel> m(new FluxTransformer2DModel(config));
-  tp::ParallelModuleLoader loader(sd, comm, &m->linears_);
+  tp::ParallelModuleLoader loader(sd, comm, &m->linears_, options.weights);
+  // Local heads from the first attention's q rows (read before any layer is built: FP8 weights
+  // release the state dict's tensors); the blocks check their own against head_dim.
+  ASSIGN_OR_RETURN(auto q, sd.Get(config.num_layers > 0 ? "transformer_blocks.0.attn.to_q.weight"
+                                                        : "single_transformer_blocks.0.attn.to_q.weight"));
+  m->local_heads_ = q.size(0) / config.attention_head_dim;
+  if (m->local_heads_ != config.num_attention_heads &&
+      m->local_heads_ * sd.world_size() != config.num_attention_heads) {
+    return absl::InvalidArgumentError(absl::StrCat("this rank holds ", m->local_heads_,
+                                                   " heads of ", config.num_attention_heads,
+                                                   " at tp degree ", sd.world_size()));
+  }
   const int64_t d = config.inner_dim();
 
   ASSIGN_OR_RETURN(m->x_embedder_, loader.LoadLinear("x_embedder"));
@@ -91,16 +102,6 @@ absl::StatusOr<std::unique_ptr<FluxTransformer2DModel>> FluxTransformer2DModel::
   RETURN_IF_ERROR(CheckFullLinear(*m->proj_out_, "proj_out", d,
                                   config.patch_size * config.patch_size * config.out_channels));
 
-  // Local heads from the first attention's q rows; all blocks were checked against head_dim.
-  ASSIGN_OR_RETURN(auto q, sd.Get(config.num_layers > 0 ? "transformer_blocks.0.attn.to_q.weight"
-                                                        : "single_transformer_blocks.0.attn.to_q.weight"));
-  m->local_heads_ = q.size(0) / config.attention_head_dim;
-  if (m->local_heads_ != config.num_attention_heads &&
-      m->local_heads_ * sd.world_size() != config.num_attention_heads) {
-    return absl::InvalidArgumentError(absl::StrCat("this rank holds ", m->local_heads_,
-                                                   " heads of ", config.num_attention_heads,
-                                                   " at tp degree ", sd.world_size()));
-  }
   return m;
 }
 

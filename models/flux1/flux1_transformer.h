@@ -44,7 +44,7 @@ class FluxTransformer2DModel : public DiffusionTransformer {
  public:
   static absl::StatusOr<std::unique_ptr<FluxTransformer2DModel>> Load(
       const FluxTransformerConfig& config, const sharding::ShardedStateDict& sd,
-      comm::Communicator* comm);
+      comm::Communicator* comm, const TransformerLoadOptions& options = {});
 
   absl::StatusOr<torch::Tensor> Forward(const FluxForwardArgs& args);
 

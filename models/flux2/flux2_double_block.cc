@@ -1,8 +1,8 @@
 #include "models/flux2/flux2_double_block.h"
 
+#include "models/common/norm_modulate.h"
 #include "common/status_macros.h"
 #include "models/common/ada_layer_norm.h"
-#include "models/common/layer_norm.h"
 
 namespace ditserve::models::flux2 {
 namespace {
@@ -24,18 +24,18 @@ std::pair<torch::Tensor, torch::Tensor> Flux2DoubleBlock::Forward(
     const RopeTables& rope) const {
   const ModulationSet &img_msa = mod_img[0], &img_mlp = mod_img[1];
   const ModulationSet &txt_msa = mod_txt[0], &txt_mlp = mod_txt[1];
-  auto nh = Modulate(LayerNormNoAffine(hidden, eps_), img_msa.scale, img_msa.shift);
-  auto nc = Modulate(LayerNormNoAffine(context, eps_), txt_msa.scale, txt_msa.shift);
+  auto nh = NormModulate(hidden, img_msa.scale, img_msa.shift, eps_);
+  auto nc = NormModulate(context, txt_msa.scale, txt_msa.shift, eps_);
   auto [attn_img, attn_txt] = attn_.ForwardJoint(nh, nc, rope);
 
   auto h = GatedResidual(hidden, img_msa.gate, attn_img);
   h = GatedResidual(h, img_mlp.gate,
-                    ff_.Forward(Modulate(LayerNormNoAffine(h, eps_), img_mlp.scale, img_mlp.shift)));
+                    ff_.Forward(NormModulate(h, img_mlp.scale, img_mlp.shift, eps_)));
 
   auto c = GatedResidual(context, txt_msa.gate, attn_txt);
   c = GatedResidual(
       c, txt_mlp.gate,
-      ff_context_.Forward(Modulate(LayerNormNoAffine(c, eps_), txt_mlp.scale, txt_mlp.shift)));
+      ff_context_.Forward(NormModulate(c, txt_mlp.scale, txt_mlp.shift, eps_)));
   if (c.scalar_type() == torch::kFloat16) c = c.clamp(-kFp16Max, kFp16Max);
   return {h, c};
 }

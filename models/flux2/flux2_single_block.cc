@@ -1,8 +1,8 @@
 #include "models/flux2/flux2_single_block.h"
 
+#include "models/common/norm_modulate.h"
 #include "common/status_macros.h"
 #include "models/common/ada_layer_norm.h"
-#include "models/common/layer_norm.h"
 
 namespace ditserve::models::flux2 {
 namespace {
@@ -21,7 +21,7 @@ absl::StatusOr<Flux2SingleBlock> Flux2SingleBlock::Load(const ModuleLoader& load
 
 torch::Tensor Flux2SingleBlock::Forward(const torch::Tensor& x, const ModulationSet& mod,
                                         const RopeTables& rope) const {
-  auto nx = Modulate(LayerNormNoAffine(x, eps_), mod.scale, mod.shift);
+  auto nx = NormModulate(x, mod.scale, mod.shift, eps_);
   auto out = GatedResidual(x, mod.gate, attn_.Forward(nx, rope));
   if (out.scalar_type() == torch::kFloat16) out = out.clamp(-kFp16Max, kFp16Max);
   return out;

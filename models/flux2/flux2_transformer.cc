@@ -20,7 +20,7 @@ torch::Tensor Ids2d(const torch::Tensor& ids) { return ids.dim() == 3 ? ids[0] :
 
 absl::StatusOr<std::unique_ptr<Flux2Transformer2DModel>> Flux2Transformer2DModel::Load(
     const Flux2TransformerConfig& config, const sharding::ShardedStateDict& sd,
-    comm::Communicator* comm) {
+    comm::Communicator* comm, const TransformerLoadOptions& options) {
   if (config.num_attention_heads % sd.world_size() != 0) {
     return absl::InvalidArgumentError(absl::StrCat("tp degree ", sd.world_size(),
                                                    " must divide the number of attention heads (",
@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<Flux2Transformer2DModel>> Flux2Transformer2DModel
     return absl::InvalidArgumentError("FLUX.2: the communicator does not match the state dict's rank/size");
   }
   std::unique_ptr<Flux2Transformer2DModel> m(new Flux2Transformer2DModel(config));
-  tp::ParallelModuleLoader loader(sd, comm, &m->linears_);
+  tp::ParallelModuleLoader loader(sd, comm, &m->linears_, options.weights);
   const int64_t d = config.inner_dim(), hd = config.attention_head_dim;
   const int64_t mh = config.mlp_hidden_dim();
 

@@ -50,7 +50,7 @@ class Flux2Transformer2DModel : public DiffusionTransformer {
  public:
   static absl::StatusOr<std::unique_ptr<Flux2Transformer2DModel>> Load(
       const Flux2TransformerConfig& config, const sharding::ShardedStateDict& sd,
-      comm::Communicator* comm);
+      comm::Communicator* comm, const TransformerLoadOptions& options = {});
 
   absl::StatusOr<torch::Tensor> Forward(const Flux2ForwardArgs& args);
 

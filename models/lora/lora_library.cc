@@ -38,6 +38,8 @@ absl::StatusOr<std::unique_ptr<LoraLibrary>> LoraLibrary::Load(
                      LoraAdapter::Load(spec, layers, rank, world_size, opts));
     for (const auto& [module, slices] : adapter.modules()) {
       lib->layers_[module] = layers.Find(module);
+      // FP8 weights cannot take W + B·A in place: such a library adds runtime terms.
+      if (lib->layers_[module]->is_fp8()) lib->mode_ = LoraMode::kRuntime;
     }
     lib->cards_.push_back({adapter.name(), LoraFormatName(adapter.format()), adapter.max_rank(),
                            static_cast<int64_t>(adapter.modules().size()), adapter.bytes()});

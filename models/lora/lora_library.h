@@ -12,7 +12,9 @@
 //     Ending the job points the storages back at the untouched originals: bit-identical.
 //   kRuntime: the layers add x·Aᵀ·Bᵀ beside their GEMM (models/common/linear_layer.h); no extra
 //     weight memory, a few % to ~15 % a step. For ranks short of memory; kMerge falls back to it
-//     for a job whose merged copy does not fit.
+//     for a job whose merged copy does not fit. A library whose targets include FP8 weights
+//     (models/common/fp8_linear.h) is kRuntime whatever was asked: a merge would need a
+//     re-quantization per job.
 // The returned LoraActivation undoes either when it goes out of scope (end of the job, or an error).
 //
 // Threads: Load, Activate and the activation's destruction on the thread that runs the model, with

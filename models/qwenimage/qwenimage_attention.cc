@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/common/attention.h"
-#include "models/common/complex_rope.h"
+#include "models/common/attention_inputs.h"
 
 namespace ditserve::models::qwenimage {
 namespace {
@@ -39,14 +39,14 @@ std::pair<torch::Tensor, torch::Tensor> QwenImageAttention::Forward(const torch:
                                                                     const torch::Tensor& mask) const {
   const QkvViews img = proj_.Image(x);
   const QkvViews txt = proj_.Text(context);
-  auto q = ApplyRotaryEmbComplex(norm_q_->Forward(img.q), rope.image);
-  auto k = ApplyRotaryEmbComplex(norm_k_->Forward(img.k), rope.image);
-  auto cq = ApplyRotaryEmbComplex(norm_added_q_->Forward(txt.q), rope.text);
-  auto ck = ApplyRotaryEmbComplex(norm_added_k_->Forward(txt.k), rope.text);
-  auto joint_q = torch::cat({cq, q}, 1);
-  auto out = DotProductAttention(joint_q, torch::cat({ck, k}, 1), torch::cat({txt.v, img.v}, 1), mask)
-                 .to(joint_q.scalar_type());
-  return proj_.Project(out, context.size(1));
+  // diffusers rotates each stream with its own table before the cat: the reference path's order.
+  constexpr RopeOrder kOrder = RopeOrder::kPerStream;
+  auto q = JointHeadsFirst({txt.q, nullptr, norm_added_q_.get()}, {img.q, nullptr, norm_q_.get()},
+                           &rope.joint, kOrder);
+  auto k = JointHeadsFirst({txt.k, nullptr, norm_added_k_.get()}, {img.k, nullptr, norm_k_.get()},
+                           &rope.joint, kOrder);
+  auto v = JointHeadsFirst({txt.v}, {img.v}, nullptr);
+  return proj_.Project(DotProductAttentionHeadsFirst(q, k, v, mask), context.size(1));
 }
 
 }  // namespace ditserve::models::qwenimage

@@ -3,7 +3,9 @@
 // biases), per-head diffusers RMSNorm (eps 1e-6; norm_q/k image, norm_added_q/k text), complex
 // RoPE applied separately (image tables to image q/k, text tables to text q/k), joint sequence
 // [text, image], SDPA with the optional boolean key mask, then the image part through to_out.0 and
-// the text part through to_add_out.
+// the text part through to_add_out. The norm, RoPE and join go through JointHeadsFirst
+// (models/common/attention_inputs.h): one fused kernel per stream on CUDA, diffusers' op sequence
+// elsewhere.
 //
 // Tensor parallelism: colwise q/k/v and rowwise outputs in Qwen-Image's plan; local heads = q
 // width / head_dim; 2 all-reduces per call. Thread-safety: one forward at a time.

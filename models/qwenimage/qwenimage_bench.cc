@@ -62,7 +62,7 @@ absl::Status Run(const BenchOptions& o) {
   ASSIGN_OR_RETURN(BenchModelInputs in,
                    MakeBenchModelInputs(QwenImageStateDictShapes(c), "QwenImageTransformer2DModel",
                                         QwenImageConfigToJson(c), opts, o.common, &params));
-  ASSIGN_OR_RETURN(auto model, QwenImageTransformer2DModel::Load(c, in.weights, in.comm.get()));
+  ASSIGN_OR_RETURN(auto model, QwenImageTransformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
 
   QwenImageForwardArgs a;
   const int64_t b = o.common.batch, n = o.common.image_tokens, t = o.common.text_tokens;

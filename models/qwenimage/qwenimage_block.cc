@@ -1,9 +1,9 @@
 #include "models/qwenimage/qwenimage_block.h"
 
+#include "models/common/norm_modulate.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/common/ada_layer_norm.h"
-#include "models/common/layer_norm.h"
 
 namespace ditserve::models::qwenimage {
 namespace {
@@ -60,16 +60,16 @@ std::pair<torch::Tensor, torch::Tensor> QwenImageBlock::Forward(const torch::Ten
   const auto [img1, img2] = Modulation(*img_mod_, temb);
   const auto [txt1, txt2] = Modulation(*txt_mod_, temb);
 
-  auto nh = Modulate(LayerNormNoAffine(hidden, eps_), img1.scale, img1.shift);
-  auto nc = Modulate(LayerNormNoAffine(context, eps_), txt1.scale, txt1.shift);
+  auto nh = NormModulate(hidden, img1.scale, img1.shift, eps_);
+  auto nc = NormModulate(context, txt1.scale, txt1.shift, eps_);
   auto [attn_img, attn_txt] = attn_.Forward(nh, nc, rope, mask);
   auto h = GatedResidual(hidden, img1.gate, attn_img);
   auto c = GatedResidual(context, txt1.gate, attn_txt);
 
   h = GatedResidual(h, img2.gate,
-                    img_mlp_.Forward(Modulate(LayerNormNoAffine(h, eps_), img2.scale, img2.shift)));
+                    img_mlp_.Forward(NormModulate(h, img2.scale, img2.shift, eps_)));
   c = GatedResidual(c, txt2.gate,
-                    txt_mlp_.Forward(Modulate(LayerNormNoAffine(c, eps_), txt2.scale, txt2.shift)));
+                    txt_mlp_.Forward(NormModulate(c, txt2.scale, txt2.shift, eps_)));
   if (h.scalar_type() == torch::kFloat16) {
     h = h.clamp(-kFp16Max, kFp16Max);
     c = c.clamp(-kFp16Max, kFp16Max);

@@ -89,6 +89,13 @@ absl::StatusOr<QwenRopeFreqs> QwenRopeFrequencies(const std::vector<ImageShape>&
   QwenRopeFreqs out;
   out.image = ComplexRopeFrequencies(torch::cat(image_positions, 0), axes_dims, theta, device);
   out.text = ComplexRopeFrequencies(text_positions, axes_dims, theta, device);
+  // Built once per forward, shared by every block. Copies only: the joint table's entries are the
+  // per-stream ones bit for bit.
+  auto freqs = torch::cat({out.text, out.image}, 0);
+  // Each entry twice in place ([c0, c0, c1, c1, ...]; stack + flatten: no host sync on CUDA, as
+  // repeat_interleave would have to size its output).
+  auto pairs = [](const torch::Tensor& t) { return torch::stack({t, t}, -1).flatten(-2); };
+  out.joint = RopeTables{pairs(torch::real(freqs)), pairs(torch::imag(freqs)), freqs};
   return out;
 }
 

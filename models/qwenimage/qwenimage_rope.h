@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "models/common/rope.h"
 
 namespace ditserve::models::qwenimage {
 
@@ -33,6 +34,11 @@ absl::StatusOr<std::vector<ImageShape>> ImageShapesFromTensor(const torch::Tenso
 struct QwenRopeFreqs {
   torch::Tensor image;  // (N, hd/2) complex64
   torch::Tensor text;   // (T, hd/2) complex64
+  // The same entries in the joint token order (text first) as models/common/rope.h's tables, what
+  // JointHeadsFirst takes: cos / sin (T + N, hd) float32 with pairs repeated ([c0, c0, c1, c1,
+  // ...], the real / imaginary parts), freqs (T + N, hd/2) = cat(text, image), the complex64
+  // values themselves (so its rotation is ApplyRotaryEmbComplex's, bit for bit). On the device.
+  RopeTables joint;
 };
 
 // INVALID_ARGUMENT for a position outside diffusers' tables.

@@ -19,7 +19,7 @@ constexpr double kTimeProjScale = 1000.0;  // Timesteps(..., scale=1000): inside
 
 absl::StatusOr<std::unique_ptr<QwenImageTransformer2DModel>> QwenImageTransformer2DModel::Load(
     const QwenImageTransformerConfig& config, const sharding::ShardedStateDict& sd,
-    comm::Communicator* comm) {
+    comm::Communicator* comm, const TransformerLoadOptions& options) {
   if (config.num_attention_heads % sd.world_size() != 0) {
     return absl::InvalidArgumentError(absl::StrCat("tp degree ", sd.world_size(),
                                                    " must divide the number of attention heads (",
@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<QwenImageTransformer2DModel>> QwenImageTransforme
         "Qwen-Image: the communicator does not match the state dict's rank/size");
   }
   std::unique_ptr<QwenImageTransformer2DModel> m(new QwenImageTransformer2DModel(config));
-  tp::ParallelModuleLoader loader(sd, comm, &m->linears_);
+  tp::ParallelModuleLoader loader(sd, comm, &m->linears_, options.weights);
   const int64_t d = config.inner_dim();
   const double eps = QwenImageTransformerConfig::kEps;
 

@@ -51,7 +51,7 @@ class QwenImageTransformer2DModel : public DiffusionTransformer {
  public:
   static absl::StatusOr<std::unique_ptr<QwenImageTransformer2DModel>> Load(
       const QwenImageTransformerConfig& config, const sharding::ShardedStateDict& sd,
-      comm::Communicator* comm);
+      comm::Communicator* comm, const TransformerLoadOptions& options = {});
 
   absl::StatusOr<torch::Tensor> Forward(const QwenImageForwardArgs& args);
 

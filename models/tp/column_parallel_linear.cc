@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<ColumnParallelLinear>> ColumnParallelLinear::Load
 }
 
 torch::Tensor ColumnParallelLinear::Forward(const torch::Tensor& x) const {
-  torch::Tensor y = torch::linear(x, weight_, bias_);
+  torch::Tensor y = Gemm(x, weight_, bias_);
   AddLoraDelta(x, y);  // b holds this rank's rows of every LoRA B, a the full A
   return y;
 }

@@ -34,6 +34,7 @@ class ColumnParallelLinear : public LinearLayer {
   const torch::Tensor& bias() const override { return bias_; }
 
  private:
+  torch::Tensor& mutable_weight() override { return weight_; }
   ColumnParallelLinear(torch::Tensor w, torch::Tensor b, sharding::TpStyle style,
                        std::vector<int64_t> blocks)
       : weight_(std::move(w)), bias_(std::move(b)), style_(style), local_blocks_(std::move(blocks)) {}

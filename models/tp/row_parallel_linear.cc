@@ -58,7 +58,7 @@ torch::Tensor RowParallelLinear::Forward(const torch::Tensor& x) const {
     local = x.narrow(-1, comm_->rank() * width, width);
   }
   // Bias-free partial product; all-reduce it in place (contiguous for the collective).
-  auto y = torch::linear(local, weight_).contiguous();
+  auto y = Gemm(local, weight_, torch::Tensor()).contiguous();
   // LoRA: a holds this rank's columns of A, so the partial deltas sum to the whole one in the same
   // all-reduce as the partial products.
   AddLoraDelta(local, y);

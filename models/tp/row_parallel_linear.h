@@ -42,6 +42,7 @@ class RowParallelLinear : public LinearLayer {
   const torch::Tensor& bias() const override { return bias_; }
 
  private:
+  torch::Tensor& mutable_weight() override { return weight_; }
   RowParallelLinear(torch::Tensor w, torch::Tensor b, sharding::TpStyle style,
                     std::vector<int64_t> blocks, comm::Communicator* comm)
       : weight_(std::move(w)),

@@ -2,12 +2,16 @@
 // op sequence (QK RMSNorm, cat, interleaved RoPE, transpose) on the same GPU: float32 to float32
 // rounding, bfloat16 / float16 to one rounding of the output, for joint and single streams,
 // views of a fused q/k/v GEMM result (strided), head dims 64 / 128 / 256, with and without norm and
-// rotation. Skipped where torch sees no CUDA device.
+// rotation, with torch.nn.RMSNorm (FLUX) or diffusers' RMSNorm (Qwen-Image: rounded to the
+// weight's dtype before the weight multiply; a weight of another dtype takes the reference path).
+// Skipped where torch sees no CUDA device.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
 
 #include "models/common/attention_inputs.h"
+#include "models/common/fused_kernels.h"
+#include "models/common/diffusers_rms_norm.h"
 #include "models/common/module_loader.h"
 #include "models/common/rms_norm.h"
 #include "models/common/rope.h"
@@ -22,18 +26,19 @@ struct Case {
   torch::ScalarType dtype;
   int64_t head_dim;
   bool joint, norm, rope;
+  bool diffusers_norm = false;  // DiffusersRmsNorm (and Qwen-Image's RopeOrder) instead of TorchRmsNorm
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c10::toString(c.dtype) << " hd" << c.head_dim << (c.joint ? " joint" : " single")
-      << (c.norm ? " norm" : "") << (c.rope ? " rope" : "");
+      << (c.norm ? (c.diffusers_norm ? " diffusers norm" : " norm") : "") << (c.rope ? " rope" : "");
 }
 
 class AttentionInputsTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttentionInputsTest, FusedKernelMatchesTheReferenceSequence) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to torch";
-  ASSERT_TRUE(FusedAttentionInputsEnabled()) << "the CUDA build has no fused kernel";
+  ASSERT_TRUE(FusedKernelsEnabled()) << "the CUDA build has no fused kernel";
   const Case c = GetParam();
   torch::manual_seed(0);
   const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(c.dtype);
@@ -48,17 +53,24 @@ TEST_P(AttentionInputsTest, FusedKernelMatchesTheReferenceSequence) {
   auto norm_txt = TorchRmsNorm::Load(loader, "a", 1e-6);
   auto norm_img = TorchRmsNorm::Load(loader, "b", 1e-6);
   ASSERT_TRUE(norm_txt.ok() && norm_img.ok());
+  auto diffusers_txt = DiffusersRmsNorm::Load(loader, "a", 1e-6);
+  auto diffusers_img = DiffusersRmsNorm::Load(loader, "b", 1e-6);
+  ASSERT_TRUE(diffusers_txt.ok() && diffusers_img.ok());
 
   const int64_t tokens = (c.joint ? s_txt : 0) + s_img;
   auto ids = torch::stack({torch::zeros({tokens}), torch::arange(tokens) % 5, torch::arange(tokens)}, 1)
                  .to(torch::kCUDA);
   const RopeTables rope = FluxRopeTables(ids, {hd / 4, hd / 4, hd / 2});
 
-  const StreamPart txt{c.joint ? view(fused_txt) : torch::Tensor(), c.norm ? &*norm_txt : nullptr};
-  const StreamPart img{view(fused_img), c.norm ? &*norm_img : nullptr};
+  const bool torch_norm = c.norm && !c.diffusers_norm, diffusers_norm = c.norm && c.diffusers_norm;
+  const StreamPart txt{c.joint ? view(fused_txt) : torch::Tensor(), torch_norm ? &*norm_txt : nullptr,
+                       diffusers_norm ? &*diffusers_txt : nullptr};
+  const StreamPart img{view(fused_img), torch_norm ? &*norm_img : nullptr,
+                       diffusers_norm ? &*diffusers_img : nullptr};
   const RopeTables* r = c.rope ? &rope : nullptr;
-  torch::Tensor fused = JointHeadsFirst(txt, img, r);
-  torch::Tensor ref = JointHeadsFirstReference(txt, img, r);
+  const RopeOrder order = c.diffusers_norm ? RopeOrder::kPerStream : RopeOrder::kJoined;
+  torch::Tensor fused = JointHeadsFirst(txt, img, r, order);
+  torch::Tensor ref = JointHeadsFirstReference(txt, img, r, order);
   ASSERT_EQ(fused.sizes(), ref.sizes());
   EXPECT_EQ(fused.sizes(), (std::vector<int64_t>{b, heads, tokens, hd}));
   EXPECT_TRUE(fused.is_contiguous()) << "the reference path ran, not the kernel";
@@ -84,13 +96,48 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{torch::kBFloat16, 128, true, true, false},
                       Case{torch::kBFloat16, 128, true, false, true},
                       Case{torch::kBFloat16, 128, true, false, false},
-                      Case{torch::kFloat32, 128, false, false, false}),
+                      Case{torch::kFloat32, 128, false, false, false},
+                      Case{torch::kFloat32, 128, true, true, true, true},
+                      Case{torch::kBFloat16, 128, true, true, true, true},
+                      Case{torch::kFloat16, 128, true, true, true, true},
+                      Case{torch::kBFloat16, 128, false, true, true, true},
+                      Case{torch::kBFloat16, 64, true, true, false, true}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string dt = c.dtype == torch::kFloat32 ? "f32" : c.dtype == torch::kBFloat16 ? "bf16" : "f16";
       return dt + "_hd" + std::to_string(c.head_dim) + (c.joint ? "_joint" : "_single") +
-             (c.norm ? "_norm" : "") + (c.rope ? "_rope" : "");
+             (c.norm ? (c.diffusers_norm ? "_diffusersnorm" : "_norm") : "") +
+             (c.rope ? "_rope" : "");
     });
+
+// diffusers' RMSNorm with a float32 weight on bfloat16 q/k promotes to float32, which is not the
+// kernel's rounding: JointHeadsFirst runs the reference sequence (a float32 permuted view).
+TEST(AttentionInputs, DiffusersNormWithAFloat32WeightTakesTheReferencePath) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to torch";
+  torch::manual_seed(0);
+  const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const int64_t b = 2, heads = 3, s_txt = 7, s_img = 33, hd = 128;
+  const sharding::ShardedStateDict sd(
+      0, 1,
+      {{"a.weight", torch::rand({hd}, opts.dtype(torch::kFloat32)) + 0.5},
+       {"b.weight", torch::rand({hd}, opts.dtype(torch::kFloat32)) + 0.5}},
+      {});
+  const ReplicatedModuleLoader loader(sd);
+  auto norm_txt = DiffusersRmsNorm::Load(loader, "a", 1e-6);
+  auto norm_img = DiffusersRmsNorm::Load(loader, "b", 1e-6);
+  ASSERT_TRUE(norm_txt.ok() && norm_img.ok());
+  auto ids = torch::stack({torch::zeros({s_txt + s_img}), torch::arange(s_txt + s_img) % 5,
+                           torch::arange(s_txt + s_img)},
+                          1)
+                 .to(torch::kCUDA);
+  const RopeTables rope = FluxRopeTables(ids, {hd / 4, hd / 4, hd / 2});
+  const StreamPart txt{torch::randn({b, s_txt, heads, hd}, opts), nullptr, &*norm_txt};
+  const StreamPart img{torch::randn({b, s_img, heads, hd}, opts), nullptr, &*norm_img};
+  torch::Tensor out = JointHeadsFirst(txt, img, &rope, RopeOrder::kPerStream);
+  EXPECT_EQ(out.scalar_type(), torch::kFloat32);
+  EXPECT_FALSE(out.is_contiguous()) << "the kernel ran on a weight of another dtype";
+  EXPECT_TRUE(torch::equal(out, JointHeadsFirstReference(txt, img, &rope, RopeOrder::kPerStream)));
+}
 
 }  // namespace
 }  // namespace ditserve::models

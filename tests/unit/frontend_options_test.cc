@@ -217,5 +217,19 @@ TEST_F(FrontendOptionsLora, LoraModeIsMergeOrRuntimeAndReachesTheWorkers) {
   ExpectError({"--lora-mode", "fast"}, "--lora-mode must be merge or runtime, got 'fast'");
 }
 
+// --weights: dtype by default; fp8 only with --device cuda --dtype bfloat16, and it reaches the
+// workers' Init (which checks the GPU itself).
+TEST_F(FrontendOptionsLora, WeightsFlagIsCheckedAndReachesTheWorkers) {
+  ASSERT_TRUE(ParseAndValidate({}).ok());
+  EXPECT_EQ(options_.weights, "dtype");
+  ASSERT_TRUE(ParseAndValidate({"--device", "cuda", "--dtype", "bfloat16", "--weights", "fp8"}).ok());
+  EXPECT_EQ(MakeWorkerGroupOptions(options_, "w").init_template.weights(), "fp8");
+  ExpectError({"--weights", "int4"}, "--weights must be dtype or fp8, got 'int4'");
+  ExpectError({"--weights", "fp8"},
+              "--weights fp8 needs --device cuda and --dtype bfloat16 (got --device cpu --dtype "
+              "float32)");
+  ExpectError({"--device", "cuda", "--weights", "fp8"}, "--weights fp8 needs --device cuda and --dtype bfloat16");
+}
+
 }  // namespace
 }  // namespace ditserve::server

@@ -1,12 +1,16 @@
 // Qwen-Image building blocks: complex RoPE (models/common/complex_rope.h) against the real
 // cos/sin form, the centred image / shifted text positions (models/qwenimage/qwenimage_rope.h),
-// the img_shapes conversions, and diffusers' RMSNorm rounding (models/common/diffusers_rms_norm.h).
+// the joint tables, the img_shapes conversions, diffusers' RMSNorm rounding
+// (models/common/diffusers_rms_norm.h), and the attention inputs through JointHeadsFirst
+// (models/common/attention_inputs.h) against the unfused per-stream sequence, bit for bit on CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "models/common/attention_inputs.h"
 #include "models/common/complex_rope.h"
 #include "models/common/diffusers_rms_norm.h"
+#include "models/common/module_loader.h"
 #include "models/common/rope.h"
 #include "models/qwenimage/qwenimage_rope.h"
 
@@ -80,6 +84,113 @@ TEST(QwenRope, CentredImageAndShiftedTextPositions) {
                                                       torch::kCPU)
                    .ok());
 }
+
+// The joint tables hold the per-stream entries, text first, bit for bit: freqs as they are,
+// cos / sin as their real / imaginary parts with every pair repeated (rope.h's layout, so that
+// MakeRopeTables of them recombines the same complex values).
+TEST(QwenRope, JointTablesAreTheStreamTablesTextFirst) {
+  auto rope = models::qwenimage::QwenRopeFrequencies({ImageShape{1, 2, 2}, ImageShape{1, 3, 5}}, 4,
+                                                     kAxes, 10000.0, torch::kCPU);
+  ASSERT_TRUE(rope.ok()) << rope.status();
+  const models::RopeTables& joint = rope->joint;
+  const int64_t tokens = 4 + 4 + 15;
+  EXPECT_EQ(joint.cos.sizes(), (std::vector<int64_t>{tokens, 16}));
+  EXPECT_EQ(joint.sin.sizes(), (std::vector<int64_t>{tokens, 16}));
+  EXPECT_EQ(joint.cos.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(joint.cos.is_contiguous() && joint.sin.is_contiguous());
+  auto freqs = torch::cat({rope->text, rope->image}, 0);
+  EXPECT_TRUE(torch::equal(joint.freqs, freqs));
+  for (int64_t i = 0; i < 8; ++i) {
+    for (int64_t copy : {2 * i, 2 * i + 1}) {
+      EXPECT_TRUE(torch::equal(joint.cos.select(1, copy), torch::real(freqs).select(1, i))) << copy;
+      EXPECT_TRUE(torch::equal(joint.sin.select(1, copy), torch::imag(freqs).select(1, i))) << copy;
+    }
+  }
+  EXPECT_TRUE(torch::equal(models::MakeRopeTables(joint.cos, joint.sin).freqs, freqs));
+}
+
+// Qwen-Image's attention inputs through JointHeadsFirst on the CPU (the reference path) are
+// exactly what the model computed before: diffusers' RMSNorm, ApplyRotaryEmbComplex with each
+// stream's table, cat, heads first. q/k are views of a fused GEMM result, as JointProjections
+// hands them over; the shapes include one head with 6 pairs per row, where a rotation of the
+// joined sequence would put other elements in the CPU complex product's scalar tail.
+struct QwenInputsCase {
+  torch::ScalarType dtype, weight_dtype;
+  int64_t batch, heads, text_len;
+  std::vector<ImageShape> shapes;
+  std::vector<int64_t> axes = kAxes;
+};
+
+class QwenAttentionInputsTest : public ::testing::TestWithParam<QwenInputsCase> {};
+
+TEST_P(QwenAttentionInputsTest, JointHeadsFirstIsTheUnfusedSequenceBitForBit) {
+  const QwenInputsCase c = GetParam();
+  torch::manual_seed(11);
+  const int64_t hd = c.axes[0] + c.axes[1] + c.axes[2], h = c.heads;
+  int64_t n = 0;
+  for (const auto& s : c.shapes) n += s.frames * s.height * s.width;
+  auto rope = models::qwenimage::QwenRopeFrequencies(c.shapes, c.text_len, c.axes, 10000.0,
+                                                     torch::kCPU);
+  ASSERT_TRUE(rope.ok()) << rope.status();
+
+  const sharding::ShardedStateDict sd(
+      0, 1,
+      {{"txt.weight", (torch::rand({hd}) + 0.5).to(c.weight_dtype)},
+       {"img.weight", (torch::rand({hd}) + 0.5).to(c.weight_dtype)}},
+      {});
+  const models::ReplicatedModuleLoader loader(sd);
+  auto norm_txt = models::DiffusersRmsNorm::Load(loader, "txt", 1e-6);
+  auto norm_img = models::DiffusersRmsNorm::Load(loader, "img", 1e-6);
+  ASSERT_TRUE(norm_txt.ok() && norm_img.ok());
+
+  // The q third of a fused q/k/v GEMM result, (B, S, heads, hd) with the GEMM's row stride.
+  auto q_view = [&](int64_t tokens) {
+    auto fused = (torch::randn({c.batch, tokens, 3 * h * hd}) * 3).to(c.dtype);
+    return fused.narrow(2, 0, h * hd).unflatten(2, {h, hd});
+  };
+  auto txt = q_view(c.text_len), img = q_view(n);
+
+  auto unfused =
+      torch::cat({models::ApplyRotaryEmbComplex(norm_txt->Forward(txt), rope->text),
+                  models::ApplyRotaryEmbComplex(norm_img->Forward(img), rope->image)},
+                 1)
+          .permute({0, 2, 1, 3});
+  const models::StreamPart t{txt, nullptr, &*norm_txt}, i{img, nullptr, &*norm_img};
+  const auto order = models::RopeOrder::kPerStream;
+  auto reference = models::JointHeadsFirstReference(t, i, &rope->joint, order);
+  EXPECT_EQ(reference.scalar_type(), unfused.scalar_type());
+  EXPECT_EQ(reference.sizes(), (std::vector<int64_t>{c.batch, h, c.text_len + n, hd}));
+  EXPECT_TRUE(torch::equal(reference, unfused));
+  EXPECT_TRUE(torch::equal(models::JointHeadsFirst(t, i, &rope->joint, order), unfused));
+
+  // Rotating the joined sequence instead (FLUX's order) gives the same values to the rounding of
+  // the output dtype, not always the same bits (on an AVX2 CPU the one-head float32 case differs in
+  // a few elements): why Qwen-Image asks for kPerStream.
+  auto joined = models::JointHeadsFirstReference(t, i, &rope->joint, models::RopeOrder::kJoined);
+  const double tol = unfused.scalar_type() == torch::kFloat32 ? 1e-5 : 1e-2;
+  EXPECT_TRUE(torch::allclose(joined.to(torch::kFloat32), unfused.to(torch::kFloat32), tol, tol));
+
+  // v: no norm, no rotation, the plain join.
+  auto v = models::JointHeadsFirst({txt}, {img}, nullptr);
+  EXPECT_TRUE(torch::equal(v, torch::cat({txt, img}, 1).permute({0, 2, 1, 3})));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, QwenAttentionInputsTest,
+    ::testing::Values(
+        QwenInputsCase{torch::kFloat32, torch::kFloat32, 2, 3, 7, {ImageShape{1, 6, 6}}},
+        QwenInputsCase{torch::kBFloat16, torch::kBFloat16, 2, 3, 7, {ImageShape{1, 6, 6}}},
+        QwenInputsCase{torch::kFloat32, torch::kFloat32, 2, 1, 13, {ImageShape{1, 63, 65}}, {4, 4, 4}},
+        QwenInputsCase{torch::kBFloat16, torch::kBFloat16, 2, 1, 3,
+                       {ImageShape{1, 2, 3}, ImageShape{1, 5, 3}}, {4, 4, 4}},
+        // A float32 weight on bf16 q/k: diffusers' RMSNorm promotes to float32.
+        QwenInputsCase{torch::kBFloat16, torch::kFloat32, 1, 2, 9, {ImageShape{1, 4, 4}}}),
+    [](const ::testing::TestParamInfo<QwenInputsCase>& info) {
+      const QwenInputsCase& c = info.param;
+      auto name = [](torch::ScalarType t) { return t == torch::kFloat32 ? "f32" : "bf16"; };
+      return std::string(name(c.dtype)) + "_w" + name(c.weight_dtype) + "_" +
+             std::to_string(info.index);
+    });
 
 TEST(QwenRope, ImageShapesFromTensor) {
   auto square = models::qwenimage::ImageShapesFromTensor({}, 2, 64);

@@ -1,0 +1,94 @@
+#include "models/common/norm_modulate.h"
+
+#include "models/common/ada_layer_norm.h"
+#include "models/common/fused_kernels.h"
+#include "models/common/layer_norm.h"
+
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+
+#include "models/cuda/norm_modulate.h"
+#endif
+
+namespace ditserve::models {
+
+torch::Tensor NormModulateReference(const torch::Tensor& x, const torch::Tensor& scale,
+                                    const torch::Tensor& shift, double eps) {
+  return Modulate(LayerNormNoAffine(x, eps), scale, shift);
+}
+
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+namespace {
+
+bool KernelType(torch::ScalarType t, cuda::ElementType* out) {
+  switch (t) {
+    case torch::kFloat32: *out = cuda::ElementType::kFloat32; return true;
+    case torch::kBFloat16: *out = cuda::ElementType::kBFloat16; return true;
+    case torch::kFloat16: *out = cuda::ElementType::kFloat16; return true;
+    default: return false;
+  }
+}
+
+bool Aligned16(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+}  // namespace
+#endif
+
+bool NormModulateFused(const torch::Tensor& x, const torch::Tensor& scale,
+                       const torch::Tensor& shift) {
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+  cuda::ElementType type;
+  if (!FusedKernelsEnabled() || !x.is_cuda() || x.dim() != 3 || !x.is_contiguous() ||
+      !KernelType(x.scalar_type(), &type)) {
+    return false;
+  }
+  const int64_t b = x.size(0), d = x.size(2);
+  const int64_t width = x.scalar_type() == torch::kFloat32 ? 4 : 8;
+  if (d % width != 0 || d > cuda::NormModulateMaxDim(type) || !Aligned16(x)) return false;
+  for (const torch::Tensor* t : {&scale, &shift}) {
+    if (t->device() != x.device() || t->scalar_type() != x.scalar_type() || t->dim() != 2 ||
+        t->size(0) != b || t->size(1) != d || t->stride(1) != 1 || t->stride(0) % width != 0 ||
+        !Aligned16(*t)) {
+      return false;
+    }
+  }
+  return true;
+#else
+  (void)x;
+  (void)scale;
+  (void)shift;
+  return false;
+#endif
+}
+
+torch::Tensor NormModulate(const torch::Tensor& x, const torch::Tensor& scale,
+                           const torch::Tensor& shift, double eps) {
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+  if (NormModulateFused(x, scale, shift)) {
+    torch::Tensor out = torch::empty_like(x, x.options().memory_format(torch::MemoryFormat::Contiguous));
+    cuda::NormModulateArgs a;
+    KernelType(x.scalar_type(), &a.type);
+    a.x = x.data_ptr();
+    a.batch = x.size(0);
+    a.tokens = x.size(1);
+    a.dim = x.size(2);
+    a.scale = scale.data_ptr();
+    a.scale_stride_b = scale.stride(0);
+    a.shift = shift.data_ptr();
+    a.shift_stride_b = shift.stride(0);
+    a.eps = static_cast<float>(eps);
+    a.out = out.data_ptr();
+    const c10::cuda::CUDAGuard device_guard(x.device());
+    const int err = cuda::LaunchNormModulate(
+        a, at::cuda::getCurrentCUDAStream(x.device().index()).stream());
+    TORCH_CHECK(err == 0, "norm_modulate kernel launch failed: ",
+                cudaGetErrorString(static_cast<cudaError_t>(err)));
+    return out;
+  }
+#endif
+  return NormModulateReference(x, scale, shift, eps);
+}
+
+}  // namespace ditserve::models
