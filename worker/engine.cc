@@ -120,6 +120,12 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
   if (!request.lora_mode().empty()) {
     ASSIGN_OR_RETURN(popts.lora_mode, lora::ParseLoraMode(request.lora_mode()));
   }
+  if (!request.weights().empty()) {
+    ASSIGN_OR_RETURN(popts.weights, models::ParseWeightFormat(request.weights()));
+    if (popts.weights == models::WeightFormat::kFp8) {
+      RETURN_IF_ERROR(models::CheckFp8Supported(device, dtype));
+    }
+  }
   if (request.staging_buffer_bytes()) popts.staging_buffer_bytes = request.staging_buffer_bytes();
   auto last_emit = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   popts.on_load_progress = [&](uint64_t loaded, uint64_t total) {
