@@ -316,5 +316,40 @@ TEST(Engine, InitRefusesARankOutsideTheWorld) {
   EXPECT_EQ(probe.binding, nullptr);
 }
 
+// --weights fp8 reaches Init as InitRequest.weights: refused on this CPU before any pipeline loads
+// (FAILED_PRECONDITION naming the flag), an unknown value is INVALID_ARGUMENT, and the pipeline
+// gets the format it was asked for.
+TEST(Engine, InitChecksTheWeightFormat) {
+  BindingProbe probe;
+  pipeline::PipelineOptions seen;
+  EngineDeps deps = ScriptedDeps(&probe, [] { return pipeline::GenerationResult{}; });
+  auto load = deps.load_pipeline;
+  deps.load_pipeline = [&seen, load](const pipeline::PipelineOptions& o, comm::Communicator* c) {
+    seen = o;
+    return load(o, c);
+  };
+  {
+    Engine engine(WorkerOptions{}, deps);
+    v1::InitRequest r = InitFor("unused");
+    r.set_weights("fp8");
+    const absl::Status s = engine.Init(r, [](const v1::InitEvent&) {});
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find("--weights fp8"), absl::string_view::npos) << s;
+  }
+  {
+    Engine engine(WorkerOptions{}, deps);
+    v1::InitRequest r = InitFor("unused");
+    r.set_weights("int4");
+    EXPECT_EQ(engine.Init(r, [](const v1::InitEvent&) {}).code(), absl::StatusCode::kInvalidArgument);
+  }
+  {
+    Engine engine(WorkerOptions{}, deps);
+    v1::InitRequest r = InitFor("unused");
+    r.set_weights("dtype");
+    ASSERT_TRUE(engine.Init(r, [](const v1::InitEvent&) {}).ok());
+    EXPECT_EQ(seen.weights, models::WeightFormat::kModelDtype);
+  }
+}
+
 }  // namespace
 }  // namespace ditserve::worker
