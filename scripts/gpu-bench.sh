@@ -3,7 +3,8 @@
 # still leaves the earlier results in OUT_DIR (each stage writes its own file as it goes):
 #   1. build ditserve-flux1-bench; time a full-size FLUX.1-dev step (random weights, bf16, 4096 image
 #      + 512 text tokens), again with DITSERVE_FUSED_KERNELS=0 (A/B of models/cuda), and with
-#      --weights fp8          -> flux1_bench.txt, flux1_bench_unfused.txt, flux1_bench_fp8.txt
+#      --weights fp8 (which also prints the FP8 step's relative error against the same weights in
+#      bf16)                  -> flux1_bench.txt, flux1_bench_unfused.txt, flux1_bench_fp8.txt
 #   2. build ditserve-tool; bf16, float32 and FP8-weight forwards of the FLUX.1, FLUX.2 and Qwen-Image
 #      tiny fixtures on the GPU against diffusers' float32 outputs (limits 2e-2 / 1e-4 / 2e-2)
 #                                                                            -> parity.txt
@@ -112,7 +113,7 @@ if build ditserve-flux1-bench; then
     --warmup 3 2>&1 | tee "$out/flux1_bench_unfused.txt" | tail -1 | sed 's/^/unfused: /'
   # FP8 weights (--weights fp8: the blocks' token GEMMs in e4m3).
   build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 --weights fp8 2>&1 |
-    tee "$out/flux1_bench_fp8.txt" | tail -1 | sed 's/^/fp8: /'
+    tee "$out/flux1_bench_fp8.txt" | grep -E "median|relative error" | sed 's/^/fp8: /'
 fi
 
 }
@@ -162,7 +163,7 @@ if build ditserve-flux2-bench ditserve-qwenimage-bench; then
     DITSERVE_FUSED_KERNELS=0 build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 \
       --warmup 2 2>&1 | tee "$out/${m}_bench_unfused.txt" | tail -1 | sed "s/^/$m unfused: /"
     build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 --warmup 2 --weights fp8 2>&1 |
-      tee "$out/${m}_bench_fp8.txt" | tail -1 | sed "s/^/$m fp8: /"
+      tee "$out/${m}_bench_fp8.txt" | grep -E "median|relative error" | sed "s/^/$m fp8: /"
   done
 fi
 

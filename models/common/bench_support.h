@@ -249,6 +249,30 @@ inline absl::Status TimeAndReport(const std::function<absl::StatusOr<torch::Tens
 #endif
 }
 
+// --weights fp8: the output of one step of the same random weights in the model dtype, computed
+// before the FP8 model is built (building it quantizes and releases those tensors); the benchmark
+// prints the FP8 step's relative error against it next to the speed (ReportAgainstModelDtype).
+// Undefined without --weights fp8.
+template <typename Model, typename Config, typename Args>
+absl::StatusOr<torch::Tensor> ModelDtypeStep(const Config& config, const BenchModelInputs& in,
+                                             const BenchTarget& target, const Args& args) {
+  if (target.load.weights != WeightFormat::kFp8) return torch::Tensor();
+  ASSIGN_OR_RETURN(auto model, Model::Load(config, in.weights, in.comm.get()));
+  ASSIGN_OR_RETURN(torch::Tensor y, model->Forward(args));
+  return y.to(torch::kFloat32);
+}
+
+inline absl::Status ReportAgainstModelDtype(
+    const torch::Tensor& reference, const std::function<absl::StatusOr<torch::Tensor>()>& step) {
+  if (!reference.defined()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(torch::Tensor y, step());
+  const double err = ((y.to(torch::kFloat32) - reference).norm() /
+                      reference.norm().clamp_min(1e-30)).item<double>();
+  std::printf("fp8 weights: step output relative error %.4g against the same weights in the model "
+              "dtype\n", err);
+  return absl::OkStatus();
+}
+
 // main() of a benchmark: parses the flags `add_flags` registered (plus --help), runs `run`, and
 // maps the outcome to an exit status (2 on bad flags, 1 on failure).
 // A benchmark that crashes prints where before dying: the faulting instruction and data addresses,

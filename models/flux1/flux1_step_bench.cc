@@ -115,7 +115,6 @@ absl::Status Run(const BenchOptions& o) {
   int64_t params = 0;
   ASSIGN_OR_RETURN(BenchModelInputs in, MakeBenchModelInputs(StateDictShapes(c), "FluxTransformer2DModel",
                                                              j, opts, o.common, &params));
-  ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
 
   FluxForwardArgs a;
   const int64_t b = o.common.batch, n = o.common.image_tokens, t = o.common.text_tokens;
@@ -131,6 +130,9 @@ absl::Status Run(const BenchOptions& o) {
                   .to(device, target.dtype);
   a.txt_ids = torch::zeros({t, 3}, opts);
 
+  // --weights fp8: the same weights' step in the model dtype first (the FP8 load releases them).
+  ASSIGN_OR_RETURN(const torch::Tensor dtype_out, (ModelDtypeStep<FluxTransformer2DModel>(c, in, target, a)));
+  ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
   std::printf("FLUX.1 transformer: %lld double + %lld single blocks, %lld heads x %lld, %.3f B params, "
               "%s %s, batch %lld, %lld image + %lld text tokens\n",
               static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
@@ -140,6 +142,7 @@ absl::Status Run(const BenchOptions& o) {
   if (o.lora_rank > 0) {
     return BenchLora(*model, o.lora_rank, [&] { return model->Forward(a); }, target, o.common, *in.comm);
   }
+  RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, [&] { return model->Forward(a); }));
   return TimeAndReport([&] { return model->Forward(a); }, target, o.common, in.comm.get());
 }
 

@@ -62,7 +62,6 @@ absl::Status Run(const BenchOptions& o) {
   ASSIGN_OR_RETURN(BenchModelInputs in,
                    MakeBenchModelInputs(QwenImageStateDictShapes(c), "QwenImageTransformer2DModel",
                                         QwenImageConfigToJson(c), opts, o.common, &params));
-  ASSIGN_OR_RETURN(auto model, QwenImageTransformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
 
   QwenImageForwardArgs a;
   const int64_t b = o.common.batch, n = o.common.image_tokens, t = o.common.text_tokens;
@@ -76,6 +75,9 @@ absl::Status Run(const BenchOptions& o) {
     a.encoder_hidden_states_mask.narrow(1, t - o.masked_text_tokens, o.masked_text_tokens).zero_();
   }
 
+  // --weights fp8: the same weights' step in the model dtype first (the FP8 load releases them).
+  ASSIGN_OR_RETURN(const torch::Tensor dtype_out, (ModelDtypeStep<QwenImageTransformer2DModel>(c, in, target, a)));
+  ASSIGN_OR_RETURN(auto model, QwenImageTransformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
   std::printf("Qwen-Image transformer: %lld blocks, %lld heads x %lld, %lld params (%.2f B), %s %s, "
               "batch %lld, %lld image (%lld x %lld) + %lld text tokens (%lld masked)\n",
               static_cast<long long>(c.num_layers), static_cast<long long>(c.num_attention_heads),
@@ -84,6 +86,7 @@ absl::Status Run(const BenchOptions& o) {
               static_cast<long long>(n),
               static_cast<long long>(n / cols), static_cast<long long>(cols),
               static_cast<long long>(t), static_cast<long long>(o.masked_text_tokens));
+  RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, [&] { return model->Forward(a); }));
   return TimeAndReport([&] { return model->Forward(a); }, target, o.common, in.comm.get());
 }
 
