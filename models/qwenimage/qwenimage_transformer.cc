@@ -149,14 +149,34 @@ torch::Tensor QwenImageTransformer2DModel::ForwardImpl(const QwenImageForwardArg
 absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(const QwenImageForwardArgs& args) {
   RETURN_IF_ERROR(CheckArgs(args));
   const int64_t b = args.hidden_states.size(0), n = args.hidden_states.size(1);
-  auto rope = GuardTorch("Qwen-Image RoPE", [&]() -> absl::StatusOr<QwenRopeFreqs> {
-    ASSIGN_OR_RETURN(auto shapes, ImageShapesFromTensor(args.img_shapes, b, n));
-    return QwenRopeFrequencies(shapes, args.encoder_hidden_states.size(1), config_.axes_dims_rope,
-                               QwenImageTransformerConfig::kRopeTheta, device_);
+  auto parsed = GuardTorch("Qwen-Image img_shapes", [&]() -> absl::StatusOr<std::vector<ImageShape>> {
+    return ImageShapesFromTensor(args.img_shapes, b, n);
   });
-  if (!rope.ok()) return rope.status();
-  if (!rope->ok()) return rope->status();
-  const QwenRopeFreqs& freqs = **rope;
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->ok()) return parsed->status();
+  const std::vector<ImageShape> shapes = **std::move(parsed);
+  const int64_t text_len = args.encoder_hidden_states.size(1);
+  auto same = [&](const RopeCacheEntry& e) {
+    if (e.text_len != text_len || e.shapes.size() != shapes.size()) return false;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      if (e.shapes[i].frames != shapes[i].frames || e.shapes[i].height != shapes[i].height ||
+          e.shapes[i].width != shapes[i].width) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (!rope_cache_ || !same(*rope_cache_)) {
+    rope_cache_.reset();
+    auto rope = GuardTorch("Qwen-Image RoPE", [&]() -> absl::StatusOr<QwenRopeFreqs> {
+      return QwenRopeFrequencies(shapes, text_len, config_.axes_dims_rope,
+                                 QwenImageTransformerConfig::kRopeTheta, device_);
+    });
+    if (!rope.ok()) return rope.status();
+    if (!rope->ok()) return rope->status();
+    rope_cache_ = RopeCacheEntry{shapes, text_len, **std::move(rope)};
+  }
+  const QwenRopeFreqs& freqs = rope_cache_->freqs;
   return GuardTorch("Qwen-Image transformer forward", [&] { return ForwardImpl(args, freqs); });
 }
 

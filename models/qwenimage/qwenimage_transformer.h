@@ -72,6 +72,15 @@ class QwenImageTransformer2DModel : public DiffusionTransformer {
   absl::Status CheckArgs(const QwenImageForwardArgs& args) const;
   torch::Tensor ForwardImpl(const QwenImageForwardArgs& args, const QwenRopeFreqs& rope) const;
 
+  // The RoPE tables of the last (image shapes, text length): a request's steps all ask for the same
+  // ones, and building them (on the CPU, as diffusers does, then copied) costs ~3 ms on an H200.
+  struct RopeCacheEntry {
+    std::vector<ImageShape> shapes;
+    int64_t text_len = -1;
+    QwenRopeFreqs freqs;
+  };
+  std::optional<RopeCacheEntry> rope_cache_;
+
   QwenImageTransformerConfig config_;
   LinearRegistry linears_;
   torch::ScalarType dtype_ = torch::kFloat32;

@@ -77,6 +77,25 @@ TEST(QwenImageTransformer, ExplicitImgShapesInEveryLayout) {
   ASSERT_TRUE(out.defined());
 }
 
+// The model keeps the last RoPE tables (a request's steps reuse them): one instance asked for
+// another grid, another text length, then the first again answers exactly as fresh models do.
+TEST(QwenImageTransformer, CachedRopeTablesFollowTheShapes) {
+  auto comm = comm::MakeSingleRankCommunicator();
+  auto model = models::qwenimage::QwenImageTransformer2DModel::Load(Parsed(), FullWeights(), comm.get());
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto square = Inputs();
+  auto wide = Inputs();
+  wide["img_shapes"] = torch::tensor({{1, 4, 16}});
+  auto shorter = Inputs();
+  shorter["encoder_hidden_states"] = shorter["encoder_hidden_states"].narrow(1, 0, 5).contiguous();
+  shorter["encoder_hidden_states_mask"] = shorter["encoder_hidden_states_mask"].narrow(1, 0, 5).contiguous();
+  for (const auto* args : {&square, &wide, &shorter, &square, &square}) {
+    auto out = (*model)->Forward(*args);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(torch::equal(*out, RunTp1(FullWeights(), *args)));
+  }
+}
+
 TEST(QwenImageTransformer, TheTextMaskIsApplied) {
   auto args = Inputs();
   args.erase("encoder_hidden_states_mask");
