@@ -50,15 +50,6 @@ torch::Tensor JointHeadsFirstReference(const StreamPart& txt, const StreamPart& 
 #ifdef DITSERVE_WITH_CUDA_KERNELS
 namespace {
 
-bool KernelType(torch::ScalarType t, cuda::ElementType* out) {
-  switch (t) {
-    case torch::kFloat32: *out = cuda::ElementType::kFloat32; return true;
-    case torch::kBFloat16: *out = cuda::ElementType::kBFloat16; return true;
-    case torch::kFloat16: *out = cuda::ElementType::kFloat16; return true;
-    default: return false;
-  }
-}
-
 // The weight of the stream's QK-norm; null without one.
 const torch::Tensor* NormWeight(const StreamPart& p) {
   if (p.norm != nullptr) return &p.norm->weight();
@@ -70,7 +61,7 @@ const torch::Tensor* NormWeight(const StreamPart& p) {
 bool KernelCanRun(const StreamPart& txt, const StreamPart& img, const RopeTables* rope) {
   const torch::Tensor& x = img.x;
   cuda::ElementType type;
-  if (!x.is_cuda() || x.dim() != 4 || !KernelType(x.scalar_type(), &type)) return false;
+  if (!x.is_cuda() || x.dim() != 4 || !KernelElementType(x.scalar_type(), &type)) return false;
   const int64_t hd = x.size(3);
   if (hd % 2 != 0 || hd > 256) return false;
   for (const StreamPart* p : {&txt, &img}) {
@@ -104,7 +95,7 @@ bool KernelCanRun(const StreamPart& txt, const StreamPart& img, const RopeTables
 
 void Launch(const StreamPart& p, const RopeTables* rope, int64_t offset, torch::Tensor& out) {
   cuda::QkNormRopeArgs a;
-  KernelType(p.x.scalar_type(), &a.type);
+  KernelElementType(p.x.scalar_type(), &a.type);
   a.x = p.x.data_ptr();
   a.x_stride_b = p.x.stride(0);
   a.x_stride_s = p.x.stride(1);

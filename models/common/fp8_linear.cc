@@ -101,9 +101,7 @@ std::pair<torch::Tensor, torch::Tensor> QuantizeRowsFp8(const torch::Tensor& x, 
     torch::Tensor q = torch::empty(x.sizes(), x.options().dtype(compat::kFloat8E4m3));
     torch::Tensor scale = torch::empty({x.size(0), 1}, x.options().dtype(torch::kFloat32));
     cuda::Fp8QuantizeArgs a;
-    a.type = x.scalar_type() == torch::kBFloat16 ? cuda::ElementType::kBFloat16
-             : x.scalar_type() == torch::kFloat16 ? cuda::ElementType::kFloat16
-                                                   : cuda::ElementType::kFloat32;
+    KernelElementType(x.scalar_type(), &a.type);
     a.x = x.data_ptr();
     a.rows = x.size(0);
     a.cols = x.size(1);

@@ -17,4 +17,13 @@ bool FusedKernelsEnabled() {
 #endif
 }
 
+bool KernelElementType(torch::ScalarType t, cuda::ElementType* out) {
+  switch (t) {
+    case torch::kFloat32: *out = cuda::ElementType::kFloat32; return true;
+    case torch::kBFloat16: *out = cuda::ElementType::kBFloat16; return true;
+    case torch::kFloat16: *out = cuda::ElementType::kFloat16; return true;
+    default: return false;
+  }
+}
+
 }  // namespace ditserve::models

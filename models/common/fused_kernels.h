@@ -4,8 +4,15 @@
 // Elsewhere every fused op runs its reference op sequence.
 #pragma once
 
+#include <torch/torch.h>
+
+#include "models/cuda/element_type.h"
+
 namespace ditserve::models {
 
 bool FusedKernelsEnabled();
+
+// The kernels' element type for a tensor dtype (float32, bfloat16, float16); false for others.
+bool KernelElementType(torch::ScalarType t, cuda::ElementType* out);
 
 }  // namespace ditserve::models

@@ -22,15 +22,6 @@ torch::Tensor NormModulateReference(const torch::Tensor& x, const torch::Tensor&
 #ifdef DITSERVE_WITH_CUDA_KERNELS
 namespace {
 
-bool KernelType(torch::ScalarType t, cuda::ElementType* out) {
-  switch (t) {
-    case torch::kFloat32: *out = cuda::ElementType::kFloat32; return true;
-    case torch::kBFloat16: *out = cuda::ElementType::kBFloat16; return true;
-    case torch::kFloat16: *out = cuda::ElementType::kFloat16; return true;
-    default: return false;
-  }
-}
-
 bool Aligned16(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 }  // namespace
@@ -41,7 +32,7 @@ bool NormModulateFused(const torch::Tensor& x, const torch::Tensor& scale,
 #ifdef DITSERVE_WITH_CUDA_KERNELS
   cuda::ElementType type;
   if (!FusedKernelsEnabled() || !x.is_cuda() || x.dim() != 3 || !x.is_contiguous() ||
-      !KernelType(x.scalar_type(), &type)) {
+      !KernelElementType(x.scalar_type(), &type)) {
     return false;
   }
   const int64_t b = x.size(0), d = x.size(2);
@@ -69,7 +60,7 @@ torch::Tensor NormModulate(const torch::Tensor& x, const torch::Tensor& scale,
   if (NormModulateFused(x, scale, shift)) {
     torch::Tensor out = torch::empty_like(x, x.options().memory_format(torch::MemoryFormat::Contiguous));
     cuda::NormModulateArgs a;
-    KernelType(x.scalar_type(), &a.type);
+    KernelElementType(x.scalar_type(), &a.type);
     a.x = x.data_ptr();
     a.batch = x.size(0);
     a.tokens = x.size(1);

@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "models/cuda/qk_norm_rope.h"  // ElementType
+#include "models/cuda/element_type.h"
 
 namespace ditserve::cuda {
 

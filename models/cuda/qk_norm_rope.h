@@ -21,9 +21,9 @@
 
 #include <cstdint>
 
-namespace ditserve::cuda {
+#include "models/cuda/element_type.h"
 
-enum class ElementType { kFloat32, kBFloat16, kFloat16 };
+namespace ditserve::cuda {
 
 struct QkNormRopeArgs {
   ElementType type = ElementType::kBFloat16;

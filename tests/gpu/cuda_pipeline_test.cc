@@ -155,6 +155,13 @@ struct CudaForwardCase {
 
 void PrintTo(const CudaForwardCase& c, std::ostream* os) { *os << c.name; }
 
+// The three fixture transformers and their reference call.
+const CudaForwardCase kFixtureForwards[] = {
+    {"flux1", "flux1-tiny/transformer", "flux1.step0.in.", "flux1.step0.out"},
+    {"flux2", "flux2-tiny/transformer", "flux2.", "flux2.out"},
+    {"qwenimage", "qwenimage-tiny/transformer", "qwenimage.", "qwenimage.out"},
+};
+
 class CudaTransformerTest
     : public ::testing::TestWithParam<std::tuple<CudaForwardCase, int, torch::ScalarType>> {};
 
@@ -176,10 +183,7 @@ TEST_P(CudaTransformerTest, ForwardMatchesDiffusers) {
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, CudaTransformerTest,
     ::testing::Combine(
-        ::testing::Values(
-            CudaForwardCase{"flux1", "flux1-tiny/transformer", "flux1.step0.in.", "flux1.step0.out"},
-            CudaForwardCase{"flux2", "flux2-tiny/transformer", "flux2.", "flux2.out"},
-            CudaForwardCase{"qwenimage", "qwenimage-tiny/transformer", "qwenimage.", "qwenimage.out"}),
+        ::testing::ValuesIn(kFixtureForwards),
         ::testing::Values(1, 2), ::testing::Values(torch::kFloat32, torch::kBFloat16)),
     [](const auto& info) {
       return std::string(std::get<0>(info.param).name) + "_tp" +
@@ -215,10 +219,7 @@ TEST_P(CudaFp8TransformerTest, Fp8ForwardStaysNearDiffusersFloat32) {
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, CudaFp8TransformerTest,
     ::testing::Combine(
-        ::testing::Values(
-            CudaForwardCase{"flux1", "flux1-tiny/transformer", "flux1.step0.in.", "flux1.step0.out"},
-            CudaForwardCase{"flux2", "flux2-tiny/transformer", "flux2.", "flux2.out"},
-            CudaForwardCase{"qwenimage", "qwenimage-tiny/transformer", "qwenimage.", "qwenimage.out"}),
+        ::testing::ValuesIn(kFixtureForwards),
         ::testing::Values(1, 2)),
     [](const auto& info) {
       return std::string(std::get<0>(info.param).name) + "_tp" + std::to_string(std::get<1>(info.param));

@@ -35,6 +35,24 @@ double MetricValue(const ServerProcess& server, const std::string& series) {
   return -1;
 }
 
+// The fixture request through `server` as raw float32 pixels (H, W, 3); undefined after a failure.
+torch::Tensor GenerateFixtureImage(const ServerProcess& server) {
+  auto stub = v1::ImageGeneration::NewStub(server.Channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  v1::GenerateResponse resp;
+  v1::GenerateRequest request = Flux1FixtureGenerateRequest();
+  request.set_output_format(v1::OUTPUT_FORMAT_RAW_F32);
+  const grpc::Status st = stub->Generate(&ctx, request, &resp);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  if (!st.ok()) return torch::Tensor();
+  torch::Tensor image = torch::empty({resp.height(), resp.width(), 3}, torch::kFloat32);
+  EXPECT_EQ(resp.image().size(), static_cast<size_t>(image.nbytes()));
+  if (resp.image().size() != static_cast<size_t>(image.nbytes())) return torch::Tensor();
+  std::memcpy(image.data_ptr(), resp.image().data(), image.nbytes());
+  return image;
+}
+
 TEST(CudaServer, OneGpuWorkerServesTheReferenceImage) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to torch";
   auto server = ServerProcess::Start({"--model", FixturesDir() + "/flux1-tiny", "--spawn-workers",
@@ -43,18 +61,9 @@ TEST(CudaServer, OneGpuWorkerServesTheReferenceImage) {
   ASSERT_TRUE((*server)->WaitUntilServing(std::chrono::seconds(300)))
       << "never became SERVING; log: " << (*server)->log_path();
 
-  auto stub = v1::ImageGeneration::NewStub((*server)->Channel());
   for (int run = 0; run < 2; ++run) {  // the second run hits the warm caches: the same image
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-    v1::GenerateResponse resp;
-    v1::GenerateRequest request = Flux1FixtureGenerateRequest();
-    request.set_output_format(v1::OUTPUT_FORMAT_RAW_F32);
-    const grpc::Status st = stub->Generate(&ctx, request, &resp);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-    torch::Tensor image = torch::empty({resp.height(), resp.width(), 3}, torch::kFloat32);
-    ASSERT_EQ(resp.image().size(), static_cast<size_t>(image.nbytes()));
-    std::memcpy(image.data_ptr(), resp.image().data(), image.nbytes());
+    const torch::Tensor image = GenerateFixtureImage(**server);
+    ASSERT_TRUE(image.defined());
     const double err = RelativeError(image, Ref("flux1.image"));
     EXPECT_LT(err, 1e-3) << "run " << run;
     std::printf("run %d through the server on cuda: relative error %.3g\n", run, err);
@@ -95,17 +104,8 @@ TEST(CudaServer, Fp8WeightsServeNearTheBfloat16Image) {
     ASSERT_TRUE(server.ok()) << server.status();
     ASSERT_TRUE((*server)->WaitUntilServing(std::chrono::seconds(300)))
         << "never became SERVING; log: " << (*server)->log_path();
-    auto stub = v1::ImageGeneration::NewStub((*server)->Channel());
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-    v1::GenerateResponse resp;
-    v1::GenerateRequest request = Flux1FixtureGenerateRequest();
-    request.set_output_format(v1::OUTPUT_FORMAT_RAW_F32);
-    const grpc::Status st = stub->Generate(&ctx, request, &resp);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-    torch::Tensor image = torch::empty({resp.height(), resp.width(), 3}, torch::kFloat32);
-    ASSERT_EQ(resp.image().size(), static_cast<size_t>(image.nbytes()));
-    std::memcpy(image.data_ptr(), resp.image().data(), image.nbytes());
+    const torch::Tensor image = GenerateFixtureImage(**server);
+    ASSERT_TRUE(image.defined());
     const double err = RelativeError(image, Ref("flux1.bf16.image"));
     EXPECT_LT(err, 5e-2) << (fp8 ? "fp8" : "bf16");
     bytes[fp8] = MetricValue(**server, "ditserve_worker_weight_bytes{rank=\"0\"}");
