@@ -39,9 +39,13 @@ absl::StatusOr<AdaLayerNormZero> AdaLayerNormZero::Load(const ModuleLoader& load
   return AdaLayerNormZero(std::move(linear), eps);
 }
 
+torch::Tensor AdaLayerNormZero::Modulation(const torch::Tensor& temb) const {
+  return source_ ? source_(temb) : linear_->Forward(torch::silu(temb));
+}
+
 AdaLayerNormZero::Output AdaLayerNormZero::Forward(const torch::Tensor& x,
                                                    const torch::Tensor& temb) const {
-  auto emb = linear_->Forward(torch::silu(temb));
+  auto emb = Modulation(temb);
   auto c = emb.chunk(6, /*dim=*/1);
   // c: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
   Output out;
@@ -60,9 +64,13 @@ absl::StatusOr<AdaLayerNormZeroSingle> AdaLayerNormZeroSingle::Load(const Module
   return AdaLayerNormZeroSingle(std::move(linear), eps);
 }
 
+torch::Tensor AdaLayerNormZeroSingle::Modulation(const torch::Tensor& temb) const {
+  return source_ ? source_(temb) : linear_->Forward(torch::silu(temb));
+}
+
 AdaLayerNormZeroSingle::Output AdaLayerNormZeroSingle::Forward(const torch::Tensor& x,
                                                                const torch::Tensor& temb) const {
-  auto emb = linear_->Forward(torch::silu(temb));
+  auto emb = Modulation(temb);
   auto c = emb.chunk(3, /*dim=*/1);  // shift, scale, gate
   return Output{NormModulate(x, c[1], c[0], eps_), c[2]};
 }
@@ -74,9 +82,17 @@ absl::StatusOr<AdaLayerNormContinuous> AdaLayerNormContinuous::Load(const Module
   return AdaLayerNormContinuous(std::move(linear), eps);
 }
 
+torch::Tensor AdaLayerNormContinuous::Modulation(const torch::Tensor& cond,
+                                                 torch::ScalarType dtype) const {
+  // diffusers: linear(silu(cond).to(x.dtype)); the shared source computes SiLU in cond's dtype, so
+  // it serves only when that is already x's.
+  if (source_ && cond.scalar_type() == dtype) return source_(cond);
+  return linear_->Forward(torch::silu(cond).to(dtype));
+}
+
 torch::Tensor AdaLayerNormContinuous::Forward(const torch::Tensor& x,
                                               const torch::Tensor& cond) const {
-  auto emb = linear_->Forward(torch::silu(cond).to(x.scalar_type()));
+  auto emb = Modulation(cond, x.scalar_type());
   auto c = emb.chunk(2, /*dim=*/1);  // scale, shift (this order is the checkpoint's)
   return NormModulate(x, c[0], c[1], eps_);
 }

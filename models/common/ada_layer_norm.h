@@ -5,8 +5,13 @@
 // Each normalises x with LayerNorm(eps, no affine) and modulates LN(x) * (1 + scale) + shift.
 // The modulation Linear ("<prefix>.linear") must give the full output on every rank: replicated (the
 // reference's plans) or rowwise_split_input (sharding::AddModulationSharding); Load refuses others.
+//
+// A model may compute every modulation of a step at once (models/tp/modulation_bank.h): it then
+// gives each AdaLN a ModulationSource, which returns the layer's output for SiLU(temb) from the
+// shared computation; without one the layer runs its own Linear.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,6 +21,9 @@
 #include "models/common/module_loader.h"
 
 namespace ditserve::models {
+
+// temb → this layer's modulation Linear(SiLU(temb)), (B, out).
+using ModulationSource = std::function<torch::Tensor(const torch::Tensor& temb)>;
 
 class AdaLayerNormZero {
  public:
@@ -27,10 +35,15 @@ class AdaLayerNormZero {
                                                double eps = 1e-6);
   Output Forward(const torch::Tensor& x, const torch::Tensor& temb) const;
 
+  const std::shared_ptr<LinearLayer>& linear() const { return linear_; }
+  void set_modulation_source(ModulationSource source) { source_ = std::move(source); }
+
  private:
   AdaLayerNormZero(std::shared_ptr<LinearLayer> linear, double eps)
       : linear_(std::move(linear)), eps_(eps) {}
+  torch::Tensor Modulation(const torch::Tensor& temb) const;
   std::shared_ptr<LinearLayer> linear_;
+  ModulationSource source_;
   double eps_;
 };
 
@@ -44,10 +57,15 @@ class AdaLayerNormZeroSingle {
                                                      const std::string& prefix, double eps = 1e-6);
   Output Forward(const torch::Tensor& x, const torch::Tensor& temb) const;
 
+  const std::shared_ptr<LinearLayer>& linear() const { return linear_; }
+  void set_modulation_source(ModulationSource source) { source_ = std::move(source); }
+
  private:
   AdaLayerNormZeroSingle(std::shared_ptr<LinearLayer> linear, double eps)
       : linear_(std::move(linear)), eps_(eps) {}
+  torch::Tensor Modulation(const torch::Tensor& temb) const;
   std::shared_ptr<LinearLayer> linear_;
+  ModulationSource source_;
   double eps_;
 };
 
@@ -57,10 +75,15 @@ class AdaLayerNormContinuous {
                                                      const std::string& prefix, double eps = 1e-6);
   torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& cond) const;
 
+  const std::shared_ptr<LinearLayer>& linear() const { return linear_; }
+  void set_modulation_source(ModulationSource source) { source_ = std::move(source); }
+
  private:
   AdaLayerNormContinuous(std::shared_ptr<LinearLayer> linear, double eps)
       : linear_(std::move(linear)), eps_(eps) {}
+  torch::Tensor Modulation(const torch::Tensor& cond, torch::ScalarType dtype) const;
   std::shared_ptr<LinearLayer> linear_;
+  ModulationSource source_;
   double eps_;
 };
 

@@ -5,9 +5,7 @@
 #include "models/common/fp8_linear.h"
 
 namespace ditserve::models {
-namespace {
 
-// Copies `parts` into one tensor along dim 0 and re-points each part at its slice of it.
 torch::Tensor StackAndRebind(const std::vector<torch::Tensor>& parts) {
   // FP8 weights are stacked as their bytes (the same rows; no float8 arithmetic needed).
   const torch::ScalarType type = parts.front().scalar_type();
@@ -26,8 +24,6 @@ torch::Tensor StackAndRebind(const std::vector<torch::Tensor>& parts) {
   }
   return stacked;
 }
-
-}  // namespace
 
 absl::StatusOr<FusedLinear> FusedLinear::Fuse(const std::vector<std::shared_ptr<LinearLayer>>& parts,
                                               const std::string& what) {

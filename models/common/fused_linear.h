@@ -29,6 +29,11 @@
 
 namespace ditserve::models {
 
+// Copies `parts` (same dtype and trailing dims) into one tensor along dim 0 and re-points each
+// part's TensorImpl at its slice of it, so every handle to a part (a layer's, the state dict's)
+// reads the slice and the separate copies are freed. FP8 parts are stacked as bytes.
+torch::Tensor StackAndRebind(const std::vector<torch::Tensor>& parts);
+
 class FusedLinear {
  public:
   // `what` names the module in errors. INVALID_ARGUMENT when a part is rowwise, the parts disagree

@@ -28,6 +28,10 @@ class FluxDoubleBlock {
                                                   const torch::Tensor& temb,
                                                   const RopeTables& rope) const;
 
+  // The AdaLN modules (the model shares their modulation GEMM: models/tp/modulation_bank.h).
+  AdaLayerNormZero& norm1() { return norm1_; }
+  AdaLayerNormZero& norm1_context() { return norm1_context_; }
+
  private:
   FluxDoubleBlock(AdaLayerNormZero norm1, AdaLayerNormZero norm1_context, FluxAttention attn,
                   FeedForward ff, FeedForward ff_context)

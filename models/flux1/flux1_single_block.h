@@ -25,6 +25,9 @@ class FluxSingleBlock {
   torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& temb,
                         const RopeTables& rope) const;
 
+  // The AdaLN module (the model shares its modulation GEMM: models/tp/modulation_bank.h).
+  AdaLayerNormZeroSingle& norm() { return norm_; }
+
  private:
   FluxSingleBlock(AdaLayerNormZeroSingle norm, FluxAttention attn,
                   std::shared_ptr<LinearLayer> proj_mlp, std::shared_ptr<LinearLayer> proj_out)

@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "models/common/rope.h"
 #include "common/torch_guard.h"
+#include "models/tp/modulation_bank.h"
 #include "models/tp/parallel_module_loader.h"
 
 namespace ditserve::models::flux1 {
@@ -98,6 +99,18 @@ absl::StatusOr<std::unique_ptr<FluxTransformer2DModel>> FluxTransformer2DModel::
     m->single_blocks_.push_back(std::move(block));
   }
   ASSIGN_OR_RETURN(m->norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out"));
+  // Every AdaLN modulation of a step in one GEMM (and one all-reduce when sharded).
+  std::vector<tp::ModulationConsumer> modulation;
+  auto adaln = [&modulation](auto& norm) {
+    modulation.push_back({norm.linear(), [&norm](ModulationSource s) { norm.set_modulation_source(std::move(s)); }});
+  };
+  for (FluxDoubleBlock& b : m->double_blocks_) {
+    adaln(b.norm1());
+    adaln(b.norm1_context());
+  }
+  for (FluxSingleBlock& b : m->single_blocks_) adaln(b.norm());
+  adaln(*m->norm_out_);
+  RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, "FLUX.1 transformer"));
   ASSIGN_OR_RETURN(m->proj_out_, loader.LoadLinear("proj_out"));
   RETURN_IF_ERROR(CheckFullLinear(*m->proj_out_, "proj_out", d,
                                   config.patch_size * config.patch_size * config.out_channels));

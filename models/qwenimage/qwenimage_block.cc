@@ -31,9 +31,11 @@ struct Mod {
   torch::Tensor shift, scale, gate;  // (B, D)
 };
 
-// s_mod.1(SiLU(temb)) → (mod1, mod2), each (shift, scale, gate).
-std::pair<Mod, Mod> Modulation(const LinearLayer& linear, const torch::Tensor& temb) {
-  auto halves = linear.Forward(torch::silu(temb)).chunk(2, -1);
+// s_mod.1(SiLU(temb)) → (mod1, mod2), each (shift, scale, gate); from the shared modulation GEMM
+// when the model set a source.
+std::pair<Mod, Mod> Modulation(const LinearLayer& linear, const ModulationSource& source,
+                               const torch::Tensor& temb) {
+  auto halves = (source ? source(temb) : linear.Forward(torch::silu(temb))).chunk(2, -1);
   auto a = halves[0].chunk(3, -1), b = halves[1].chunk(3, -1);
   return {Mod{a[0], a[1], a[2]}, Mod{b[0], b[1], b[2]}};
 }
@@ -57,8 +59,8 @@ std::pair<torch::Tensor, torch::Tensor> QwenImageBlock::Forward(const torch::Ten
                                                                 const torch::Tensor& temb,
                                                                 const QwenRopeFreqs& rope,
                                                                 const torch::Tensor& mask) const {
-  const auto [img1, img2] = Modulation(*img_mod_, temb);
-  const auto [txt1, txt2] = Modulation(*txt_mod_, temb);
+  const auto [img1, img2] = Modulation(*img_mod_, img_source_, temb);
+  const auto [txt1, txt2] = Modulation(*txt_mod_, txt_source_, temb);
 
   auto nh = NormModulate(hidden, img1.scale, img1.shift, eps_);
   auto nc = NormModulate(context, txt1.scale, txt1.shift, eps_);

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "models/common/ada_layer_norm.h"
 #include "models/common/feed_forward.h"
 #include "models/common/module_loader.h"
 #include "models/qwenimage/qwenimage_attention.h"
@@ -34,6 +35,13 @@ class QwenImageBlock {
                                                   const torch::Tensor& mask) const;
   int64_t local_heads() const { return attn_.local_heads(); }
 
+  // The modulation layers (img_mod.1, txt_mod.1) and where their outputs come from once the model
+  // shares one GEMM for all of them (models/tp/modulation_bank.h); unset: each runs its own.
+  const std::shared_ptr<LinearLayer>& img_mod() const { return img_mod_; }
+  const std::shared_ptr<LinearLayer>& txt_mod() const { return txt_mod_; }
+  void set_img_modulation_source(ModulationSource s) { img_source_ = std::move(s); }
+  void set_txt_modulation_source(ModulationSource s) { txt_source_ = std::move(s); }
+
  private:
   QwenImageBlock(std::shared_ptr<LinearLayer> img_mod, std::shared_ptr<LinearLayer> txt_mod,
                  QwenImageAttention attn, FeedForward img_mlp, FeedForward txt_mlp, double eps)
@@ -44,6 +52,7 @@ class QwenImageBlock {
         txt_mlp_(std::move(txt_mlp)),
         eps_(eps) {}
   std::shared_ptr<LinearLayer> img_mod_, txt_mod_;
+  ModulationSource img_source_, txt_source_;
   QwenImageAttention attn_;
   FeedForward img_mlp_, txt_mlp_;
   double eps_;

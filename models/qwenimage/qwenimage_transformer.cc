@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "models/common/model_checks.h"
 #include "common/torch_guard.h"
+#include "models/tp/modulation_bank.h"
 #include "models/tp/parallel_module_loader.h"
 
 namespace ditserve::models::qwenimage {
@@ -58,6 +59,16 @@ absl::StatusOr<std::unique_ptr<QwenImageTransformer2DModel>> QwenImageTransforme
     m->blocks_.push_back(std::move(block));
   }
   ASSIGN_OR_RETURN(m->norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out", eps));
+  // Every modulation of a step in one GEMM (and one all-reduce when sharded).
+  std::vector<tp::ModulationConsumer> modulation;
+  for (QwenImageBlock& b : m->blocks_) {
+    modulation.push_back({b.img_mod(), [&b](ModulationSource s) { b.set_img_modulation_source(std::move(s)); }});
+    modulation.push_back({b.txt_mod(), [&b](ModulationSource s) { b.set_txt_modulation_source(std::move(s)); }});
+  }
+  AdaLayerNormContinuous& norm_out = *m->norm_out_;
+  modulation.push_back(
+      {norm_out.linear(), [&norm_out](ModulationSource s) { norm_out.set_modulation_source(std::move(s)); }});
+  RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, "Qwen-Image transformer"));
   ASSIGN_OR_RETURN(m->proj_out_, loader.LoadLinear("proj_out"));
   RETURN_IF_ERROR(CheckLinearWidths(*m->proj_out_, "proj_out", d, config.proj_out_channels()));
 

@@ -90,7 +90,7 @@ absl::StatusOr<RankModel> LoadRankModel(const ParsedConfig& parsed,
 struct TensorParallelExpectations {
   torch::Tensor reference;   // diffusers' output
   uint64_t allreduces = 0;   // per rank for one forward (diffusers hooks/tensor_parallel.py)
-  // The extra all-reduces per forward with the modulation sharded (one per modulation projection).
+  // The extra all-reduces per forward with the modulation sharded (one per modulation GEMM).
   uint64_t modulation_allreduces = 0;
   int64_t local_heads = -1;  // -1: not checked
 };

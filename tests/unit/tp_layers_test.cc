@@ -7,6 +7,7 @@
 #include "models/common/module_loader.h"
 #include "common/torch_guard.h"
 #include "models/tp/column_parallel_linear.h"
+#include "models/tp/modulation_bank.h"
 #include "models/tp/parallel_module_loader.h"
 #include "models/tp/row_parallel_linear.h"
 #include "tests/unit/tp_test_sharding.h"
@@ -134,6 +135,81 @@ TEST_P(TpLayersTest, RowwiseBiasIsAddedOnce) {
     return absl::OkStatus();
   });
   EXPECT_TRUE(status.ok()) << status;
+}
+
+// ModulationBank: three modulation layers (rowwise_split_input as served at tp > 1, replicated
+// otherwise) as one GEMM give each layer's own output for SiLU(temb), with a LoRA term on one of
+// them, in one all-reduce; the same temb again costs nothing, another recomputes; the layers still
+// work alone afterwards (their weights are views of the stack).
+TEST_P(TpLayersTest, ModulationBankIsEachLayerInOneGemmAndOneAllReduce) {
+  const int world = GetParam();
+  torch::manual_seed(5);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  std::map<std::string, torch::Tensor> t = {
+      {"m0.weight", torch::randn({12, 16}, opts)}, {"m0.bias", torch::randn({12}, opts)},
+      {"m1.weight", torch::randn({6, 16}, opts)},  {"m1.bias", torch::randn({6}, opts)},
+      {"m2.weight", torch::randn({4, 16}, opts)},  {"m2.bias", torch::randn({4}, opts)},
+  };
+  const sharding::ShardedStateDict full(0, 1, t, {});
+  const auto temb = torch::randn({2, 16}, opts);
+  const auto lora_a = torch::randn({3, 16}, opts), lora_b = torch::randn({6, 3}, opts);
+  std::vector<torch::Tensor> want;
+  for (const char* m : {"m0", "m1", "m2"}) {
+    want.push_back(torch::linear(torch::silu(temb), t.at(std::string(m) + ".weight"),
+                                 t.at(std::string(m) + ".bias")));
+  }
+  want[1] = want[1] + torch::mm(torch::mm(torch::silu(temb), lora_a.t()), lora_b.t());
+  const TpStyle style = world > 1 ? TpStyle::kRowwiseSplitInput : TpStyle::kReplicated;
+  auto status = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
+    std::vector<TestPlanEntry> plan;
+    if (world > 1) plan = {{"m0", style, {}}, {"m1", style, {}}, {"m2", style, {}}};
+    auto sd = testing::SliceForRank(full, plan, comm.rank(), world);
+    models::tp::ParallelModuleLoader loader(sd, &comm);
+    std::vector<models::tp::ModulationConsumer> consumers;
+    std::vector<models::ModulationSource> sources(3);
+    std::vector<std::shared_ptr<models::LinearLayer>> layers;
+    for (int i = 0; i < 3; ++i) {
+      auto layer = loader.LoadLinear("m" + std::to_string(i));
+      if (!layer.ok()) return layer.status();
+      layers.push_back(std::shared_ptr<models::LinearLayer>(std::move(*layer)));
+      consumers.push_back({layers.back(), [&sources, i](models::ModulationSource s) { sources[i] = std::move(s); }});
+    }
+    // This rank's slice of the LoRA term: A's columns for a split layer, B whole.
+    const int64_t width = 16 / world;
+    layers[1]->SetLoraTerms({{lora_a.narrow(1, comm.rank() * width, width), lora_b}});
+    const absl::Status shared = models::tp::ShareModulation(consumers, &comm, "test");
+    if (!shared.ok()) return shared;
+    const uint64_t before = comm.Stats().allreduce_count;
+    for (int i : {2, 0, 1}) {
+      auto y = sources[i](temb);
+      EXPECT_TRUE(torch::allclose(y, want[i], 1e-9, 1e-9)) << "part " << i;
+    }
+    EXPECT_EQ(comm.Stats().allreduce_count, before + (world > 1 ? 1 : 0)) << "one all-reduce for all";
+    const auto other = temb * 2;
+    auto again = sources[0](other);
+    EXPECT_TRUE(torch::allclose(again, torch::linear(torch::silu(other), t.at("m0.weight"), t.at("m0.bias")),
+                                1e-9, 1e-9));
+    EXPECT_EQ(comm.Stats().allreduce_count, before + (world > 1 ? 2 : 0)) << "another temb recomputes";
+    // A layer alone still computes its own output (weights are views of the stack).
+    layers[1]->ClearLoraTerms();
+    EXPECT_TRUE(torch::allclose(layers[2]->Forward(torch::silu(temb)), want[2], 1e-9, 1e-9));
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(TpLayers, ModulationBankRefusesMixedLayers) {
+  std::map<std::string, torch::Tensor> t = {{"a.weight", torch::zeros({4, 8})},
+                                            {"b.weight", torch::zeros({4, 6})}};
+  const sharding::ShardedStateDict sd(0, 1, std::move(t), {});
+  auto comm = comm::MakeSingleRankCommunicator();
+  models::tp::ParallelModuleLoader loader(sd, comm.get());
+  std::shared_ptr<models::LinearLayer> a(std::move(*loader.LoadLinear("a")));
+  std::shared_ptr<models::LinearLayer> b(std::move(*loader.LoadLinear("b")));
+  auto bank = models::tp::ModulationBank::Stack({a, b}, comm.get(), "test");
+  ASSERT_FALSE(bank.ok());
+  EXPECT_EQ(bank.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bank.status().message().find("cannot share a GEMM"), absl::string_view::npos) << bank.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(World, TpLayersTest, ::testing::Values(1, 2, 4));
