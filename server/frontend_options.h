@@ -60,7 +60,7 @@ struct FrontendOptions {
   // 4 GiB in the serving dtype and the degree keeps whole key/value head groups).
   std::string text_encoder_placement = "auto";
   // Keep the AdaLN modulation projections replicated on every rank, as the reference's plans do
-  // (default: sharded rowwise_split_input, 1/N per rank, one small all-reduce each).
+  // (default: sharded rowwise_split_input, 1/N per rank, one small all-reduce a step for all).
   bool replicate_modulation = false;
   // One warm-up job per group formation, before health reports SERVING, at --default-height/width
   // (else the model's default size): "auto" (on with --device cuda), "on", "off".
