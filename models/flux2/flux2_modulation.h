@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "models/common/ada_layer_norm.h"
 #include "models/common/module_loader.h"
 
 namespace ditserve::models::flux2 {
@@ -26,10 +27,16 @@ class Flux2Modulation {
                                               int64_t dim, int sets);
   std::vector<ModulationSet> Forward(const torch::Tensor& temb) const;
 
+  // The Linear, and where its output comes from once the model shares one GEMM for all its
+  // modulations (models/tp/modulation_bank.h); unset: it runs its own.
+  const std::shared_ptr<LinearLayer>& linear() const { return linear_; }
+  void set_modulation_source(ModulationSource source) { source_ = std::move(source); }
+
  private:
   Flux2Modulation(std::shared_ptr<LinearLayer> linear, int sets)
       : linear_(std::move(linear)), sets_(sets) {}
   std::shared_ptr<LinearLayer> linear_;
+  ModulationSource source_;
   int sets_;
 };
 

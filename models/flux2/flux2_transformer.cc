@@ -8,6 +8,7 @@
 #include "models/common/model_checks.h"
 #include "models/common/rope.h"
 #include "common/torch_guard.h"
+#include "models/tp/modulation_bank.h"
 #include "models/tp/parallel_module_loader.h"
 
 namespace ditserve::models::flux2 {
@@ -73,6 +74,15 @@ absl::StatusOr<std::unique_ptr<Flux2Transformer2DModel>> Flux2Transformer2DModel
     m->single_blocks_.push_back(std::move(block));
   }
   ASSIGN_OR_RETURN(m->norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out", config.eps));
+  // The three shared modulations and norm_out's in one GEMM (and one all-reduce when sharded).
+  std::vector<tp::ModulationConsumer> modulation;
+  for (Flux2Modulation* mod : {&*m->mod_img_, &*m->mod_txt_, &*m->mod_single_}) {
+    modulation.push_back({mod->linear(), [mod](ModulationSource s) { mod->set_modulation_source(std::move(s)); }});
+  }
+  AdaLayerNormContinuous& norm_out = *m->norm_out_;
+  modulation.push_back(
+      {norm_out.linear(), [&norm_out](ModulationSource s) { norm_out.set_modulation_source(std::move(s)); }});
+  RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, "FLUX.2 transformer"));
   ASSIGN_OR_RETURN(m->proj_out_, loader.LoadLinear("proj_out"));
   RETURN_IF_ERROR(CheckLinearWidths(*m->proj_out_, "proj_out", d,
                                     config.patch_size * config.patch_size * config.out_channels));

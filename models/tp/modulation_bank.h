@@ -1,9 +1,9 @@
 // ModulationBank: all of a transformer's AdaLN modulation projections as one GEMM per step, and at
 // most one all-reduce. Every one of them (FLUX.1's norm1 / norm1_context / norm, Qwen-Image's
-// img_mod / txt_mod, both models' norm_out) reads the same SiLU(temb), so the step can compute them
-// together: one weight read, one launch, and — when they are planned rowwise_split_input
-// (sharding::AddModulationSharding, tp > 1) — one all-reduce instead of one per layer (FLUX.1-dev:
-// 77 → 1, Qwen-Image: 121 → 1).
+// img_mod / txt_mod, FLUX.2's three shared modulations, every model's norm_out) reads the same
+// SiLU(temb), so the step can compute them together: one weight read, one launch, and — when they
+// are planned rowwise_split_input (sharding::AddModulationSharding, tp > 1) — one all-reduce
+// instead of one per layer (FLUX.1-dev: 77 → 1, Qwen-Image: 121 → 1, FLUX.2-dev: 4 → 1).
 //
 // Stack copies the parts' weights into one buffer (rows in part order) and re-points each part's
 // weight and bias at its slice (StackAndRebind), so memory does not grow and a part's own Forward
