@@ -4,7 +4,9 @@
 // sharded too (FLUX.2's Mistral3, Qwen-Image's Qwen2.5-VL), "text_encoder" holds the same report
 // for the text model's tensors (the ones the loader reads). Reads safetensors headers only. Exit 1
 // (with the error on stderr and {"valid": false, "error": ...} on stdout) when a plan does not
-// validate.
+// validate. --weights fp8 counts the transformer's block linears as each rank holds them under
+// `--weights fp8` (models/common/fp8_linear.h: one byte an element plus a float32 scale a row, where
+// the rank's shape suits the FP8 GEMM).
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -17,6 +19,7 @@
 #include "common/config_json.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
+#include "models/common/fp8_linear.h"
 #include "sharding/checkpoint.h"
 #include "sharding/pipeline_index.h"
 #include "sharding/plan_report.h"
@@ -34,7 +37,56 @@ struct PlanToolOptions {
   std::string dtype;      // "", f32, bf16, f16: count floating tensors in this dtype
   bool replicated = false;
   bool replicate_modulation = false;  // the reference's plan (as the frontend's flag)
+  std::string weights = "dtype";       // dtype | fp8 (the transformer's block linears)
 };
+
+// Rewrites a transformer report's byte counts for FP8 block linears (IsFp8BlockLinear, and a rank
+// shape Fp8Shape takes: rows × cols bytes + 4 bytes a row), and its totals.
+void CountFp8Weights(nlohmann::ordered_json& report) {
+  const size_t ranks = report["total_bytes_per_rank"].size();
+  std::vector<uint64_t> per_rank(ranks, 0);
+  uint64_t total = 0, sharded = 0, replicated = 0;
+  for (auto& t : report["tensors"]) {
+    const std::string name = t["name"];
+    const std::string module = t["module"];
+    const std::string dot_weight = ".weight";
+    const bool weight = name.size() > dot_weight.size() &&
+                        name.compare(name.size() - dot_weight.size(), dot_weight.size(), dot_weight) == 0;
+    const std::string path = module.empty() && weight ? name.substr(0, name.size() - dot_weight.size()) : module;
+    const bool candidate = weight && t["global_shape"].size() == 2 && models::IsFp8BlockLinear(path);
+    uint64_t global = 0;
+    for (size_t r = 0; r < ranks; ++r) {
+      const auto& shape = t["rank_shapes"][r];
+      uint64_t bytes = t["bytes_per_rank"][r];
+      if (candidate && shape.size() == 2) {
+        const int64_t rows = shape[0], cols = shape[1];
+        if (rows > 0 && cols > 0 && rows % 16 == 0 && cols % 16 == 0) {
+          bytes = static_cast<uint64_t>(rows * cols + rows * 4);
+          t["bytes_per_rank"][r] = bytes;
+          t["fp8"] = true;
+        }
+      }
+      per_rank[r] += bytes;
+    }
+    const std::vector<int64_t> g = t["global_shape"];
+    if (t.value("fp8", false)) {
+      global = static_cast<uint64_t>(g[0] * g[1] + g[0] * 4);
+    } else {
+      global = t["bytes_per_rank"][0];
+      if (t["style"] != "replicated") {
+        global = 0;
+        for (size_t r = 0; r < ranks; ++r) global += static_cast<uint64_t>(t["bytes_per_rank"][r]);
+      }
+    }
+    total += global;
+    (t["style"] == "replicated" ? replicated : sharded) += global;
+  }
+  report["weights"] = "fp8";
+  report["total_bytes_per_rank"] = per_rank;
+  report["total_bytes"] = total;
+  report["sharded_bytes"] = sharded;
+  report["replicated_bytes"] = replicated;
+}
 
 // The report of one component: its built-in plan (or --plan / --replicated) and, for a text
 // encoder, only the text model's tensors (what the loader reads).
@@ -80,7 +132,11 @@ absl::StatusOr<nlohmann::ordered_json> Describe(const PlanToolOptions& o) {
   }
   ASSIGN_OR_RETURN(std::string dir, sharding::ResolveComponentDir(o.model, "transformer"));
   ASSIGN_OR_RETURN(auto ckpt, sharding::ComponentCheckpoint::Open(dir));
+  if (o.weights != "dtype" && o.weights != "fp8") {
+    return absl::InvalidArgumentError(absl::StrCat("--weights must be dtype or fp8, got '", o.weights, "'"));
+  }
   ASSIGN_OR_RETURN(nlohmann::ordered_json report, DescribeComponent(*ckpt, o, dtype));
+  if (o.weights == "fp8") CountFp8Weights(report);
   // A pipeline root's text encoder, when it is sharded too (its class has a built-in plan).
   if (sharding::IsPipelineRoot(o.model) && o.plan_file.empty()) {
     ASSIGN_OR_RETURN(sharding::PipelineIndex index, sharding::ReadPipelineIndex(o.model));
@@ -104,6 +160,8 @@ int PlanMain(int argc, const char* const* argv) {
               "JSON plan {key: style | {style, blocks}} instead of the model's built-in plan");
   p.AddString("dtype", &o.dtype, "count floating tensors as f32 | bf16 | f16 (default: stored)");
   p.AddBool("replicated", &o.replicated, "no plan: every tensor replicated");
+  p.AddString("weights", &o.weights,
+              "dtype | fp8: count the transformer's block linears as --weights fp8 holds them");
   p.AddBool("replicate-modulation", &o.replicate_modulation,
             "the reference's plan: AdaLN modulation replicated (default: sharded, as served)");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) {
