@@ -6,6 +6,8 @@ torch.compile, same model, same shapes, same GPU, same device call (scripts/gpu-
 
 Reads, for each model (flux1, flux2, qwenimage), what stage 11 leaves in OUT_DIR:
   sbs_<model>_ours.txt                 our ditserve-<model>-bench's output ("median X ms/step ...")
+  sbs_<model>_ours_fp8.txt             the same with --weights fp8 (optional: an FP8 column, with
+                                       the FP8 step's relative error against bf16 in the notes)
   sbs_<model>_diffusers_eager.json     bench/diffusers_step.py --out (eager)
   sbs_<model>_diffusers_compile.json   bench/diffusers_step.py --compile --out
 and writes a markdown table with a row for each model that has any of them: the three medians,
@@ -26,6 +28,9 @@ MODELS = [
     ("flux2", "FLUX.2-dev", 420.0, "a step"),
     ("qwenimage", "Qwen-Image", 110.0, "a pass"),
 ]
+# The FP8 step-time goals (issue 15): FLUX.1-dev only.
+FP8_GOALS = {"flux1": 80.0}
+FP8_ERROR = re.compile(r"fp8 weights: step output relative error ([\d.eE+-]+)")
 OURS_MEDIAN = re.compile(r"median ([\d.]+) ms/step\s+\(min ([\d.]+), max ([\d.]+), (\d+) runs after (\d+) warmup\)")
 OURS_SHAPES = re.compile(r"batch (\d+), (\d+) image(?: \([^)]*\))? \+ (\d+) text tokens")
 OURS_PARAMS_EXACT = re.compile(r"(\d+) params")
@@ -35,7 +40,8 @@ NONE = "—"
 
 def files(d, key):
     d = Path(d)
-    return {"ours": d / f"sbs_{key}_ours.txt", "eager": d / f"sbs_{key}_diffusers_eager.json",
+    return {"ours": d / f"sbs_{key}_ours.txt", "fp8": d / f"sbs_{key}_ours_fp8.txt",
+            "eager": d / f"sbs_{key}_diffusers_eager.json",
             "compile": d / f"sbs_{key}_diffusers_compile.json"}
 
 
@@ -56,6 +62,8 @@ def read_ours(path):
     elif p := OURS_PARAMS_B.search(text):
         r["params_b"] = float(p[1])  # printed to 3 decimals
     r["header"] = next((l for l in text.splitlines() if "transformer:" in l), "")
+    if e := FP8_ERROR.search(text):
+        r["fp8_error"] = float(e[1])
     return r
 
 
@@ -140,10 +148,19 @@ def table(dirs):
             continue
         f = files(found[-1], key)
         ours, eager, comp = read_ours(f["ours"]), read_json(f["eager"]), read_json(f["compile"])
+        fp8 = read_ours(f["fp8"])
         bad = mismatches(ours, eager) + mismatches(ours, comp)
         flag = " (inputs differ!)" if bad else ""
+        fp8_cell = NONE
+        if fp8 is not None:
+            fp8_cell = ms_cell(fp8)
+            if ok(fp8) and ok(comp):
+                fp8_cell += f"; {speedup(fp8, comp)} than compiled"
+            if key in FP8_GOALS:
+                fp8_cell += f"; {goal_cell(fp8, FP8_GOALS[key], per)}"
         rows.append(f"| {name}{flag} | {ms_cell(ours)} | {ms_cell(eager)} | {compile_cell(comp)} | "
-                    f"{speedup(ours, eager)} | {speedup(ours, comp)} | {goal_cell(ours, goal, per)} |")
+                    f"{speedup(ours, eager)} | {speedup(ours, comp)} | {goal_cell(ours, goal, per)} | "
+                    f"{fp8_cell} |")
         shapes = next((f"batch {r['batch']}, {r['image_tokens']} image + {r['text_tokens']} text tokens, "
                        f"{r['dtype']}" for r in (eager, comp) if r and "batch" in r), None)
         if shapes is None and ok(ours) and "batch" in ours:
@@ -151,6 +168,9 @@ def table(dirs):
         notes.append(f"- {name} ({found[-1]}): {shapes or 'shapes unknown'}. ditserve: {runs_text(ours)}. "
                      f"diffusers eager: {runs_text(eager)}. diffusers + torch.compile: {runs_text(comp)}.")
         notes.extend(f"  - warning: {m}" for m in bad)
+        if ok(fp8) and "fp8_error" in fp8:
+            notes.append(f"  - `--weights fp8`: step output relative error {fp8['fp8_error']:.3g} against "
+                         "the same weights in bf16.")
         for r in (eager, comp):
             if ok(r):
                 env = {k: r[k] for k in ("gpu", "torch", "diffusers") if k in r}
@@ -162,8 +182,8 @@ def table(dirs):
                  "random weights at the released sizes, bf16; ms per transformer forward, median "
                  "(min–max), each forward bracketed by device synchronisation.", ""]
     head += ["| model | ditserve ms/step | diffusers eager | diffusers + torch.compile | ours vs eager | "
-             "ours vs compiled | goal |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "ours vs compiled | goal | ditserve `--weights fp8` |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     return "\n".join(head + rows + [""] + notes) + "\n"
 
 

@@ -29,7 +29,7 @@
 #      0's real shard with the all-reduces counted instead of done, modulation sharded and
 #      replicated                                                        -> tp_projection.txt
 #  11. side by side: for each model of SBS_MODELS (default "flux1 flux2 qwenimage"; one model a call
-#      fits the time limit), our step benchmark, then diffusers' transformer at the released size with
+#      fits the time limit), our step benchmark (bf16, then --weights fp8), then diffusers' transformer at the released size with
 #      the same inputs (bench/diffusers_step.py, random bf16 weights) eager and under torch.compile,
 #      back to back in separate processes; after each, bench/side_by_side_table.py rewrites the
 #      table with the ratios and the goals    -> sbs_<model>_*, side_by_side.md
@@ -298,6 +298,8 @@ for m in $models; do
     log "$m: ours"
     "build-cuda/models/$m/ditserve-$m-bench" --device cuda --runs 10 --warmup 3 2>&1 |
       tee "${res}_ours.txt" | tail -1
+    "build-cuda/models/$m/ditserve-$m-bench" --device cuda --runs 10 --warmup 3 --weights fp8 2>&1 |
+      tee "${res}_ours_fp8.txt" | grep -E "median|relative error" | sed 's/^/fp8: /'
     sbs_table
   fi
   if [ ! -d "$diffusers_src" ]; then
