@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "models/common/attention.h"
+#include "models/common/attention_inputs.h"
 #include "models/common/swiglu_feed_forward.h"
 #include "models/common/flux_attention.h"
 
@@ -81,12 +82,12 @@ torch::Tensor Flux2ParallelSelfAttention::Heads(const torch::Tensor& t) const {
 torch::Tensor Flux2ParallelSelfAttention::Forward(const torch::Tensor& x,
                                                   const RopeTables& rope) const {
   auto z = to_qkv_mlp_proj_->Forward(x);
-  auto q = norm_q_->Forward(Heads(z.narrow(-1, 0, local_qkv_)));
-  auto k = norm_k_->Forward(Heads(z.narrow(-1, local_qkv_, local_qkv_)));
-  auto v = Heads(z.narrow(-1, 2 * local_qkv_, local_qkv_));
-  q = ApplyRotaryEmbInterleaved(q, rope);
-  k = ApplyRotaryEmbInterleaved(k, rope);
-  auto attn = DotProductAttention(q, k, v);
+  // QK-norm + RoPE + the heads-first layout: one fused kernel per tensor on CUDA
+  // (models/common/attention_inputs.h), the reference sequence elsewhere.
+  auto q = JointHeadsFirst({}, {Heads(z.narrow(-1, 0, local_qkv_)), norm_q_.get()}, &rope);
+  auto k = JointHeadsFirst({}, {Heads(z.narrow(-1, local_qkv_, local_qkv_)), norm_k_.get()}, &rope);
+  auto v = JointHeadsFirst({}, {Heads(z.narrow(-1, 2 * local_qkv_, local_qkv_))}, nullptr);
+  auto attn = DotProductAttentionHeadsFirst(q, k, v);
   auto mlp = SwiGlu(z.narrow(-1, 3 * local_qkv_, 2 * local_mlp_));
   return to_out_->Forward(torch::cat({attn, mlp}, -1));
 }
