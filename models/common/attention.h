@@ -12,6 +12,13 @@ namespace ditserve::models {
 torch::Tensor DotProductAttentionHeadsFirst(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v, const torch::Tensor& mask = {});
 
+// The same on heads-first q, k, v, with `tail` (B, S, M) joined after the result on the last dim:
+// (B, S, heads·hd + M), what torch::cat({DotProductAttentionHeadsFirst(q, k, v), tail}, -1) gives,
+// with one copy of each part instead of two of the attention's (the single blocks' input to their
+// output projection).
+torch::Tensor DotProductAttentionHeadsFirstThenJoin(const torch::Tensor& q, const torch::Tensor& k,
+                                                    const torch::Tensor& v, const torch::Tensor& tail);
+
 // `mask`: empty, or boolean broadcastable to (B, heads, S_q, S_k), true = attend.
 torch::Tensor DotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const torch::Tensor& mask = {});

@@ -41,8 +41,9 @@ torch::Tensor FluxSingleBlock::Forward(const torch::Tensor& x, const torch::Tens
                                        const RopeTables& rope) const {
   auto n = norm_.Forward(x, temb);
   auto mlp = LinearThenGeluTanh(*proj_mlp_, n.x);
-  auto a = attn_.ForwardSingle(n.x, rope);
-  auto out = GatedResidual(x, n.gate, proj_out_->Forward(torch::cat({a, mlp}, 2)));
+  // [attention | mlp], the attention written straight into the joined buffer.
+  auto joined = attn_.ForwardSingle(n.x, rope, mlp);
+  auto out = GatedResidual(x, n.gate, proj_out_->Forward(joined));
   if (out.scalar_type() == torch::kFloat16) out = out.clamp(-kFp16Max, kFp16Max);
   return out;
 }

@@ -87,9 +87,9 @@ torch::Tensor Flux2ParallelSelfAttention::Forward(const torch::Tensor& x,
   auto q = JointHeadsFirst({}, {Heads(z.narrow(-1, 0, local_qkv_)), norm_q_.get()}, &rope);
   auto k = JointHeadsFirst({}, {Heads(z.narrow(-1, local_qkv_, local_qkv_)), norm_k_.get()}, &rope);
   auto v = JointHeadsFirst({}, {Heads(z.narrow(-1, 2 * local_qkv_, local_qkv_))}, nullptr);
-  auto attn = DotProductAttentionHeadsFirst(q, k, v);
   auto mlp = SwiGlu(z.narrow(-1, 3 * local_qkv_, 2 * local_mlp_));
-  return to_out_->Forward(torch::cat({attn, mlp}, -1));
+  // [attention | mlp], the attention written straight into the joined buffer.
+  return to_out_->Forward(DotProductAttentionHeadsFirstThenJoin(q, k, v, mlp));
 }
 
 }  // namespace ditserve::models::flux2

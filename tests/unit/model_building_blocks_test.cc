@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "models/common/ada_layer_norm.h"
+#include "models/common/attention.h"
 #include "models/common/feed_forward.h"
 #include "models/common/fused_linear.h"
 #include "models/common/linear.h"
@@ -77,6 +78,22 @@ TEST(Rope, ComplexProductEqualsTheReferenceOpSequence) {
     EXPECT_LT(RelErr(ApplyRotaryEmbInterleaved(view, tables),
                      ApplyRotaryEmbInterleaved(view.contiguous(), reference_only)),
               dtype == torch::kFloat32 ? 1e-6 : 8e-3);
+  }
+}
+
+// The single blocks' [attention | mlp] written in one buffer equals the attention's output
+// concatenated with the MLP branch, bit for bit, in float32 and bfloat16.
+TEST(AttentionJoin, EqualsTheAttentionCatTheTail) {
+  torch::manual_seed(3);
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    const auto opts = torch::TensorOptions().dtype(dtype);
+    auto q = torch::randn({2, 3, 11, 8}, opts), k = torch::randn({2, 3, 11, 8}, opts),
+         v = torch::randn({2, 3, 11, 8}, opts);
+    auto tail = torch::randn({2, 11, 20}, opts);
+    auto want = torch::cat({DotProductAttentionHeadsFirst(q, k, v), tail}, -1);
+    auto got = DotProductAttentionHeadsFirstThenJoin(q, k, v, tail);
+    EXPECT_EQ(got.sizes(), want.sizes());
+    EXPECT_TRUE(torch::equal(got, want)) << dtype;
   }
 }
 
