@@ -53,25 +53,25 @@ absl::StatusOr<std::shared_ptr<ModulationBank>> ModulationBank::Stack(
 }
 
 void ModulationBank::Compute(const torch::Tensor& temb) const {
+  cached_temb_ = torch::Tensor();  // nothing cached until this finishes (it may throw)
   const torch::Tensor x = torch::silu(temb);
-  torch::Tensor y;
+  torch::Tensor in = x;
   if (split_input_) {
     const int64_t width = weight_.size(1);
     TORCH_CHECK(x.size(-1) == width * comm_->world_size(), "modulation input has ", x.size(-1),
                 " features, expected ", width * comm_->world_size());
-    const torch::Tensor local = x.narrow(-1, comm_->rank() * width, width);
-    y = torch::linear(local, weight_).contiguous();
-    std::vector<torch::Tensor> views = y.split_with_sizes(widths_, -1);
-    // Partial deltas (A's columns) join the partial products in the one all-reduce.
-    for (size_t i = 0; i < parts_.size(); ++i) parts_[i]->AddLoraDelta(local, views[i]);
+    in = x.narrow(-1, comm_->rank() * width, width);
+  }
+  // Split parts: the bias once, after the sum of the partial products.
+  torch::Tensor y = torch::linear(in, weight_, split_input_ ? torch::Tensor() : bias_).contiguous();
+  cached_ = y.split_with_sizes(widths_, -1);
+  // LoRA deltas into each part's view; a split part's (A's columns) join the partial products in
+  // the one all-reduce.
+  for (size_t i = 0; i < parts_.size(); ++i) parts_[i]->AddLoraDelta(in, cached_[i]);
+  if (split_input_) {
     if (comm_->world_size() > 1) ThrowIfError(comm_->AllReduceSum(y));
     if (bias_.defined()) y.add_(bias_);
-  } else {
-    y = torch::linear(x, weight_, bias_);
-    std::vector<torch::Tensor> views = y.split_with_sizes(widths_, -1);
-    for (size_t i = 0; i < parts_.size(); ++i) parts_[i]->AddLoraDelta(x, views[i]);
   }
-  cached_ = y.split_with_sizes(widths_, -1);
   cached_temb_ = temb;
 }
 
