@@ -172,7 +172,8 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
   }
   pipeline_ = std::move(pipe);
   ready_.store(true);
-  spdlog::info("rank {}: ready in {:.2f} s, {} weight bytes", rank, load_seconds, weight_bytes);
+  spdlog::info("rank {}: ready in {:.2f} s, {} weight bytes (weights: {})", rank, load_seconds,
+               weight_bytes, models::WeightFormatName(popts.weights));
 
   v1::InitEvent done;
   done.set_phase("ready");
