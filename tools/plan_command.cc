@@ -60,7 +60,7 @@ void CountFp8Weights(nlohmann::ordered_json& report) {
       uint64_t bytes = t["bytes_per_rank"][r];
       if (candidate && shape.size() == 2) {
         const int64_t rows = shape[0], cols = shape[1];
-        if (rows > 0 && cols > 0 && rows % 16 == 0 && cols % 16 == 0) {
+        if (models::Fp8Shape(rows, cols)) {
           bytes = static_cast<uint64_t>(rows * cols + rows * 4);
           t["bytes_per_rank"][r] = bytes;
           t["fp8"] = true;

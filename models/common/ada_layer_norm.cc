@@ -40,7 +40,7 @@ absl::StatusOr<AdaLayerNormZero> AdaLayerNormZero::Load(const ModuleLoader& load
 }
 
 torch::Tensor AdaLayerNormZero::Modulation(const torch::Tensor& temb) const {
-  return source_ ? source_(temb) : linear_->Forward(torch::silu(temb));
+  return ModulationOutput(source_, *linear_, temb);
 }
 
 AdaLayerNormZero::Output AdaLayerNormZero::Forward(const torch::Tensor& x,
@@ -65,7 +65,7 @@ absl::StatusOr<AdaLayerNormZeroSingle> AdaLayerNormZeroSingle::Load(const Module
 }
 
 torch::Tensor AdaLayerNormZeroSingle::Modulation(const torch::Tensor& temb) const {
-  return source_ ? source_(temb) : linear_->Forward(torch::silu(temb));
+  return ModulationOutput(source_, *linear_, temb);
 }
 
 AdaLayerNormZeroSingle::Output AdaLayerNormZeroSingle::Forward(const torch::Tensor& x,

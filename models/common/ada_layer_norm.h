@@ -25,6 +25,12 @@ namespace ditserve::models {
 // temb → this layer's modulation Linear(SiLU(temb)), (B, out).
 using ModulationSource = std::function<torch::Tensor(const torch::Tensor& temb)>;
 
+// Linear(SiLU(temb)) from `source` when set (the shared computation), else from `linear` itself.
+inline torch::Tensor ModulationOutput(const ModulationSource& source, const LinearLayer& linear,
+                                      const torch::Tensor& temb) {
+  return source ? source(temb) : linear.Forward(torch::silu(temb));
+}
+
 class AdaLayerNormZero {
  public:
   struct Output {

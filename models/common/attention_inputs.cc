@@ -3,10 +3,6 @@
 #include "models/common/fused_kernels.h"
 
 #ifdef DITSERVE_WITH_CUDA_KERNELS
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <cuda_runtime_api.h>
-
 #include "models/cuda/qk_norm_rope.h"
 #endif
 
@@ -119,13 +115,8 @@ void Launch(const StreamPart& p, const RopeTables* rope, int64_t offset, torch::
   a.out = out.data_ptr();
   a.out_tokens = out.size(2);
   a.token_offset = offset;
-  // A kernel launch goes to the calling thread's current device: make it the tensors' device (the
-  // worker's engine thread has it current already; this keeps any other caller correct too).
-  const c10::cuda::CUDAGuard device_guard(p.x.device());
-  const int err = cuda::LaunchQkNormRope(
-      a, at::cuda::getCurrentCUDAStream(p.x.device().index()).stream());
-  TORCH_CHECK(err == 0, "qk_norm_rope kernel launch failed: ",
-              cudaGetErrorString(static_cast<cudaError_t>(err)));
+  LaunchOnDevice(p.x.device(), "qk_norm_rope",
+                 [&](void* stream) { return cuda::LaunchQkNormRope(a, stream); });
 }
 
 }  // namespace

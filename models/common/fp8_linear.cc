@@ -6,12 +6,9 @@
 #include "models/common/fused_kernels.h"
 
 #if DITSERVE_HAS_FP8
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
+#include <ATen/cuda/CUDAContext.h>  // the device's compute capability
 #endif
 #ifdef DITSERVE_WITH_CUDA_KERNELS
-#include <cuda_runtime_api.h>
-
 #include "models/cuda/fp8_quantize.h"
 #endif
 
@@ -22,6 +19,17 @@ constexpr double kFp8Max = 448.0;
 // them (models/cuda/fp8_quantize.cu), so the two paths agree bit for bit.
 constexpr double kInvFp8Max = static_cast<double>(1.0f / 448.0f);
 constexpr double kTinyAmax = 1e-12;  // an all-zero row keeps a finite, positive scale
+
+#if DITSERVE_HAS_FP8
+// Every row of x (M, K) quantized on its own: q (M, K) e4m3, scale (M, 1) float32, x ≈ q · scale.
+// The weights' per-output-channel quantization and the activations' reference path.
+std::pair<torch::Tensor, torch::Tensor> QuantizeRowsReference(const torch::Tensor& x) {
+  torch::Tensor xf = x.to(torch::kFloat32);
+  torch::Tensor scale = xf.abs().amax(1, /*keepdim=*/true).clamp_min(kTinyAmax) * kInvFp8Max;
+  torch::Tensor q = (xf / scale).clamp(-kFp8Max, kFp8Max).to(compat::kFloat8E4m3);
+  return {q, scale};
+}
+#endif
 }  // namespace
 
 absl::StatusOr<WeightFormat> ParseWeightFormat(const std::string& name) {
@@ -73,18 +81,17 @@ bool IsFp8BlockLinear(const std::string& path) {
   return !absl::StrContains(path, ".norm") && !absl::StrContains(path, "_mod.");
 }
 
-bool Fp8Shape(const torch::Tensor& w) {
-  return w.dim() == 2 && w.size(0) % 16 == 0 && w.size(1) % 16 == 0 && w.size(0) > 0 &&
-         w.size(1) > 0;
+bool Fp8Shape(int64_t rows, int64_t cols) {
+  return rows > 0 && cols > 0 && rows % 16 == 0 && cols % 16 == 0;
 }
+
+bool Fp8Shape(const torch::Tensor& w) { return w.dim() == 2 && Fp8Shape(w.size(0), w.size(1)); }
 
 Fp8Weight QuantizeWeightFp8(const torch::Tensor& w) {
 #if DITSERVE_HAS_FP8
   torch::NoGradGuard no_grad;
-  torch::Tensor wf = w.to(torch::kFloat32);
-  torch::Tensor scale = wf.abs().amax(1).clamp_min(kTinyAmax) * kInvFp8Max;  // (N)
-  torch::Tensor q = (wf / scale.unsqueeze(1)).clamp(-kFp8Max, kFp8Max).to(compat::kFloat8E4m3);
-  return {q.contiguous(), scale.contiguous()};
+  auto [q, scale] = QuantizeRowsReference(w);
+  return {q, scale.view({-1})};
 #else
   (void)w;
   TORCH_CHECK(false, "FP8 weights are not available in this build");
@@ -95,31 +102,23 @@ std::pair<torch::Tensor, torch::Tensor> QuantizeRowsFp8(const torch::Tensor& x, 
 #if DITSERVE_HAS_FP8
   TORCH_CHECK(x.dim() == 2 && x.stride(1) == 1, "QuantizeRowsFp8: x must be (M, K) with contiguous rows");
 #ifdef DITSERVE_WITH_CUDA_KERNELS
-  if (use_kernel && x.is_cuda() &&
-      (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat16 ||
-       x.scalar_type() == torch::kFloat32)) {
+  cuda::Fp8QuantizeArgs a;
+  if (use_kernel && x.is_cuda() && KernelElementType(x.scalar_type(), &a.type)) {
     torch::Tensor q = torch::empty(x.sizes(), x.options().dtype(compat::kFloat8E4m3));
     torch::Tensor scale = torch::empty({x.size(0), 1}, x.options().dtype(torch::kFloat32));
-    cuda::Fp8QuantizeArgs a;
-    KernelElementType(x.scalar_type(), &a.type);
     a.x = x.data_ptr();
     a.rows = x.size(0);
     a.cols = x.size(1);
     a.x_stride = x.stride(0);
     a.q = q.data_ptr();
     a.scale = scale.data_ptr<float>();
-    const c10::cuda::CUDAGuard guard(x.device());
-    const int err = cuda::LaunchFp8QuantizeRows(a, at::cuda::getCurrentCUDAStream(x.device().index()).stream());
-    TORCH_CHECK(err == 0, "fp8 quantize kernel launch failed: ",
-                cudaGetErrorString(static_cast<cudaError_t>(err)));
+    LaunchOnDevice(x.device(), "fp8_quantize",
+                   [&](void* stream) { return cuda::LaunchFp8QuantizeRows(a, stream); });
     return {q, scale};
   }
 #endif
   (void)use_kernel;
-  torch::Tensor xf = x.to(torch::kFloat32);
-  torch::Tensor scale = xf.abs().amax(1, /*keepdim=*/true).clamp_min(kTinyAmax) * kInvFp8Max;
-  torch::Tensor q = (xf / scale).clamp(-kFp8Max, kFp8Max).to(compat::kFloat8E4m3);
-  return {q, scale};
+  return QuantizeRowsReference(x);
 #else
   (void)x;
   (void)use_kernel;
@@ -150,6 +149,11 @@ torch::Tensor Fp8Linear(const torch::Tensor& x, const torch::Tensor& q, const to
   (void)bias;
   TORCH_CHECK(false, "FP8 weights are not available in this build");
 #endif
+}
+
+torch::Tensor StoredWeightLinear(const torch::Tensor& x, const torch::Tensor& weight,
+                                 const torch::Tensor& fp8_scale, const torch::Tensor& bias) {
+  return fp8_scale.defined() ? Fp8Linear(x, weight, fp8_scale, bias) : torch::linear(x, weight, bias);
 }
 
 }  // namespace ditserve::models

@@ -56,11 +56,17 @@ struct Fp8Weight {
 // checks Fp8Shape first).
 Fp8Weight QuantizeWeightFp8(const torch::Tensor& w);
 bool Fp8Shape(const torch::Tensor& w);
+bool Fp8Shape(int64_t rows, int64_t cols);  // the same rule on a (rows, cols) shape
 
 // x (..., K) in bf16 → (..., N) bf16: x·Wᵀ + bias through the FP8 GEMM, activations quantized
 // per row. `bias` may be undefined.
 torch::Tensor Fp8Linear(const torch::Tensor& x, const torch::Tensor& q, const torch::Tensor& scale,
                         const torch::Tensor& bias);
+
+// x·Wᵀ + bias with W as a layer stores it: in the model dtype (`fp8_scale` undefined: torch::linear)
+// or FP8 with its per-output-channel scales (Fp8Linear). The one place that chooses.
+torch::Tensor StoredWeightLinear(const torch::Tensor& x, const torch::Tensor& weight,
+                                 const torch::Tensor& fp8_scale, const torch::Tensor& bias);
 
 // The activation quantization alone (for tests): x (M, K) → q (M, K) e4m3, scale (M, 1) float32;
 // `use_kernel` false runs the ATen reference sequence.

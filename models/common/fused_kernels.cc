@@ -3,6 +3,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+#endif
+
 namespace ditserve::models {
 
 bool FusedKernelsEnabled() {
@@ -25,5 +31,15 @@ bool KernelElementType(torch::ScalarType t, cuda::ElementType* out) {
     default: return false;
   }
 }
+
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+void LaunchOnDevice(const torch::Device& device, const char* kernel,
+                    const std::function<int(void* stream)>& launch) {
+  const c10::cuda::CUDAGuard device_guard(device);
+  const int err = launch(at::cuda::getCurrentCUDAStream(device.index()).stream());
+  TORCH_CHECK(err == 0, kernel, " kernel launch failed: ",
+              cudaGetErrorString(static_cast<cudaError_t>(err)));
+}
+#endif
 
 }  // namespace ditserve::models

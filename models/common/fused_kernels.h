@@ -4,6 +4,8 @@
 // Elsewhere every fused op runs its reference op sequence.
 #pragma once
 
+#include <functional>
+
 #include <torch/torch.h>
 
 #include "models/cuda/element_type.h"
@@ -14,5 +16,13 @@ bool FusedKernelsEnabled();
 
 // The kernels' element type for a tensor dtype (float32, bfloat16, float16); false for others.
 bool KernelElementType(torch::ScalarType t, cuda::ElementType* out);
+
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+// Launches one of our kernels for tensors on `device`: that device current (a CUDAGuard, so any
+// calling thread is correct), `launch` given its current stream (a cudaStream_t); throws
+// (c10::Error) naming `kernel` when the launch reports an error.
+void LaunchOnDevice(const torch::Device& device, const char* kernel,
+                    const std::function<int(void* stream)>& launch);
+#endif
 
 }  // namespace ditserve::models

@@ -73,8 +73,7 @@ absl::StatusOr<FusedLinear> FusedLinear::Fuse(const std::vector<std::shared_ptr<
 }
 
 std::vector<torch::Tensor> FusedLinear::Forward(const torch::Tensor& x) const {
-  torch::Tensor y = fp8_scale_.defined() ? Fp8Linear(x, weight_, fp8_scale_, bias_)
-                                         : torch::linear(x, weight_, bias_);
+  torch::Tensor y = StoredWeightLinear(x, weight_, fp8_scale_, bias_);
   std::vector<torch::Tensor> out = y.split_with_sizes(widths_, -1);
   for (size_t i = 0; i < parts_.size(); ++i) parts_[i]->AddLoraDelta(x, out[i]);
   return out;

@@ -50,8 +50,7 @@ bool LinearLayer::QuantizeToFp8() {
 
 torch::Tensor LinearLayer::Gemm(const torch::Tensor& x, const torch::Tensor& weight,
                                 const torch::Tensor& bias) const {
-  if (is_fp8()) return Fp8Linear(x, weight, fp8_scale_, bias);
-  return torch::linear(x, weight, bias);
+  return StoredWeightLinear(x, weight, fp8_scale_, bias);
 }
 
 torch::Tensor Linear::Forward(const torch::Tensor& x) const {

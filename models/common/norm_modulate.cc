@@ -5,10 +5,6 @@
 #include "models/common/layer_norm.h"
 
 #ifdef DITSERVE_WITH_CUDA_KERNELS
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <cuda_runtime_api.h>
-
 #include "models/cuda/norm_modulate.h"
 #endif
 
@@ -71,11 +67,8 @@ torch::Tensor NormModulate(const torch::Tensor& x, const torch::Tensor& scale,
     a.shift_stride_b = shift.stride(0);
     a.eps = static_cast<float>(eps);
     a.out = out.data_ptr();
-    const c10::cuda::CUDAGuard device_guard(x.device());
-    const int err = cuda::LaunchNormModulate(
-        a, at::cuda::getCurrentCUDAStream(x.device().index()).stream());
-    TORCH_CHECK(err == 0, "norm_modulate kernel launch failed: ",
-                cudaGetErrorString(static_cast<cudaError_t>(err)));
+    LaunchOnDevice(x.device(), "norm_modulate",
+                   [&](void* stream) { return cuda::LaunchNormModulate(a, stream); });
     return out;
   }
 #endif

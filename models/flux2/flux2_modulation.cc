@@ -25,7 +25,7 @@ absl::StatusOr<Flux2Modulation> Flux2Modulation::Load(const ModuleLoader& loader
 }
 
 std::vector<ModulationSet> Flux2Modulation::Forward(const torch::Tensor& temb) const {
-  auto chunks = (source_ ? source_(temb) : linear_->Forward(torch::silu(temb))).chunk(3 * sets_, /*dim=*/-1);
+  auto chunks = ModulationOutput(source_, *linear_, temb).chunk(3 * sets_, /*dim=*/-1);
   std::vector<ModulationSet> out;
   for (int i = 0; i < sets_; ++i) {
     out.push_back(ModulationSet{chunks[3 * i], chunks[3 * i + 1], chunks[3 * i + 2]});

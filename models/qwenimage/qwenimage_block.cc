@@ -35,7 +35,7 @@ struct Mod {
 // when the model set a source.
 std::pair<Mod, Mod> Modulation(const LinearLayer& linear, const ModulationSource& source,
                                const torch::Tensor& temb) {
-  auto halves = (source ? source(temb) : linear.Forward(torch::silu(temb))).chunk(2, -1);
+  auto halves = ModulationOutput(source, linear, temb).chunk(2, -1);
   auto a = halves[0].chunk(3, -1), b = halves[1].chunk(3, -1);
   return {Mod{a[0], a[1], a[2]}, Mod{b[0], b[1], b[2]}};
 }

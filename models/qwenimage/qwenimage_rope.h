@@ -24,6 +24,9 @@ namespace ditserve::models::qwenimage {
 
 struct ImageShape {
   int64_t frames = 1, height = 0, width = 0;  // packed-grid units
+  bool operator==(const ImageShape& o) const {
+    return frames == o.frames && height == o.height && width == o.width;
+  }
 };
 
 // Validates and converts an img_shapes argument (see above) for `batch` samples of `image_tokens`

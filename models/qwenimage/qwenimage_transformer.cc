@@ -167,17 +167,7 @@ absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(const QwenIma
   if (!parsed->ok()) return parsed->status();
   const std::vector<ImageShape> shapes = **std::move(parsed);
   const int64_t text_len = args.encoder_hidden_states.size(1);
-  auto same = [&](const RopeCacheEntry& e) {
-    if (e.text_len != text_len || e.shapes.size() != shapes.size()) return false;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      if (e.shapes[i].frames != shapes[i].frames || e.shapes[i].height != shapes[i].height ||
-          e.shapes[i].width != shapes[i].width) {
-        return false;
-      }
-    }
-    return true;
-  };
-  if (!rope_cache_ || !same(*rope_cache_)) {
+  if (!rope_cache_ || rope_cache_->text_len != text_len || rope_cache_->shapes != shapes) {
     rope_cache_.reset();
     auto rope = GuardTorch("Qwen-Image RoPE", [&]() -> absl::StatusOr<QwenRopeFreqs> {
       return QwenRopeFrequencies(shapes, text_len, config_.axes_dims_rope,
