@@ -45,6 +45,17 @@ class Communicator {
   virtual absl::Status Barrier() = 0;
 
   virtual CommStats Stats() const = 0;
+  // Whether a CUDA graph may capture this communicator's collectives (models/common/step_graphs.h):
+  // each is only enqueued on the calling thread's current CUDA stream (NCCL), or there is nothing
+  // to enqueue (a group of one, the projection's counting). False for host-side rendezvous (Gloo,
+  // the in-process group): a capture would record one rank's part of the exchange.
+  virtual bool CapturableCollectives() const { return false; }
+  // All-reduces that ran inside a replayed CUDA graph (models/common/step_graphs.h): the graph
+  // issued them without calling AllReduceSum, so it reports them here for Stats() (no host time).
+  virtual void RecordReplayedAllReduces(uint64_t count, uint64_t bytes) {
+    (void)count;
+    (void)bytes;
+  }
 };
 
 }  // namespace ditserve::comm

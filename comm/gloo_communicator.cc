@@ -142,6 +142,9 @@ class GlooCommunicator final : public Communicator {
   }
 
   CommStats Stats() const override { return stats_.Snapshot(); }
+  void RecordReplayedAllReduces(uint64_t count, uint64_t bytes) override {
+    stats_.RecordReplayed(count, bytes);
+  }
 
  private:
   absl::Status Usable() const { return broken_; }

@@ -222,6 +222,7 @@ class LocalCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int world_size() const override { return group_->world_size(); }
+  bool CapturableCollectives() const override { return group_->world_size() == 1; }
 
   absl::Status AllReduceSum(torch::Tensor& tensor) override {
     ScopedAllReduceTimer timer(stats_, tensor.defined() ? tensor.nbytes() : 0);
@@ -239,6 +240,9 @@ class LocalCommunicator final : public Communicator {
   absl::Status Barrier() override { return group_->Collective(rank_, Slot{}); }
 
   CommStats Stats() const override { return stats_.Snapshot(); }
+  void RecordReplayedAllReduces(uint64_t count, uint64_t bytes) override {
+    stats_.RecordReplayed(count, bytes);
+  }
 
  private:
   std::shared_ptr<LocalGroup> group_;

@@ -36,6 +36,7 @@ class NcclTorchCommunicator final : public Communicator {
 
   int rank() const override { return core_->rank(); }
   int world_size() const override { return core_->world_size(); }
+  bool CapturableCollectives() const override { return true; }
 
   absl::Status AllReduceSum(torch::Tensor& tensor) override {
     ScopedAllReduceTimer timer(stats_, tensor.defined() ? tensor.nbytes() : 0);
@@ -88,6 +89,9 @@ class NcclTorchCommunicator final : public Communicator {
   }
 
   CommStats Stats() const override { return stats_.Snapshot(); }
+  void RecordReplayedAllReduces(uint64_t count, uint64_t bytes) override {
+    stats_.RecordReplayed(count, bytes);
+  }
 
  private:
   absl::Status CheckDevice(const char* what, const torch::Tensor& t) const {

@@ -11,6 +11,7 @@ class ProjectionCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
+  bool CapturableCollectives() const override { return true; }  // nothing reaches the device
 
   absl::Status AllReduceSum(torch::Tensor& tensor) override {
     stats_.RecordAllReduce(static_cast<uint64_t>(tensor.numel()) * tensor.element_size(),
@@ -25,6 +26,9 @@ class ProjectionCommunicator final : public Communicator {
   }
   absl::Status Barrier() override { return absl::OkStatus(); }
   CommStats Stats() const override { return stats_.Snapshot(); }
+  void RecordReplayedAllReduces(uint64_t count, uint64_t bytes) override {
+    stats_.RecordReplayed(count, bytes);
+  }
 
  private:
   const int rank_;

@@ -19,6 +19,11 @@ class StatsRecorder {
                      std::memory_order_relaxed);
   }
 
+  void RecordReplayed(uint64_t count, uint64_t bytes) {
+    count_.fetch_add(count, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+
   // Each field is read atomically; the three together are not one snapshot (fine for metrics).
   CommStats Snapshot() const {
     CommStats s;

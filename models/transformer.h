@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/common/fp8_linear.h"
 #include "models/common/linear_registry.h"
+#include "models/common/step_graphs.h"
 
 namespace ditserve::models {
 
@@ -28,6 +29,8 @@ struct TransformerLoadOptions {
   // kFp8: the blocks' token GEMMs quantized to FP8 at load (models/common/fp8_linear.h); the caller
   // has checked CheckFp8Supported for the weights' device and dtype.
   WeightFormat weights = WeightFormat::kModelDtype;
+  // CUDA graphs of the forward kept per model (models/common/step_graphs.h); 0: op by op always.
+  int cuda_graphs = kDefaultCudaGraphs;
 };
 
 class DiffusionTransformer {
@@ -45,6 +48,9 @@ class DiffusionTransformer {
   // Every linear layer by module path, as built for this rank (LoRA adapters' targets). The layers'
   // LoRA terms may be set between forwards (models/lora/lora_library.h).
   virtual const LinearRegistry& linear_layers() const = 0;
+
+  // How its forwards ran: CUDA graph captures and replays, op by op (models/common/step_graphs.h).
+  virtual StepGraphStats graph_stats() const = 0;
 
   // The predicted velocity, (B, tokens, out_channels), in the model's dtype on its device.
   virtual absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) = 0;

@@ -33,6 +33,7 @@ uint64_t TransformerWeightBytes(const sharding::ShardedStateDict& sd,
 models::TransformerLoadOptions TransformerOptions(const PipelineOptions& options) {
   models::TransformerLoadOptions t;
   t.weights = options.weights;
+  t.cuda_graphs = options.cuda_graphs;
   return t;
 }
 

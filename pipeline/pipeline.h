@@ -26,6 +26,7 @@
 #include "comm/communicator.h"
 #include "common/model_name.h"
 #include "models/common/fp8_linear.h"
+#include "models/common/step_graphs.h"
 #include "pipeline/job.h"
 
 namespace ditserve::pipeline {
@@ -65,6 +66,8 @@ struct PipelineOptions {
   // kFp8: the transformer blocks' token GEMMs in FP8 (models/common/fp8_linear.h); the engine has
   // checked CheckFp8Supported.
   models::WeightFormat weights = models::WeightFormat::kModelDtype;
+  // CUDA graphs of the transformer's forward kept (models/common/step_graphs.h; 0: off).
+  int cuda_graphs = models::kDefaultCudaGraphs;
   uint64_t lora_merge_max_bytes = 0;  // LoraLibrary::set_merge_max_bytes (0: no limit)
   // (bytes loaded, bytes total) while loading this rank's shard.
   std::function<void(uint64_t, uint64_t)> on_load_progress;

@@ -2,16 +2,18 @@
 # One command on the GPU host, in stages ordered by value so that a run cut short by its time limit
 # still leaves the earlier results in OUT_DIR (each stage writes its own file as it goes):
 #   1. build ditserve-flux1-bench; time a full-size FLUX.1-dev step (random weights, bf16, 4096 image
-#      + 512 text tokens), again with DITSERVE_FUSED_KERNELS=0 (A/B of models/cuda), and with
+#      + 512 text tokens), again with DITSERVE_FUSED_KERNELS=0 (A/B of models/cuda), with
+#      DITSERVE_CUDA_GRAPHS=0 (A/B of the step's CUDA graph, also at 512x512), and with
 #      --weights fp8 (which also prints the FP8 step's relative error against the same weights in
-#      bf16)                  -> flux1_bench.txt, flux1_bench_unfused.txt, flux1_bench_fp8.txt
+#      bf16)   -> flux1_bench.txt, _unfused.txt, _nographs.txt, _512_graphs{1,0}.txt, _fp8.txt
 #   2. build ditserve-tool; bf16, float32 and FP8-weight forwards of the FLUX.1, FLUX.2 and Qwen-Image
 #      tiny fixtures on the GPU against diffusers' float32 outputs (limits 2e-2 / 1e-4 / 2e-2)
 #                                                                            -> parity.txt
 #   3. per-kernel table of one step for each model of PROFILE_MODELS (default "flux1 qwenimage";
 #      ditserve-<model>-profile)                                          -> <model>_profile.tsv
-#   4. build and time the FLUX.2-dev and Qwen-Image steps, each also with DITSERVE_FUSED_KERNELS=0
-#      and with --weights fp8                   -> <model>_bench.txt, _bench_unfused.txt, _bench_fp8.txt
+#   4. build and time the FLUX.2-dev and Qwen-Image steps, each also with DITSERVE_FUSED_KERNELS=0,
+#      with DITSERVE_CUDA_GRAPHS=0 and with --weights fp8
+#                          -> <model>_bench.txt, _bench_unfused.txt, _bench_nographs.txt, _bench_fp8.txt
 #   5. the end-to-end server on the GPU: a FLUX.1-dev-size random-weight pipeline
 #      (make-tiny-model --preset flux1-dev-size, bf16), frontend + 1 CUDA worker, two 1024x1024
 #      28-step generations through the CLI (per-stage times), then the worker's GPU memory and
@@ -107,10 +109,19 @@ log "stage 1: FLUX.1-dev step"
 if build ditserve-flux1-bench; then
   log "built"
   build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 2>&1 |
-    tee "$out/flux1_bench.txt" | tail -3
-  # A/B on the same machine: the reference op sequences instead of our CUDA kernels (models/cuda).
+    tee "$out/flux1_bench.txt" | tail -4
+  # A/B on the same machine: the reference op sequences instead of our CUDA kernels (models/cuda),
+  # and every step op by op instead of a CUDA graph replay (models/common/step_graphs.h), at
+  # 1024x1024 and at 512x512 (1024 image tokens), where launches weigh more.
   DITSERVE_FUSED_KERNELS=0 build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 \
-    --warmup 3 2>&1 | tee "$out/flux1_bench_unfused.txt" | tail -1 | sed 's/^/unfused: /'
+    --warmup 3 2>&1 | tee "$out/flux1_bench_unfused.txt" | grep median | sed 's/^/unfused: /'
+  DITSERVE_CUDA_GRAPHS=0 build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 \
+    --warmup 3 2>&1 | tee "$out/flux1_bench_nographs.txt" | grep -E "median|graphs" | sed 's/^/no graphs: /'
+  for g in 1 0; do
+    DITSERVE_CUDA_GRAPHS=$g build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 \
+      --warmup 3 --image-tokens 1024 2>&1 | tee "$out/flux1_bench_512_graphs$g.txt" |
+      grep -E "median|graphs" | sed "s/^/512x512, DITSERVE_CUDA_GRAPHS=$g: /"
+  done
   # FP8 weights (--weights fp8: the blocks' token GEMMs in e4m3).
   build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 --weights fp8 2>&1 |
     tee "$out/flux1_bench_fp8.txt" | grep -E "median|relative error" | sed 's/^/fp8: /'
@@ -159,9 +170,11 @@ log "stage 4: FLUX.2-dev and Qwen-Image steps (bf16, our kernels off, FP8 weight
 if build ditserve-flux2-bench ditserve-qwenimage-bench; then
   for m in qwenimage flux2; do
     build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 --warmup 2 2>&1 |
-      tee "$out/${m}_bench.txt" | tail -1 | sed "s/^/$m: /"
+      tee "$out/${m}_bench.txt" | grep -E "median|graphs" | sed "s/^/$m: /"
     DITSERVE_FUSED_KERNELS=0 build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 \
-      --warmup 2 2>&1 | tee "$out/${m}_bench_unfused.txt" | tail -1 | sed "s/^/$m unfused: /"
+      --warmup 2 2>&1 | tee "$out/${m}_bench_unfused.txt" | grep median | sed "s/^/$m unfused: /"
+    DITSERVE_CUDA_GRAPHS=0 build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 \
+      --warmup 2 2>&1 | tee "$out/${m}_bench_nographs.txt" | grep median | sed "s/^/$m no graphs: /"
     build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 --warmup 2 --weights fp8 2>&1 |
       tee "$out/${m}_bench_fp8.txt" | grep -E "median|relative error" | sed "s/^/$m fp8: /"
   done

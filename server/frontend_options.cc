@@ -175,6 +175,9 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
               "dtype | fp8: fp8 runs the transformer blocks' GEMMs with FP8 e4m3 weights (per-channel "
               "scales, quantized at load) and per-token activation scales; needs --device cuda, "
               "--dtype bfloat16 and an FP8 GPU (compute capability 8.9+)");
+  p.AddUint("cuda-graphs", &o.cuda_graphs,
+            "CUDA graphs of the transformer step each worker keeps, one per request shape in use "
+            "(each holds one step's activations; 0: off, every step launched op by op); cuda only");
   p.AddString("warmup", &o.warmup,
               "auto | on | off: run one warm-up job after loading, before SERVING (auto: on cuda)");
   p.AddString("text-encoder-placement", &o.text_encoder_placement,
@@ -259,6 +262,9 @@ absl::Status ValidateFrontendOptions(FrontendOptions& o) {
   if (o.weights == "fp8" && (o.device != "cuda" || o.dtype != "bfloat16")) {
     return bad(absl::StrCat("--weights fp8 needs --device cuda and --dtype bfloat16 (got --device ",
                             o.device, " --dtype ", o.dtype, ")"));
+  }
+  if (o.cuda_graphs > 64) {
+    return bad(absl::StrCat("--cuda-graphs must be in 0..64, got ", o.cuda_graphs));
   }
   if (absl::Status s = ValidateSecurityOptions(o.security); !s.ok()) return s;
   if (o.metrics_tls && o.security.tls_cert_file.empty()) return bad("--metrics-tls needs --tls-cert and --tls-key");

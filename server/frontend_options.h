@@ -55,6 +55,8 @@ struct FrontendOptions {
   // "dtype": weights in --dtype; "fp8": the transformer blocks' token GEMMs in FP8 e4m3 with
   // per-channel scales, quantized by each worker from its slice (cuda + bfloat16 only).
   std::string weights = "dtype";
+  // CUDA graphs of the denoising step each worker keeps (one per request shape in use; 0: off).
+  uint64_t cuda_graphs = 4;
   // Where an LLM text encoder (FLUX.2's Mistral3, Qwen-Image's Qwen2.5-VL) runs: "sharded" over the
   // ranks, "rank0" (a replica on rank 0 that broadcasts), or "auto" (sharded when its weights exceed
   // 4 GiB in the serving dtype and the degree keeps whole key/value head groups).

@@ -28,6 +28,7 @@ WorkerGroupOptions MakeWorkerGroupOptions(const FrontendOptions& options,
   g.init_template.set_device(options.device);
   g.init_template.set_dtype(options.dtype);
   g.init_template.set_weights(options.weights);
+  g.init_template.set_cuda_graphs(static_cast<uint32_t>(options.cuda_graphs));
   g.init_template.set_text_encoder_placement(options.text_encoder_placement);
   g.init_template.set_replicate_modulation(options.replicate_modulation);
   g.init_template.set_warmup(options.WarmupEnabled());

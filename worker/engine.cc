@@ -126,6 +126,13 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
       RETURN_IF_ERROR(models::CheckFp8Supported(device, dtype));
     }
   }
+  if (request.has_cuda_graphs()) {
+    if (request.cuda_graphs() > 64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cuda_graphs must be in 0..64, got ", request.cuda_graphs()));
+    }
+    popts.cuda_graphs = static_cast<int>(request.cuda_graphs());
+  }
   if (request.staging_buffer_bytes()) popts.staging_buffer_bytes = request.staging_buffer_bytes();
   auto last_emit = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   popts.on_load_progress = [&](uint64_t loaded, uint64_t total) {

@@ -223,15 +223,22 @@ inline int64_t SquarestGridColumns(int64_t n) {
   return std::max<int64_t>(cols, 1);
 }
 
-// Times `step` (warm-up + runs), prints the median line, then profiles one more step if asked.
-// With a projection communicator (--tp N > 1) it also prints the all-reduces and bytes per step.
-inline absl::Status TimeAndReport(const std::function<absl::StatusOr<torch::Tensor>()>& step,
+// Times `step` (warm-up + runs), prints the median line and whether `model`'s steps were CUDA
+// graph replays, then profiles one more step if asked. With a projection communicator (--tp N > 1)
+// it also prints the all-reduces and bytes per step.
+inline absl::Status TimeAndReport(const DiffusionTransformer& model,
+                                  const std::function<absl::StatusOr<torch::Tensor>()>& step,
                                   const BenchTarget& target, const CommonBenchOptions& o,
                                   const comm::Communicator* comm = nullptr) {
   ASSIGN_OR_RETURN(StepTimes times, TimeSteps(step, target.device, o.warmup, o.runs));
   std::printf("median %.3f ms/step  (min %.3f, max %.3f, %zu runs after %lld warmup)\n",
               times.median_ms, times.min_ms, times.max_ms, times.runs,
               static_cast<long long>(o.warmup));
+  const StepGraphStats g = model.graph_stats();
+  std::printf("cuda graphs: %s (%llu captured, %llu replays, %llu op by op, %llu failed captures)\n",
+              g.captures > 0 ? "on" : "off", static_cast<unsigned long long>(g.captures),
+              static_cast<unsigned long long>(g.replays), static_cast<unsigned long long>(g.eager),
+              static_cast<unsigned long long>(g.failed_captures));
   if (comm != nullptr && comm->world_size() > 1) {
     const comm::CommStats stats = comm->Stats();
     const double steps = static_cast<double>(o.warmup + o.runs);
@@ -252,24 +259,45 @@ inline absl::Status TimeAndReport(const std::function<absl::StatusOr<torch::Tens
 // --weights fp8: the output of one step of the same random weights in the model dtype, computed
 // before the FP8 model is built (building it quantizes and releases those tensors); the benchmark
 // prints the FP8 step's relative error against it next to the speed (ReportAgainstModelDtype).
-// Undefined without --weights fp8.
+// For scale, also how far the model-dtype step itself moves when its input latents get relative
+// noise of one bf16 rounding (2^-8): random weights at these depths can amplify any perturbation,
+// and this says how much. `output` undefined without --weights fp8.
+struct ModelDtypeReference {
+  torch::Tensor output;       // float32
+  double sensitivity = 0;     // relative change of the output under 2^-8 relative input noise
+};
+
+inline double RelativeDifference(const torch::Tensor& y, const torch::Tensor& reference) {
+  return ((y.to(torch::kFloat32) - reference.to(torch::kFloat32)).norm() /
+          reference.to(torch::kFloat32).norm().clamp_min(1e-30)).item<double>();
+}
+
 template <typename Model, typename Config, typename Args>
-absl::StatusOr<torch::Tensor> ModelDtypeStep(const Config& config, const BenchModelInputs& in,
-                                             const BenchTarget& target, const Args& args) {
-  if (target.load.weights != WeightFormat::kFp8) return torch::Tensor();
+absl::StatusOr<ModelDtypeReference> ModelDtypeStep(const Config& config, const BenchModelInputs& in,
+                                                   const BenchTarget& target, const Args& args) {
+  ModelDtypeReference ref;
+  if (target.load.weights != WeightFormat::kFp8) return ref;
   ASSIGN_OR_RETURN(auto model, Model::Load(config, in.weights, in.comm.get()));
   ASSIGN_OR_RETURN(torch::Tensor y, model->Forward(args));
-  return y.to(torch::kFloat32);
+  ref.output = y.to(torch::kFloat32);
+  Args perturbed = args;
+  torch::Tensor noise = torch::randn(args.hidden_states.sizes(),
+                                     torch::TensorOptions().dtype(torch::kFloat32)
+                                         .device(args.hidden_states.device()));
+  perturbed.hidden_states =
+      (args.hidden_states.to(torch::kFloat32) * (1.0 + noise / 256.0)).to(args.hidden_states.scalar_type());
+  ASSIGN_OR_RETURN(torch::Tensor yp, model->Forward(perturbed));
+  ref.sensitivity = RelativeDifference(yp, ref.output);
+  return ref;
 }
 
 inline absl::Status ReportAgainstModelDtype(
-    const torch::Tensor& reference, const std::function<absl::StatusOr<torch::Tensor>()>& step) {
-  if (!reference.defined()) return absl::OkStatus();
+    const ModelDtypeReference& reference, const std::function<absl::StatusOr<torch::Tensor>()>& step) {
+  if (!reference.output.defined()) return absl::OkStatus();
   ASSIGN_OR_RETURN(torch::Tensor y, step());
-  const double err = ((y.to(torch::kFloat32) - reference).norm() /
-                      reference.norm().clamp_min(1e-30)).item<double>();
   std::printf("fp8 weights: step output relative error %.4g against the same weights in the model "
-              "dtype\n", err);
+              "dtype (for scale: 2^-8 relative noise on the input latents moves the model-dtype "
+              "output by %.4g)\n", RelativeDifference(y, reference.output), reference.sensitivity);
   return absl::OkStatus();
 }
 

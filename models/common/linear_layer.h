@@ -53,6 +53,7 @@ class LinearLayer {
   void SetLoraTerms(std::vector<LoraTerm> terms) { lora_ = std::move(terms); }
   void ClearLoraTerms() { lora_.clear(); }
   bool has_lora() const { return !lora_.empty(); }
+  const std::vector<LoraTerm>& lora_terms() const { return lora_; }
 
   // y = x · Wᵀ + b with this layer's tensor-parallel semantics (see models/tp/).
   virtual torch::Tensor Forward(const torch::Tensor& x) const = 0;

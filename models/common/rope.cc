@@ -19,8 +19,11 @@ RopeTables FluxRopeTables(const torch::Tensor& ids, const std::vector<int64_t>& 
     auto j = torch::arange(0, d, 2, opts).slice(0, 0, d / 2);
     auto omega = 1.0 / torch::pow(theta, j / static_cast<double>(d));
     auto angles = torch::outer(pos.select(1, static_cast<int64_t>(a)).to(fdtype), omega);
-    cos_parts.push_back(angles.cos().repeat_interleave(2, 1).to(torch::kFloat32));
-    sin_parts.push_back(angles.sin().repeat_interleave(2, 1).to(torch::kFloat32));
+    // Each entry twice in place ([c0, c0, c1, c1, ...]): stack + flatten, copies only, and no
+    // host synchronisation (a CUDA graph captures this).
+    auto pairs = [](const torch::Tensor& t) { return torch::stack({t, t}, -1).flatten(-2); };
+    cos_parts.push_back(pairs(angles.cos()).to(torch::kFloat32));
+    sin_parts.push_back(pairs(angles.sin()).to(torch::kFloat32));
   }
   return MakeRopeTables(torch::cat(cos_parts, -1), torch::cat(sin_parts, -1));
 }

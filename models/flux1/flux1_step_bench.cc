@@ -131,7 +131,7 @@ absl::Status Run(const BenchOptions& o) {
   a.txt_ids = torch::zeros({t, 3}, opts);
 
   // --weights fp8: the same weights' step in the model dtype first (the FP8 load releases them).
-  ASSIGN_OR_RETURN(const torch::Tensor dtype_out, (ModelDtypeStep<FluxTransformer2DModel>(c, in, target, a)));
+  ASSIGN_OR_RETURN(const ModelDtypeReference dtype_out, (ModelDtypeStep<FluxTransformer2DModel>(c, in, target, a)));
   ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
   std::printf("FLUX.1 transformer: %lld double + %lld single blocks, %lld heads x %lld, %.3f B params, "
               "%s %s, batch %lld, %lld image + %lld text tokens\n",
@@ -143,7 +143,7 @@ absl::Status Run(const BenchOptions& o) {
     return BenchLora(*model, o.lora_rank, [&] { return model->Forward(a); }, target, o.common, *in.comm);
   }
   RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, [&] { return model->Forward(a); }));
-  return TimeAndReport([&] { return model->Forward(a); }, target, o.common, in.comm.get());
+  return TimeAndReport(*model, [&] { return model->Forward(a); }, target, o.common, in.comm.get());
 }
 
 }  // namespace

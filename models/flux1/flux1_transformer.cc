@@ -114,7 +114,7 @@ absl::StatusOr<std::unique_ptr<FluxTransformer2DModel>> FluxTransformer2DModel::
   ASSIGN_OR_RETURN(m->proj_out_, loader.LoadLinear("proj_out"));
   RETURN_IF_ERROR(CheckFullLinear(*m->proj_out_, "proj_out", d,
                                   config.patch_size * config.patch_size * config.out_channels));
-
+  m->graphs_ = MakeStepGraphs("FLUX.1 transformer", &m->linears_, comm, m->device_, options.cuda_graphs);
   return m;
 }
 
@@ -208,7 +208,14 @@ torch::Tensor FluxTransformer2DModel::ForwardImpl(const FluxForwardArgs& a) cons
 
 absl::StatusOr<torch::Tensor> FluxTransformer2DModel::Forward(const FluxForwardArgs& args) {
   RETURN_IF_ERROR(CheckArgs(args));
-  return GuardTorch("FLUX.1 transformer forward", [&] { return ForwardImpl(args); });
+  return GuardTorch("FLUX.1 transformer forward", [&] {
+    const std::vector<torch::Tensor> inputs = {args.hidden_states, args.encoder_hidden_states,
+                                               args.pooled_projections, args.timestep,
+                                               args.img_ids, args.txt_ids, args.guidance};
+    return graphs_->Run(inputs, device_, "", {}, [this](const std::vector<torch::Tensor>& in) {
+      return ForwardImpl(FluxForwardArgs{in[0], in[1], in[2], in[3], in[4], in[5], in[6]});
+    });
+  });
 }
 
 absl::StatusOr<torch::Tensor> FluxTransformer2DModel::Forward(

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "models/common/ada_layer_norm.h"
 #include "models/common/linear_layer.h"
+#include "models/common/step_graphs.h"
 #include "models/common/text_projection.h"
 #include "models/common/timestep_embedding.h"
 #include "models/flux1/flux1_config.h"
@@ -53,6 +54,7 @@ class FluxTransformer2DModel : public DiffusionTransformer {
   std::vector<std::string> OptionalArguments() const override;
   torch::ScalarType dtype() const override { return dtype_; }
   torch::Device device() const override { return device_; }
+  StepGraphStats graph_stats() const override { return graphs_->stats(); }
   const LinearRegistry& linear_layers() const override { return linears_; }
   absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
 
@@ -75,6 +77,7 @@ class FluxTransformer2DModel : public DiffusionTransformer {
   std::vector<FluxDoubleBlock> double_blocks_;
   std::vector<FluxSingleBlock> single_blocks_;
   std::optional<AdaLayerNormContinuous> norm_out_;
+  std::unique_ptr<StepGraphs> graphs_;
 };
 
 

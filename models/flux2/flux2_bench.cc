@@ -85,7 +85,7 @@ absl::Status Run(const BenchOptions& o) {
   a.txt_ids = a.txt_ids.to(device);
 
   // --weights fp8: the same weights' step in the model dtype first (the FP8 load releases them).
-  ASSIGN_OR_RETURN(const torch::Tensor dtype_out, (ModelDtypeStep<Flux2Transformer2DModel>(c, in, target, a)));
+  ASSIGN_OR_RETURN(const ModelDtypeReference dtype_out, (ModelDtypeStep<Flux2Transformer2DModel>(c, in, target, a)));
   ASSIGN_OR_RETURN(auto model, Flux2Transformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
   std::printf("FLUX.2 transformer: %lld double + %lld single blocks, %lld heads x %lld, mlp %lld, "
               "%lld params (%.2f B), %s %s, batch %lld, %lld image + %lld text tokens\n",
@@ -95,7 +95,7 @@ absl::Status Run(const BenchOptions& o) {
               static_cast<long long>(params), params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(),
               static_cast<long long>(b), static_cast<long long>(n), static_cast<long long>(t));
   RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, [&] { return model->Forward(a); }));
-  return TimeAndReport([&] { return model->Forward(a); }, target, o.common, in.comm.get());
+  return TimeAndReport(*model, [&] { return model->Forward(a); }, target, o.common, in.comm.get());
 }
 
 }  // namespace

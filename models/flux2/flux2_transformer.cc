@@ -103,6 +103,7 @@ absl::StatusOr<std::unique_ptr<Flux2Transformer2DModel>> Flux2Transformer2DModel
   for (const auto& b : m->single_blocks_) {
     if (b.local_heads() != m->local_heads_) return absl::InvalidArgumentError("blocks disagree on local heads");
   }
+  m->graphs_ = MakeStepGraphs("FLUX.2 transformer", &m->linears_, comm, m->device_, options.cuda_graphs);
   return m;
 }
 
@@ -197,7 +198,14 @@ torch::Tensor Flux2Transformer2DModel::ForwardImpl(const Flux2ForwardArgs& a) co
 
 absl::StatusOr<torch::Tensor> Flux2Transformer2DModel::Forward(const Flux2ForwardArgs& args) {
   RETURN_IF_ERROR(CheckArgs(args));
-  return GuardTorch("FLUX.2 transformer forward", [&] { return ForwardImpl(args); });
+  return GuardTorch("FLUX.2 transformer forward", [&] {
+    const std::vector<torch::Tensor> inputs = {args.hidden_states, args.encoder_hidden_states,
+                                               args.timestep,      args.img_ids,
+                                               args.txt_ids,       args.guidance};
+    return graphs_->Run(inputs, device_, "", {}, [this](const std::vector<torch::Tensor>& in) {
+      return ForwardImpl(Flux2ForwardArgs{in[0], in[1], in[2], in[3], in[4], in[5]});
+    });
+  });
 }
 
 absl::StatusOr<torch::Tensor> Flux2Transformer2DModel::Forward(

@@ -31,6 +31,7 @@
 #include "models/flux2/flux2_double_block.h"
 #include "models/flux2/flux2_modulation.h"
 #include "models/flux2/flux2_single_block.h"
+#include "models/common/step_graphs.h"
 #include "models/transformer.h"
 #include "sharding/state_dict.h"
 #include "comm/communicator.h"
@@ -59,6 +60,7 @@ class Flux2Transformer2DModel : public DiffusionTransformer {
   std::vector<std::string> OptionalArguments() const override;
   torch::ScalarType dtype() const override { return dtype_; }
   torch::Device device() const override { return device_; }
+  StepGraphStats graph_stats() const override { return graphs_->stats(); }
   const LinearRegistry& linear_layers() const override { return linears_; }
   absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
 
@@ -81,6 +83,7 @@ class Flux2Transformer2DModel : public DiffusionTransformer {
   std::vector<Flux2DoubleBlock> double_blocks_;
   std::vector<Flux2SingleBlock> single_blocks_;
   std::optional<AdaLayerNormContinuous> norm_out_;
+  std::unique_ptr<StepGraphs> graphs_;
 };
 
 

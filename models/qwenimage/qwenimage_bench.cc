@@ -76,7 +76,7 @@ absl::Status Run(const BenchOptions& o) {
   }
 
   // --weights fp8: the same weights' step in the model dtype first (the FP8 load releases them).
-  ASSIGN_OR_RETURN(const torch::Tensor dtype_out, (ModelDtypeStep<QwenImageTransformer2DModel>(c, in, target, a)));
+  ASSIGN_OR_RETURN(const ModelDtypeReference dtype_out, (ModelDtypeStep<QwenImageTransformer2DModel>(c, in, target, a)));
   ASSIGN_OR_RETURN(auto model, QwenImageTransformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
   std::printf("Qwen-Image transformer: %lld blocks, %lld heads x %lld, %lld params (%.2f B), %s %s, "
               "batch %lld, %lld image (%lld x %lld) + %lld text tokens (%lld masked)\n",
@@ -87,7 +87,7 @@ absl::Status Run(const BenchOptions& o) {
               static_cast<long long>(n / cols), static_cast<long long>(cols),
               static_cast<long long>(t), static_cast<long long>(o.masked_text_tokens));
   RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, [&] { return model->Forward(a); }));
-  return TimeAndReport([&] { return model->Forward(a); }, target, o.common, in.comm.get());
+  return TimeAndReport(*model, [&] { return model->Forward(a); }, target, o.common, in.comm.get());
 }
 
 }  // namespace

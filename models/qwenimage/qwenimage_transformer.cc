@@ -85,6 +85,8 @@ absl::StatusOr<std::unique_ptr<QwenImageTransformer2DModel>> QwenImageTransforme
       return absl::InvalidArgumentError("blocks disagree on the local head count");
     }
   }
+  m->graphs_ = MakeStepGraphs("Qwen-Image transformer", &m->linears_, comm, m->device_,
+                              options.cuda_graphs);
   return m;
 }
 
@@ -178,7 +180,26 @@ absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(const QwenIma
     rope_cache_ = RopeCacheEntry{shapes, text_len, **std::move(rope)};
   }
   const QwenRopeFreqs& freqs = rope_cache_->freqs;
-  return GuardTorch("Qwen-Image transformer forward", [&] { return ForwardImpl(args, freqs); });
+  return GuardTorch("Qwen-Image transformer forward", [&] {
+    // The host reads the image grid and the text length (the RoPE tables); a graph keeps the
+    // tables it read alive after the cache moves on.
+    std::string host_key = absl::StrCat("text ", text_len);
+    for (const ImageShape& s : shapes) absl::StrAppend(&host_key, " ", s.frames, "x", s.height, "x", s.width);
+    const std::vector<torch::Tensor> inputs = {args.hidden_states, args.encoder_hidden_states,
+                                               args.encoder_hidden_states_mask, args.timestep};
+    const std::vector<torch::Tensor> tables = {freqs.image, freqs.text, freqs.joint.cos,
+                                               freqs.joint.sin, freqs.joint.freqs};
+    return graphs_->Run(inputs, device_, host_key, tables,
+                        [this, &freqs, &args](const std::vector<torch::Tensor>& in) {
+                          QwenImageForwardArgs staged;
+                          staged.hidden_states = in[0];
+                          staged.encoder_hidden_states = in[1];
+                          staged.encoder_hidden_states_mask = in[2];
+                          staged.timestep = in[3];
+                          staged.img_shapes = args.img_shapes;
+                          return ForwardImpl(staged, freqs);
+                        });
+  });
 }
 
 absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(

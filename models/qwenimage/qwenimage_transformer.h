@@ -33,6 +33,7 @@
 #include "models/common/timestep_embedding.h"
 #include "models/qwenimage/qwenimage_block.h"
 #include "models/qwenimage/qwenimage_config.h"
+#include "models/common/step_graphs.h"
 #include "models/transformer.h"
 #include "sharding/state_dict.h"
 #include "comm/communicator.h"
@@ -60,6 +61,7 @@ class QwenImageTransformer2DModel : public DiffusionTransformer {
   std::vector<std::string> OptionalArguments() const override;
   torch::ScalarType dtype() const override { return dtype_; }
   torch::Device device() const override { return device_; }
+  StepGraphStats graph_stats() const override { return graphs_->stats(); }
   const LinearRegistry& linear_layers() const override { return linears_; }
   absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
 
@@ -91,6 +93,7 @@ class QwenImageTransformer2DModel : public DiffusionTransformer {
   std::optional<TimestepEmbedding> timestep_embedder_;
   std::vector<QwenImageBlock> blocks_;
   std::optional<AdaLayerNormContinuous> norm_out_;
+  std::unique_ptr<StepGraphs> graphs_;
 };
 
 

@@ -13,6 +13,7 @@
 
 #include <torch/torch.h>
 
+#include "common/status_macros.h"
 #include "models/transformer_factory.h"
 #include "pipeline/flux2_prompt_encoder.h"
 #include "pipeline/pipeline.h"
@@ -189,6 +190,92 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(std::get<0>(info.param).name) + "_tp" +
              std::to_string(std::get<1>(info.param)) +
              (std::get<2>(info.param) == torch::kFloat32 ? "_float32" : "_bfloat16");
+    });
+
+// CUDA graphs (models/common/step_graphs.h): the same fixture model built twice on the GPU, one
+// replaying a captured graph of its forward and one op by op, over steps whose inputs change as a
+// denoising loop's do (latents and timestep); then runtime LoRA terms set on a block's query
+// projection of both (the graph's fingerprint changes: recaptured, never the stale graph).
+class CudaStepGraphsTest
+    : public ::testing::TestWithParam<std::tuple<CudaForwardCase, torch::ScalarType>> {};
+
+TEST_P(CudaStepGraphsTest, ReplaysMatchOpByOpAndFollowLoraTerms) {
+  SKIP_WITHOUT_CUDA();
+  if (!models::CudaGraphsAllowed()) GTEST_SKIP() << "DITSERVE_CUDA_GRAPHS=0";
+  const auto& [model_case, dtype] = GetParam();
+  absl::Status s = comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
+    auto ckpt = sharding::ComponentCheckpoint::Open(FixturesDir() + "/" + model_case.dir);
+    if (!ckpt.ok()) return ckpt.status();
+    sharding::LoadOptions load;
+    load.device = torch::Device(torch::kCUDA, 0);
+    load.dtype = dtype;
+    std::unique_ptr<models::DiffusionTransformer> models_[2];
+    for (int graphs = 0; graphs < 2; ++graphs) {
+      auto sd = sharding::LoadShard(**ckpt, nullptr, 0, 1, load);
+      if (!sd.ok()) return sd.status();
+      models::TransformerLoadOptions options;
+      options.cuda_graphs = graphs ? 4 : 0;
+      auto m = models::CreateTransformer((*ckpt)->config(), *sd, &c, options);
+      if (!m.ok()) return m.status();
+      models_[graphs] = *std::move(m);
+    }
+    std::map<std::string, torch::Tensor> args;
+    for (const auto& name : models_[0]->RequiredArguments()) args[name] = Ref(std::string(model_case.prefix) + name);
+    for (const auto& name : models_[0]->OptionalArguments()) {
+      if (Reference().count(std::string(model_case.prefix) + name)) args[name] = Ref(std::string(model_case.prefix) + name);
+    }
+    const torch::Tensor latents = args["hidden_states"], timestep = args["timestep"];
+    const double limit = dtype == torch::kFloat32 ? 1e-6 : 1e-3;
+    auto compare = [&](int step) -> absl::Status {
+      // A denoising loop's inputs: other latents and another timestep at every step.
+      args["hidden_states"] = (latents * (1.0 - 0.1 * step)).to(torch::Device(torch::kCUDA, 0));
+      args["timestep"] = timestep * (1.0 - 0.05 * step);
+      auto eager = models_[0]->Forward(args);
+      if (!eager.ok()) return eager.status();
+      auto graphed = models_[1]->Forward(args);
+      if (!graphed.ok()) return graphed.status();
+      const double err = RelativeError(graphed->to(torch::kCPU, torch::kFloat32),
+                                       eager->to(torch::kCPU, torch::kFloat32));
+      EXPECT_LE(err, limit) << model_case.name << " step " << step;
+      std::printf("%s %s step %d: graph against op by op, relative difference %.3g%s\n",
+                  model_case.name, c10::toString(dtype), step, err,
+                  torch::equal(*graphed, *eager) ? " (bit-identical)" : "");
+      return absl::OkStatus();
+    };
+    for (int step = 0; step < 4; ++step) RETURN_IF_ERROR(compare(step));
+    models::StepGraphStats st = models_[1]->graph_stats();
+    EXPECT_EQ(st.failed_captures, 0u);
+    EXPECT_EQ(st.captures, 1u);
+    EXPECT_EQ(st.replays, 3u);  // steps 2..4: the capturing step's replay and two more
+    EXPECT_EQ(models_[0]->graph_stats().captures, 0u);
+
+    // Runtime LoRA terms on the first block's query projection of both models (same factors).
+    const char* target = "transformer_blocks.0.attn.to_q";
+    models::LinearLayer* layers[2] = {models_[0]->linear_layers().Find(target),
+                                      models_[1]->linear_layers().Find(target)};
+    if (layers[0] == nullptr || layers[1] == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no layer ", target));
+    }
+    const auto opts = layers[0]->weight().options();
+    torch::Tensor a = torch::randn({4, layers[0]->in_features()}).to(opts.dtype(dtype));
+    torch::Tensor b = (0.5 * torch::randn({layers[0]->out_features(), 4})).to(opts.dtype(dtype));
+    for (auto* l : layers) l->SetLoraTerms({models::LoraTerm{a, b}});
+    for (int step = 4; step < 7; ++step) RETURN_IF_ERROR(compare(step));
+    st = models_[1]->graph_stats();
+    EXPECT_EQ(st.captures, 2u) << "the LoRA terms' graph";
+    EXPECT_EQ(st.replays, 5u);
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, CudaStepGraphsTest,
+    ::testing::Combine(::testing::ValuesIn(kFixtureForwards),
+                       ::testing::Values(torch::kFloat32, torch::kBFloat16)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param).name) +
+             (std::get<1>(info.param) == torch::kFloat32 ? "_float32" : "_bfloat16");
     });
 
 // FP8 weights (--weights fp8, models/common/fp8_linear.h) on the three fixture transformers at

@@ -231,5 +231,19 @@ TEST_F(FrontendOptionsLora, WeightsFlagIsCheckedAndReachesTheWorkers) {
   ExpectError({"--device", "cuda", "--weights", "fp8"}, "--weights fp8 needs --device cuda and --dtype bfloat16");
 }
 
+// --cuda-graphs: 4 by default, 0 turns them off; always sent to the workers (an unset field means
+// the worker's default), bounded.
+TEST_F(FrontendOptionsLora, CudaGraphsFlagIsCheckedAndReachesTheWorkers) {
+  ASSERT_TRUE(ParseAndValidate({}).ok());
+  auto init = MakeWorkerGroupOptions(options_, "w").init_template;
+  ASSERT_TRUE(init.has_cuda_graphs());
+  EXPECT_EQ(init.cuda_graphs(), 4u);
+  ASSERT_TRUE(ParseAndValidate({"--cuda-graphs", "0"}).ok());
+  init = MakeWorkerGroupOptions(options_, "w").init_template;
+  ASSERT_TRUE(init.has_cuda_graphs());
+  EXPECT_EQ(init.cuda_graphs(), 0u);
+  ExpectError({"--cuda-graphs", "65"}, "--cuda-graphs must be in 0..64, got 65");
+}
+
 }  // namespace
 }  // namespace ditserve::server

@@ -1,0 +1,288 @@
+#include "models/common/step_graphs.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+#ifdef DITSERVE_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ditserve::models {
+
+bool CudaGraphsAllowed() {
+#ifdef DITSERVE_WITH_CUDA
+  static const bool allowed = [] {
+    const char* v = std::getenv("DITSERVE_CUDA_GRAPHS");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return allowed;
+#else
+  return false;
+#endif
+}
+
+#ifdef DITSERVE_WITH_CUDA
+namespace {
+
+class CudaCapturedGraph final : public CapturedGraph {
+ public:
+  explicit CudaCapturedGraph(std::unique_ptr<at::cuda::CUDAGraph> graph) : graph_(std::move(graph)) {}
+  void Replay() override { graph_->replay(); }
+
+ private:
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+};
+
+class CudaGraphBackend final : public GraphBackend {
+ public:
+  explicit CudaGraphBackend(const torch::Device& device) : device_(device) {}
+
+  std::unique_ptr<CapturedGraph> Capture(const std::vector<torch::Tensor>& inputs, const Body& body,
+                                         torch::Tensor* output) override {
+    const c10::cuda::CUDAGuard device_guard(device_);
+    const at::cuda::CUDAStream main = at::cuda::getCurrentCUDAStream(device_.index());
+    if (!side_) side_ = at::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
+    // Graphs are captured on a stream of their own (never the default stream), which starts after
+    // everything queued on the caller's stream (the staged inputs).
+    at::cuda::CUDAEvent inputs_ready;
+    inputs_ready.record(main);
+    inputs_ready.block(*side_);
+    auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    {
+      const c10::cuda::CUDAStreamGuard on_side(*side_);
+      if (!warmed_up_) {
+        // The first capture: the body once op by op on the capture stream, so the libraries'
+        // per-stream state (cuBLAS / cuBLASLt workspaces) exists before capturing; then its blocks
+        // go back to the device (the graphs' own pool holds the activations from now on).
+        body(inputs);
+        warmed_up_ = true;
+        side_->synchronize();
+        c10::cuda::CUDACachingAllocator::emptyCache();
+      }
+      if (!pool_started_) {
+        pool_ = at::cuda::graph_pool_handle();
+        pool_started_ = true;
+      }
+      // Thread-local: the other threads of the process (RPC, metrics) may call CUDA meanwhile.
+      graph->capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
+      try {
+        *output = body(inputs);
+        graph->capture_end();
+      } catch (...) {
+        AbandonCapture(*graph);
+        throw;
+      }
+    }
+    // The caller's stream continues after the capture stream's work (the warm-up).
+    at::cuda::CUDAEvent captured;
+    captured.record(*side_);
+    captured.block(main);
+    return std::make_unique<CudaCapturedGraph>(std::move(graph));
+  }
+
+ private:
+  // After the body threw mid-capture: end the (invalidated) capture so the stream leaves capture
+  // mode, hand the allocator's capture routing and pool reference back, and clear the error the
+  // failed call left for the next CUDA call to find.
+  void AbandonCapture(at::cuda::CUDAGraph& graph) {
+    try {
+      graph.capture_end();
+    } catch (const std::exception&) {
+      // Expected: the capture was invalidated. capture_end stopped before the allocator's part.
+      try {
+        c10::cuda::CUDACachingAllocator::endAllocateToPool(device_.index(), pool_);
+        c10::cuda::CUDACachingAllocator::releasePool(device_.index(), pool_);
+      } catch (const std::exception&) {
+      }
+    }
+    (void)cudaGetLastError();
+  }
+
+  torch::Device device_;
+  std::optional<at::cuda::CUDAStream> side_;
+  bool warmed_up_ = false;
+  bool pool_started_ = false;
+  decltype(at::cuda::graph_pool_handle()) pool_{0, 0};
+};
+
+}  // namespace
+
+std::unique_ptr<GraphBackend> MakeCudaGraphBackend(const torch::Device& device) {
+  return std::make_unique<CudaGraphBackend>(device);
+}
+#else
+std::unique_ptr<GraphBackend> MakeCudaGraphBackend(const torch::Device&) { return nullptr; }
+#endif
+
+struct StepGraphs::Entry {
+  std::string key;
+  uint64_t fingerprint = 0;
+  std::vector<torch::Tensor> inputs;  // the staged copies the graph reads
+  std::vector<torch::Tensor> keep_alive;
+  torch::Tensor output;  // written by every replay
+  std::unique_ptr<CapturedGraph> graph;
+  comm::CommStats collectives;  // what one replay all-reduces
+};
+
+StepGraphs::StepGraphs(std::string what, const LinearRegistry* layers, comm::Communicator* comm,
+                       std::unique_ptr<GraphBackend> backend, int max_graphs)
+    : what_(std::move(what)),
+      layers_(layers),
+      comm_(comm),
+      backend_(std::move(backend)),
+      max_graphs_(max_graphs) {}
+
+StepGraphs::~StepGraphs() = default;
+
+void StepGraphs::Clear() {
+  entries_.clear();
+  seen_once_.clear();
+}
+
+std::string StepGraphs::Key(const std::vector<torch::Tensor>& inputs, const torch::Device& device,
+                            const std::string& host_key) const {
+  std::string key = absl::StrCat(device.str(), "|", host_key);
+  for (const torch::Tensor& t : inputs) {
+    if (!t.defined()) {
+      absl::StrAppend(&key, "|-");
+      continue;
+    }
+    absl::StrAppend(&key, "|", static_cast<int>(t.scalar_type()), ":");
+    for (int64_t i = 0; i < t.dim(); ++i) absl::StrAppend(&key, i ? "x" : "", t.size(i));
+  }
+  return key;
+}
+
+uint64_t StepGraphs::Fingerprint() const {
+  // FNV-1a over the addresses a capture bakes in besides its inputs.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* p) {
+    auto v = reinterpret_cast<uintptr_t>(p);
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  if (layers_ == nullptr) return h;
+  for (const auto& [path, layer] : layers_->layers()) {
+    mix(layer->weight().defined() ? layer->weight().data_ptr() : nullptr);
+    for (const LoraTerm& t : layer->lora_terms()) {
+      mix(t.a.data_ptr());
+      mix(t.b.data_ptr());
+    }
+    mix(nullptr);  // separates the layers' term lists
+  }
+  return h;
+}
+
+torch::Tensor StepGraphs::Run(const std::vector<torch::Tensor>& inputs, const torch::Device& device,
+                              const std::string& host_key,
+                              const std::vector<torch::Tensor>& keep_alive, const Body& body) {
+  if (!enabled()) {
+    ++stats_.eager;
+    return body(inputs);
+  }
+  // The fingerprint is part of the key: a job with LoRA adapters gets graphs of its own and the
+  // base model's stay (they are replayed again when the adapters are gone and the weights are back
+  // at their addresses).
+  const uint64_t fingerprint = Fingerprint();
+  const std::string key = absl::StrCat(Key(inputs, device, host_key), "|state ", fingerprint);
+  auto it = std::find_if(entries_.begin(), entries_.end(),
+                         [&key](const Entry& e) { return e.key == key; });
+  if (it != entries_.end()) {
+    entries_.splice(entries_.begin(), entries_, it);
+    Entry& e = entries_.front();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].defined()) e.inputs[i].copy_(inputs[i]);
+    }
+    e.graph->Replay();
+    ++stats_.replays;
+    if (comm_ != nullptr && e.collectives.allreduce_count > 0) {
+      comm_->RecordReplayedAllReduces(e.collectives.allreduce_count, e.collectives.allreduce_bytes);
+    }
+    return e.output.clone();
+  }
+  // First sight of this key: op by op (the warm-up). Second: capture.
+  auto seen = std::find(seen_once_.begin(), seen_once_.end(), key);
+  if (seen == seen_once_.end()) {
+    seen_once_.push_back(key);
+    if (seen_once_.size() > static_cast<size_t>(4 * max_graphs_)) seen_once_.erase(seen_once_.begin());
+    ++stats_.eager;
+    return body(inputs);
+  }
+  seen_once_.erase(seen);
+  return Capture(key, fingerprint, inputs, device, keep_alive, body);
+}
+
+torch::Tensor StepGraphs::Capture(const std::string& key, uint64_t fingerprint,
+                                  const std::vector<torch::Tensor>& inputs,
+                                  const torch::Device& device,
+                                  const std::vector<torch::Tensor>& keep_alive, const Body& body) {
+  Entry e;
+  e.key = key;
+  e.fingerprint = fingerprint;
+  e.keep_alive = keep_alive;
+  for (const torch::Tensor& t : inputs) {
+    if (!t.defined()) {
+      e.inputs.emplace_back();
+      continue;
+    }
+    torch::Tensor staged = torch::empty(t.sizes(), t.options().device(device));
+    staged.copy_(t);
+    e.inputs.push_back(std::move(staged));
+  }
+  const comm::CommStats before = comm_ != nullptr ? comm_->Stats() : comm::CommStats{};
+  try {
+    e.graph = backend_->Capture(e.inputs, body, &e.output);
+  } catch (const std::exception& ex) {
+    // Op by op from now on: a body that cannot be captured once will not be captured later.
+    ++stats_.failed_captures;
+    disabled_ = true;
+    Clear();
+    spdlog::warn("{}: CUDA graph capture failed, running op by op from now on: {}", what_,
+                 std::string(ex.what()).substr(0, 400));
+    ++stats_.eager;
+    return body(inputs);
+  }
+  if (comm_ != nullptr) {
+    // The capture called the collectives once (recorded, not run); the replay below runs them.
+    const comm::CommStats after = comm_->Stats();
+    e.collectives.allreduce_count = after.allreduce_count - before.allreduce_count;
+    e.collectives.allreduce_bytes = after.allreduce_bytes - before.allreduce_bytes;
+  }
+  ++stats_.captures;
+  spdlog::info("{}: captured a CUDA graph for {} ({} kept)", what_, key,
+               std::min<size_t>(entries_.size() + 1, static_cast<size_t>(max_graphs_)));
+  entries_.push_front(std::move(e));
+  while (entries_.size() > static_cast<size_t>(max_graphs_)) entries_.pop_back();
+  Entry& front = entries_.front();
+  front.graph->Replay();
+  ++stats_.replays;
+  return front.output.clone();
+}
+
+std::unique_ptr<StepGraphs> MakeStepGraphs(const std::string& what, const LinearRegistry* layers,
+                                           comm::Communicator* comm, const torch::Device& device,
+                                           int max_graphs) {
+  std::unique_ptr<GraphBackend> backend;
+  // A communicator whose collectives are host-side rendezvous cannot be captured (the in-process
+  // test group at tp > 1): op by op.
+  const bool capturable = comm == nullptr || comm->CapturableCollectives();
+  if (device.is_cuda() && CudaGraphsAllowed() && max_graphs > 0 && capturable) {
+    backend = MakeCudaGraphBackend(device);
+  }
+  return std::make_unique<StepGraphs>(what, layers, comm, std::move(backend), max_graphs);
+}
+
+}  // namespace ditserve::models

@@ -1,0 +1,240 @@
+// StepGraphs' policy (eager first, capture second, replay after), input staging, keys, the
+// weight/LoRA fingerprint, the graph limit, capture failures and the all-reduce accounting, with a
+// fake backend whose "graph" freezes what a CUDA graph bakes in at capture: the weight values at
+// the addresses it read. The CUDA backend itself runs in the gpu tests (cuda_pipeline_test etc.).
+#include "models/common/step_graphs.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <stdexcept>
+
+#include "models/common/linear.h"
+
+namespace ditserve::models {
+namespace {
+
+// Counts all-reduces like the real communicators (AllReduceSum and replayed ones) without moving data.
+class CountingCommunicator : public comm::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  absl::Status AllReduceSum(torch::Tensor& t) override {
+    stats_.allreduce_count += 1;
+    stats_.allreduce_bytes += t.nbytes();
+    return absl::OkStatus();
+  }
+  absl::Status AllReduceMax(torch::Tensor&) override { return absl::OkStatus(); }
+  absl::Status Broadcast(torch::Tensor&, int) override { return absl::OkStatus(); }
+  absl::Status AllGather(const torch::Tensor&, torch::Tensor&) override { return absl::OkStatus(); }
+  absl::Status Barrier() override { return absl::OkStatus(); }
+  comm::CommStats Stats() const override { return stats_; }
+  void RecordReplayedAllReduces(uint64_t count, uint64_t bytes) override {
+    stats_.allreduce_count += count;
+    stats_.allreduce_bytes += bytes;
+  }
+
+ private:
+  comm::CommStats stats_;
+};
+
+// The model under test: y = x · Wᵀ (+ LoRA terms), one all-reduce of y (a no-op here).
+struct TinyModel {
+  std::shared_ptr<Linear> layer = std::make_shared<Linear>(torch::randn({3, 4}), torch::Tensor());
+  LinearRegistry registry;
+  CountingCommunicator comm;
+  int body_calls = 0;
+
+  TinyModel() { registry.Add("proj", layer.get()); }
+
+  torch::Tensor Body(const std::vector<torch::Tensor>& in) {
+    ++body_calls;
+    torch::Tensor y = layer->Forward(in[0]);
+    if (in[1].defined()) y = y + in[1];
+    torch::Tensor r = y.clone();
+    EXPECT_TRUE(comm.AllReduceSum(r).ok());
+    return y;
+  }
+};
+
+// A graph that replays with the weight and LoRA values the body saw at capture, reading the staged
+// inputs' memory at replay: what a CUDA graph does.
+class FakeGraph : public CapturedGraph {
+ public:
+  FakeGraph(std::vector<torch::Tensor> inputs, torch::Tensor weight, std::vector<LoraTerm> lora,
+            torch::Tensor output)
+      : inputs_(std::move(inputs)), weight_(std::move(weight)), lora_(std::move(lora)),
+        output_(std::move(output)) {}
+  void Replay() override {
+    torch::Tensor y = torch::matmul(inputs_[0], weight_.t());
+    for (const LoraTerm& t : lora_) y = y + torch::matmul(torch::matmul(inputs_[0], t.a.t()), t.b.t());
+    if (inputs_[1].defined()) y = y + inputs_[1];
+    output_.copy_(y);
+  }
+
+ private:
+  std::vector<torch::Tensor> inputs_;
+  torch::Tensor weight_;
+  std::vector<LoraTerm> lora_;
+  torch::Tensor output_;
+};
+
+class FakeBackend : public GraphBackend {
+ public:
+  explicit FakeBackend(const Linear* layer, bool* fail) : layer_(layer), fail_(fail) {}
+  std::unique_ptr<CapturedGraph> Capture(const std::vector<torch::Tensor>& inputs, const Body& body,
+                                         torch::Tensor* output) override {
+    torch::Tensor out = body(inputs);  // the capture pass (the fake computes; a graph would not)
+    if (*fail_) throw std::runtime_error("operation not permitted when stream is capturing");
+    *output = torch::full_like(out, std::nanf(""));  // nothing has run yet
+    std::vector<LoraTerm> lora;
+    for (const LoraTerm& t : layer_->lora_terms()) lora.push_back({t.a.clone(), t.b.clone()});
+    return std::make_unique<FakeGraph>(inputs, layer_->weight().clone(), std::move(lora), *output);
+  }
+
+ private:
+  const Linear* layer_;
+  bool* fail_;
+};
+
+struct Fixture {
+  TinyModel model;
+  bool fail = false;
+  StepGraphs graphs{"tiny", &model.registry, &model.comm,
+                    std::make_unique<FakeBackend>(model.layer.get(), &fail), 2};
+
+  torch::Tensor Run(const torch::Tensor& x, const torch::Tensor& bias = {}, const std::string& host = "") {
+    return graphs.Run({x, bias}, torch::kCPU, host, {},
+                      [this](const std::vector<torch::Tensor>& in) { return model.Body(in); });
+  }
+  torch::Tensor Expected(const torch::Tensor& x, const torch::Tensor& bias = {}) {
+    torch::Tensor y = model.layer->Forward(x);
+    return bias.defined() ? y + bias : y;
+  }
+};
+
+TEST(StepGraphs, EagerThenCaptureThenReplayWithEachCallsInputs) {
+  Fixture f;
+  for (int i = 0; i < 5; ++i) {
+    torch::Tensor x = torch::randn({2, 4});  // new values every step, same shape
+    torch::Tensor y = f.Run(x);
+    EXPECT_TRUE(torch::allclose(y, f.Expected(x))) << "call " << i;
+  }
+  EXPECT_EQ(f.graphs.stats().eager, 1u);
+  EXPECT_EQ(f.graphs.stats().captures, 1u);
+  EXPECT_EQ(f.graphs.stats().replays, 4u);  // the capturing call's included
+  EXPECT_EQ(f.graphs.graphs(), 1u);
+  // Every forward's all-reduce counted once: eager, the capture (recorded, run by its replay), and
+  // each later replay.
+  EXPECT_EQ(f.model.comm.Stats().allreduce_count, 5u);
+  EXPECT_EQ(f.model.comm.Stats().allreduce_bytes, 5u * 2 * 3 * sizeof(float));
+}
+
+TEST(StepGraphs, ReturnedTensorsAreNotOverwrittenByTheNextReplay) {
+  Fixture f;
+  f.Run(torch::randn({2, 4}));
+  torch::Tensor x1 = torch::randn({2, 4}), x2 = torch::randn({2, 4});
+  torch::Tensor y1 = f.Run(x1);
+  torch::Tensor y2 = f.Run(x2);
+  EXPECT_TRUE(torch::allclose(y1, f.Expected(x1)));
+  EXPECT_TRUE(torch::allclose(y2, f.Expected(x2)));
+}
+
+TEST(StepGraphs, ShapesUndefinedInputsAndHostKeysAreSeparateGraphs) {
+  Fixture f;
+  torch::Tensor b = torch::randn({3});
+  for (int i = 0; i < 3; ++i) {
+    torch::Tensor x = torch::randn({2, 4});
+    EXPECT_TRUE(torch::allclose(f.Run(x), f.Expected(x)));
+    EXPECT_TRUE(torch::allclose(f.Run(x, b), f.Expected(x, b)));
+  }
+  EXPECT_EQ(f.graphs.stats().captures, 2u);
+  // A host key the forward reads on the host (e.g. an image grid) splits them too.
+  for (int i = 0; i < 2; ++i) f.Run(torch::randn({2, 4}), {}, "grid 2x2");
+  EXPECT_EQ(f.graphs.stats().captures, 3u);
+  EXPECT_EQ(f.graphs.graphs(), 2u);  // the limit: least recently used dropped
+}
+
+TEST(StepGraphs, LeastRecentlyUsedGraphGoesFirst) {
+  Fixture f;
+  auto twice = [&](int64_t rows) {
+    f.Run(torch::randn({rows, 4}));
+    f.Run(torch::randn({rows, 4}));
+  };
+  twice(1);
+  twice(2);
+  f.Run(torch::randn({1, 4}));  // rows 1 used last
+  twice(3);                     // evicts rows 2
+  const uint64_t captures = f.graphs.stats().captures;
+  f.Run(torch::randn({1, 4}));
+  EXPECT_EQ(f.graphs.stats().captures, captures);  // still kept: a replay
+  const uint64_t eager = f.graphs.stats().eager;
+  f.Run(torch::randn({2, 4}));
+  EXPECT_EQ(f.graphs.stats().eager, eager + 1);  // dropped: seen anew
+}
+
+TEST(StepGraphs, NewWeightStorageOrLoraTermsGetTheirOwnGraphs) {
+  Fixture f;
+  torch::Tensor x = torch::randn({2, 4});
+  auto right = [&] { EXPECT_TRUE(torch::allclose(f.Run(x), f.model.layer->Forward(x), 1e-5, 1e-5)); };
+  right();
+  right();
+  ASSERT_EQ(f.graphs.stats().captures, 1u);
+
+  // What a LoRA merge does: the weight's storage points at new bytes. A new state: eager once, then
+  // captured.
+  torch::Tensor merged = f.model.layer->weight() + 1.0;
+  at::DataPtr original = f.model.layer->weight().storage().unsafeGetStorageImpl()->set_data_ptr(
+      merged.storage().unsafeGetStorageImpl()->set_data_ptr(at::DataPtr()));
+  right();
+  right();
+  EXPECT_EQ(f.graphs.stats().captures, 2u);
+  // The merge undone: the base model's graph is still there and replays.
+  f.model.layer->weight().storage().unsafeGetStorageImpl()->set_data_ptr(std::move(original));
+  const uint64_t replays = f.graphs.stats().replays;
+  right();
+  EXPECT_EQ(f.graphs.stats().captures, 2u);
+  EXPECT_EQ(f.graphs.stats().replays, replays + 1);
+
+  // Runtime LoRA terms: a graph without them would lack their kernels; another set, other factors.
+  f.model.layer->SetLoraTerms({LoraTerm{torch::randn({2, 4}), torch::randn({3, 2})}});
+  right();
+  right();
+  f.model.layer->SetLoraTerms({LoraTerm{torch::randn({2, 4}), torch::randn({3, 2})}});
+  right();
+  right();
+  right();
+  EXPECT_EQ(f.graphs.stats().captures, 4u);
+  EXPECT_EQ(f.graphs.graphs(), 2u);  // the limit
+}
+
+TEST(StepGraphs, FailedCaptureFallsBackToEagerForGood) {
+  Fixture f;
+  f.fail = true;
+  torch::Tensor x = torch::randn({2, 4});
+  f.Run(x);
+  EXPECT_TRUE(torch::allclose(f.Run(x), f.Expected(x)));  // the capture threw; answered eagerly
+  EXPECT_EQ(f.graphs.stats().failed_captures, 1u);
+  EXPECT_FALSE(f.graphs.enabled());
+  f.fail = false;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(f.Run(x), f.Expected(x)));
+  EXPECT_EQ(f.graphs.stats().captures, 0u);
+  EXPECT_EQ(f.graphs.graphs(), 0u);
+}
+
+TEST(StepGraphs, OffRunsTheBodyEveryTime) {
+  TinyModel model;
+  StepGraphs off("tiny", &model.registry, &model.comm, nullptr, 4);
+  EXPECT_FALSE(off.enabled());
+  for (int i = 0; i < 3; ++i) {
+    off.Run({torch::randn({2, 4}), torch::Tensor()}, torch::kCPU, "", {},
+            [&](const std::vector<torch::Tensor>& in) { return model.Body(in); });
+  }
+  EXPECT_EQ(model.body_calls, 3);
+  EXPECT_EQ(off.stats().eager, 3u);
+  // The factory never gives a CPU model a backend.
+  EXPECT_FALSE(MakeStepGraphs("tiny", &model.registry, &model.comm, torch::kCPU, 4)->enabled());
+}
+
+}  // namespace
+}  // namespace ditserve::models
