@@ -87,6 +87,10 @@ constexpr Def kWorkerCounters[] = {
      "Denoising steps executed by the worker rank since it started."},
     {"ditserve_worker_denoise_step_seconds_total",
      "Time the worker rank spent in denoising steps since it started."},
+    {"ditserve_worker_cuda_graph_replays_total",
+     "Transformer forwards the worker rank replayed from a CUDA graph since it started."},
+    {"ditserve_worker_cuda_graph_captures_total",
+     "CUDA graphs of the transformer step the worker rank captured since it started."},
 };
 
 }  // namespace
@@ -241,6 +245,8 @@ void DitserveMetrics::ReportWorker(uint32_t rank, const WorkerFigures& w) {
   n[kAllreduceSeconds]->SetCumulative(w.allreduce_seconds);
   n[kSteps]->SetCumulative(w.denoise_steps);
   n[kStepSeconds]->SetCumulative(w.denoise_step_seconds);
+  n[kGraphReplays]->SetCumulative(w.cuda_graph_replays);
+  n[kGraphCaptures]->SetCumulative(w.cuda_graph_captures);
   g[kLastReport]->SetToCurrentTime();
 }
 

@@ -42,6 +42,10 @@
 //   ditserve_worker_denoise_steps_total{rank}        counter   denoising steps executed.
 //   ditserve_worker_denoise_step_seconds_total{rank} counter   time spent in those steps
 //       (mean step time = rate(..._step_seconds_total) / rate(..._steps_total); stragglers show here).
+//   ditserve_worker_cuda_graph_replays_total{rank}   counter   transformer forwards replayed from a
+//       CUDA graph (models/common/step_graphs.h; against ..._denoise_steps_total: how many ran so).
+//   ditserve_worker_cuda_graph_captures_total{rank}  counter   CUDA graphs captured (one per request
+//       shape in use; a steady rise means shapes churn past --cuda-graphs).
 // The worker totals are cumulative since the worker started, so they are counters set to the
 // reported total (Counter::SetCumulative): promtool requires counters for *_total names, and a
 // worker restart shows up as a counter reset, which rate() handles.
@@ -100,6 +104,8 @@ struct WorkerFigures {
   double allreduce_seconds = 0;
   double denoise_steps = 0;
   double denoise_step_seconds = 0;
+  double cuda_graph_replays = 0;
+  double cuda_graph_captures = 0;
 };
 
 class DitserveMetrics {
@@ -137,7 +143,7 @@ class DitserveMetrics {
   enum WorkerGauge { kReady, kLastReport, kAllocated, kPeakAllocated, kReserved, kTotal, kWeight,
                      kLoad, kRss, kNumWorkerGauges };
   enum WorkerCounter { kAllreduceOps, kAllreduceBytes, kAllreduceSeconds, kSteps, kStepSeconds,
-                       kNumWorkerCounters };
+                       kGraphReplays, kGraphCaptures, kNumWorkerCounters };
   struct RankChildren {
     std::array<Gauge*, kNumWorkerGauges> gauges;
     std::array<Counter*, kNumWorkerCounters> counters;

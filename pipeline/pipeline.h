@@ -86,6 +86,10 @@ class Pipeline {
 
   // Bytes of weights this rank holds on its device.
   virtual uint64_t weight_bytes() const = 0;
+
+  // How the transformer's forwards ran so far (CUDA graph captures and replays). On the thread that
+  // runs the pipeline.
+  virtual models::StepGraphStats transformer_graph_stats() const = 0;
 };
 
 using ::ditserve::ModelNameFromDir;  // common/model_name.h

@@ -37,6 +37,9 @@ class QwenImagePipeline final : public Pipeline {
   absl::StatusOr<GenerationResult> Run(const GenerationJob& job, const StepCallback& on_step,
                                        const CancelPredicate& cancel_requested) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
+  models::StepGraphStats transformer_graph_stats() const override {
+    return transformer_->graph_stats();
+  }
 
  private:
   struct Conditioning {

@@ -9,8 +9,9 @@
 #   2. build ditserve-tool; bf16, float32 and FP8-weight forwards of the FLUX.1, FLUX.2 and Qwen-Image
 #      tiny fixtures on the GPU against diffusers' float32 outputs (limits 2e-2 / 1e-4 / 2e-2)
 #                                                                            -> parity.txt
-#   3. per-kernel table of one step for each model of PROFILE_MODELS (default "flux1 qwenimage";
-#      ditserve-<model>-profile)                                          -> <model>_profile.tsv
+#   3. per-kernel table of one whole step for each model of PROFILE_MODELS (default "flux1 flux2
+#      qwenimage"; ditserve-<model>-profile), and its time by kind (GEMM, attention, ours, other)
+#                                                                         -> <model>_profile.tsv
 #   4. build and time the FLUX.2-dev and Qwen-Image steps, each also with DITSERVE_FUSED_KERNELS=0,
 #      with DITSERVE_CUDA_GRAPHS=0 and with --weights fp8
 #                          -> <model>_bench.txt, _bench_unfused.txt, _bench_nographs.txt, _bench_fp8.txt
@@ -153,11 +154,11 @@ fi
 }
 
 stage3() {
-for m in ${PROFILE_MODELS:-flux1 qwenimage}; do
+for m in ${PROFILE_MODELS:-flux1 flux2 qwenimage}; do
   log "stage 3: $m kernel profile"
   if build "ditserve-$m-profile"; then
     build-cuda/models/$m/ditserve-$m-profile --device cuda --runs 3 --warmup 2 \
-      --profile "$out/${m}_profile.tsv" 2>&1 | tail -2
+      --profile "$out/${m}_profile.tsv" 2>&1 | grep -E "median|graphs|profile"
     rm -f "$out/${m}_profile.tsv.json"
     head -25 "$out/${m}_profile.tsv" | cut -c1-160
   fi

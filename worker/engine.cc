@@ -170,6 +170,7 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
     spdlog::info("rank {}: warm-up {}x{} in {:.2f} s", rank, job.height, job.width,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count());
   }
+  RecordGraphStats(*pipe);
   {
     std::lock_guard<std::mutex> lock(status_mu_);
     comm_ = std::move(comm);
@@ -233,12 +234,20 @@ absl::StatusOr<pipeline::GenerationResult> Engine::RunOnEngineThread(
     step_micros_.fetch_add(static_cast<uint64_t>(e.seconds * 1e6));
     if (on_step) on_step(e);
   };
-  return pipeline_->Run(job.job, step, cancel);
+  absl::StatusOr<pipeline::GenerationResult> result = pipeline_->Run(job.job, step, cancel);
+  RecordGraphStats(*pipeline_);
+  return result;
 }
 
 std::optional<pipeline::ModelCard> Engine::Card() const {
   std::lock_guard<std::mutex> lock(status_mu_);
   return card_;
+}
+
+void Engine::RecordGraphStats(const pipeline::Pipeline& pipe) {
+  const models::StepGraphStats g = pipe.transformer_graph_stats();
+  graph_replays_.store(g.replays);
+  graph_captures_.store(g.captures);
 }
 
 v1::WorkerStatus Engine::Status() const {
@@ -248,6 +257,8 @@ v1::WorkerStatus Engine::Status() const {
   s.set_resident_bytes(ResidentBytes());
   s.set_steps(steps_.load());
   s.set_step_seconds_sum(static_cast<double>(step_micros_.load()) / 1e6);
+  s.set_cuda_graph_replays(graph_replays_.load());
+  s.set_cuda_graph_captures(graph_captures_.load());
   std::lock_guard<std::mutex> lock(status_mu_);
   DeviceMemoryInfo mem = QueryDeviceMemory(device_);
   s.mutable_memory()->set_allocated_bytes(mem.allocated);

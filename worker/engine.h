@@ -76,6 +76,8 @@ class Engine {
       const RunJob& job, const pipeline::StepCallback& on_step,
       const std::function<bool()>& client_cancelled);
   bool CancelRequested(const std::string& job_id) const;
+  // Copies `pipe`'s transformer graph counters for Status() (engine thread).
+  void RecordGraphStats(const pipeline::Pipeline& pipe);
 
   const WorkerOptions options_;
   const EngineDeps deps_;
@@ -99,6 +101,9 @@ class Engine {
 
   std::atomic<uint64_t> steps_{0};
   std::atomic<uint64_t> step_micros_{0};
+  // The pipeline's transformer graph counters, copied on the engine thread after every job.
+  std::atomic<uint64_t> graph_replays_{0};
+  std::atomic<uint64_t> graph_captures_{0};
 
   // Last member: destroyed first, so queued jobs finish while the state above still exists.
   EngineThread engine_;

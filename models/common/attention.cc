@@ -12,14 +12,23 @@ torch::Tensor DotProductAttentionHeadsFirst(const torch::Tensor& q, const torch:
 
 torch::Tensor DotProductAttentionHeadsFirstThenJoin(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const torch::Tensor& tail) {
-  const torch::Tensor out = compat::ScaledDotProductAttention(q, k, v);  // (B, H, S, D)
-  const int64_t b = out.size(0), h = out.size(1), s = out.size(2), d = out.size(3);
+  const int64_t b = q.size(0), h = q.size(1), s = q.size(2), d = v.size(3);
   TORCH_CHECK(tail.dim() == 3 && tail.size(0) == b && tail.size(1) == s,
               "attention join: tail must be (B, S, M) with the attention's B and S");
   torch::Tensor joined = torch::empty({b, s, h * d + tail.size(2)}, tail.options().dtype(q.scalar_type()));
-  joined.narrow(2, 0, h * d).view({b, s, h, d}).copy_(out.permute({0, 2, 1, 3}));
+  DotProductAttentionHeadsFirstInto(q, k, v, joined);
   joined.narrow(2, h * d, tail.size(2)).copy_(tail);
   return joined;
+}
+
+void DotProductAttentionHeadsFirstInto(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v, torch::Tensor& joined) {
+  const torch::Tensor out = compat::ScaledDotProductAttention(q, k, v);  // (B, H, S, D)
+  const int64_t b = out.size(0), h = out.size(1), s = out.size(2), d = out.size(3);
+  TORCH_CHECK(joined.dim() == 3 && joined.size(0) == b && joined.size(1) == s &&
+                  joined.size(2) >= h * d && joined.is_contiguous(),
+              "attention join: the buffer must be contiguous (B, S, >= heads·hd)");
+  joined.narrow(2, 0, h * d).view({b, s, h, d}).copy_(out.permute({0, 2, 1, 3}));
 }
 
 torch::Tensor DotProductAttention(const torch::Tensor& q, const torch::Tensor& k,

@@ -19,6 +19,12 @@ torch::Tensor DotProductAttentionHeadsFirst(const torch::Tensor& q, const torch:
 torch::Tensor DotProductAttentionHeadsFirstThenJoin(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const torch::Tensor& tail);
 
+// The attention part of that: writes DotProductAttentionHeadsFirst(q, k, v) into the first
+// heads·hd columns of `joined` (B, S, heads·hd + M, contiguous, q's dtype); the caller writes the
+// rest (FLUX.2's single blocks: the SwiGLU straight into it, models/common/swiglu_feed_forward.h).
+void DotProductAttentionHeadsFirstInto(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v, torch::Tensor& joined);
+
 // `mask`: empty, or boolean broadcastable to (B, heads, S_q, S_k), true = attend.
 torch::Tensor DotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const torch::Tensor& mask = {});

@@ -11,12 +11,14 @@
 
 namespace ditserve::models {
 
+bool EnvironmentSwitchOn(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 bool FusedKernelsEnabled() {
 #ifdef DITSERVE_WITH_CUDA_KERNELS
-  static const bool enabled = [] {
-    const char* v = std::getenv("DITSERVE_FUSED_KERNELS");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = EnvironmentSwitchOn("DITSERVE_FUSED_KERNELS");
   return enabled;
 #else
   return false;

@@ -14,6 +14,10 @@ namespace ditserve::models {
 
 bool FusedKernelsEnabled();
 
+// An A/B switch of the CUDA build (DITSERVE_FUSED_KERNELS, DITSERVE_CUDA_GRAPHS): on unless the
+// environment sets `name` to "0". Reads the environment at each call; callers keep the answer.
+bool EnvironmentSwitchOn(const char* name);
+
 // The kernels' element type for a tensor dtype (float32, bfloat16, float16); false for others.
 bool KernelElementType(torch::ScalarType t, cuda::ElementType* out);
 

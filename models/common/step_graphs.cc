@@ -1,12 +1,11 @@
 #include "models/common/step_graphs.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "models/common/fused_kernels.h"
 #include "spdlog/spdlog.h"
 
 #ifdef DITSERVE_WITH_CUDA
@@ -22,10 +21,7 @@ namespace ditserve::models {
 
 bool CudaGraphsAllowed() {
 #ifdef DITSERVE_WITH_CUDA
-  static const bool allowed = [] {
-    const char* v = std::getenv("DITSERVE_CUDA_GRAPHS");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool allowed = EnvironmentSwitchOn("DITSERVE_CUDA_GRAPHS");
   return allowed;
 #else
   return false;
@@ -148,6 +144,7 @@ StepGraphs::~StepGraphs() = default;
 void StepGraphs::Clear() {
   entries_.clear();
   seen_once_.clear();
+  uncapturable_.clear();
 }
 
 std::string StepGraphs::Key(const std::vector<torch::Tensor>& inputs, const torch::Device& device,
@@ -213,6 +210,10 @@ torch::Tensor StepGraphs::Run(const std::vector<torch::Tensor>& inputs, const to
     }
     return e.output.clone();
   }
+  if (std::find(uncapturable_.begin(), uncapturable_.end(), key) != uncapturable_.end()) {
+    ++stats_.eager;
+    return body(inputs);
+  }
   // First sight of this key: op by op (the warm-up). Second: capture.
   auto seen = std::find(seen_once_.begin(), seen_once_.end(), key);
   if (seen == seen_once_.end()) {
@@ -246,12 +247,20 @@ torch::Tensor StepGraphs::Capture(const std::string& key, uint64_t fingerprint,
   try {
     e.graph = backend_->Capture(e.inputs, body, &e.output);
   } catch (const std::exception& ex) {
-    // Op by op from now on: a body that cannot be captured once will not be captured later.
     ++stats_.failed_captures;
-    disabled_ = true;
-    Clear();
-    spdlog::warn("{}: CUDA graph capture failed, running op by op from now on: {}", what_,
-                 std::string(ex.what()).substr(0, 400));
+    const std::string why = std::string(ex.what()).substr(0, 400);
+    if (why.find("out of memory") != std::string::npos) {
+      // This shape's graph does not fit next to what is held: this key stays op by op; the other
+      // shapes keep their graphs.
+      uncapturable_.push_back(key);
+      if (uncapturable_.size() > 16) uncapturable_.erase(uncapturable_.begin());
+      spdlog::warn("{}: no room to capture a CUDA graph for {}; op by op: {}", what_, key, why);
+    } else {
+      // A body that cannot be captured once will not be captured later: op by op from now on.
+      disabled_ = true;
+      Clear();
+      spdlog::warn("{}: CUDA graph capture failed, running op by op from now on: {}", what_, why);
+    }
     ++stats_.eager;
     return body(inputs);
   }

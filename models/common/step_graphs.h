@@ -22,7 +22,8 @@
 // passes as `keep_alive` (e.g. a RoPE table cache the forward reads). No host synchronisation
 // (.item(), copies to the host, blocking host-to-device copies of pageable memory): if the
 // capture fails for such a reason the model logs it once and runs eagerly from then on, and the
-// call still returns the right answer. Collectives inside the body are captured (NCCL); the
+// call still returns the right answer (a capture that runs out of device memory only leaves that
+// shape op by op). Collectives inside the body are captured (NCCL); the
 // graph's all-reduces are reported to the communicator's Stats at every replay.
 //
 // Off: max_graphs 0, a non-CUDA device, a build without CUDA, a communicator whose collectives
@@ -129,6 +130,7 @@ class StepGraphs {
   bool disabled_ = false;  // after a failed capture
   std::list<Entry> entries_;  // most recently used first
   std::vector<std::string> seen_once_;  // keys run eagerly once, not captured yet (bounded)
+  std::vector<std::string> uncapturable_;  // keys whose capture ran out of memory (bounded)
   StepGraphStats stats_;
 };
 

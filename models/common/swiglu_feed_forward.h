@@ -18,8 +18,14 @@
 
 namespace ditserve::models {
 
-// silu(x[..., :W/2]) * x[..., W/2:] over the last dim (Flux2SwiGLU).
+// silu(x[..., :W/2]) * x[..., W/2:] over the last dim (Flux2SwiGLU): our fused kernel on CUDA
+// (models/cuda/swiglu.h; bit-identical to the reference), SwiGluReference elsewhere.
 torch::Tensor SwiGlu(const torch::Tensor& x);
+// The same written into `out` (x's shape with W/2 last, x's dtype and device, a contiguous last
+// dim: e.g. the tail of the single blocks' [attention | mlp] buffer).
+void SwiGluInto(const torch::Tensor& x, torch::Tensor& out);
+// The reference op sequence: torch::silu of the first half times the second.
+torch::Tensor SwiGluReference(const torch::Tensor& x);
 
 class SwiGluFeedForward {
  public:

@@ -87,9 +87,15 @@ torch::Tensor Flux2ParallelSelfAttention::Forward(const torch::Tensor& x,
   auto q = JointHeadsFirst({}, {Heads(z.narrow(-1, 0, local_qkv_)), norm_q_.get()}, &rope);
   auto k = JointHeadsFirst({}, {Heads(z.narrow(-1, local_qkv_, local_qkv_)), norm_k_.get()}, &rope);
   auto v = JointHeadsFirst({}, {Heads(z.narrow(-1, 2 * local_qkv_, local_qkv_))}, nullptr);
-  auto mlp = SwiGlu(z.narrow(-1, 3 * local_qkv_, 2 * local_mlp_));
-  // [attention | mlp], the attention written straight into the joined buffer.
-  return to_out_->Forward(DotProductAttentionHeadsFirstThenJoin(q, k, v, mlp));
+  // [attention | mlp] for the output projection: the SwiGLU and the attention each written
+  // straight into their part of one buffer.
+  const int64_t attention_width = q.size(1) * v.size(3);
+  torch::Tensor joined =
+      torch::empty({z.size(0), z.size(1), attention_width + local_mlp_}, z.options());
+  torch::Tensor mlp = joined.narrow(2, attention_width, local_mlp_);
+  SwiGluInto(z.narrow(-1, 3 * local_qkv_, 2 * local_mlp_), mlp);
+  DotProductAttentionHeadsFirstInto(q, k, v, joined);
+  return to_out_->Forward(joined);
 }
 
 }  // namespace ditserve::models::flux2

@@ -81,6 +81,14 @@ TEST(CudaServer, OneGpuWorkerServesTheReferenceImage) {
   EXPECT_GT(peak, allocated);  // activations of the requests came and went
   EXPECT_GT(total, peak);
   EXPECT_EQ(MetricValue(**server, "ditserve_worker_denoise_steps_total" + r0), 8);
+  // The steps ran from CUDA graphs (on by default): a request's first step at a new size runs op
+  // by op, its second is captured; the second request replays all four. The images above are the
+  // reference's through them.
+  const double captures = MetricValue(**server, "ditserve_worker_cuda_graph_captures_total" + r0);
+  const double replays = MetricValue(**server, "ditserve_worker_cuda_graph_replays_total" + r0);
+  std::printf("cuda graphs: %.0f captured, %.0f replays\n", captures, replays);
+  EXPECT_GE(captures, 1);
+  EXPECT_GE(replays, 7);
   EXPECT_EQ((*server)->Stop(), 0) << "frontend did not exit cleanly; log: " << (*server)->log_path();
 }
 

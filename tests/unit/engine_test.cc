@@ -87,6 +87,7 @@ class ScriptedPipeline final : public pipeline::Pipeline {
     return run_();
   }
   uint64_t weight_bytes() const override { return 1; }
+  models::StepGraphStats transformer_graph_stats() const override { return {}; }
 
  private:
   std::function<absl::StatusOr<pipeline::GenerationResult>()> run_;

@@ -9,6 +9,7 @@
 #include "models/common/fused_linear.h"
 #include "models/common/linear.h"
 #include "models/common/rope.h"
+#include "models/common/swiglu_feed_forward.h"
 
 namespace ditserve::models {
 namespace {
@@ -109,6 +110,24 @@ TEST(LinearThenGeluTanh, EqualsGeluOfTheLinear) {
   auto layer = RandomLinear(24, 16, true);
   auto x = torch::randn({3, 5, 16});
   EXPECT_LT(RelErr(LinearThenGeluTanh(*layer, x), torch::gelu(layer->Forward(x), "tanh")), 1e-6);
+}
+
+// The single blocks' buffer filled in parts: the attention into its head, the SwiGLU into its tail
+// (a slice of the fused projection's output in): the same bytes as cat(attention, SwiGLU).
+TEST(AttentionJoin, AttentionAndSwiGluWrittenIntoOneBufferEqualTheCat) {
+  torch::manual_seed(3);
+  auto q = torch::randn({2, 3, 5, 4}), k = torch::randn({2, 3, 5, 4}), v = torch::randn({2, 3, 5, 4});
+  torch::Tensor z = torch::randn({2, 5, 6 + 2 * 7});
+  torch::Tensor mlp_in = z.narrow(2, 6, 2 * 7);
+  torch::Tensor joined = torch::empty({2, 5, 12 + 7});
+  torch::Tensor tail = joined.narrow(2, 12, 7);
+  SwiGluInto(mlp_in, tail);
+  DotProductAttentionHeadsFirstInto(q, k, v, joined);
+  auto halves = mlp_in.chunk(2, -1);
+  torch::Tensor expected = torch::cat(
+      {DotProductAttentionHeadsFirst(q, k, v), torch::silu(halves[0]) * halves[1]}, -1);
+  EXPECT_TRUE(torch::equal(joined, expected));
+  EXPECT_TRUE(torch::equal(SwiGlu(mlp_in), torch::silu(halves[0]) * halves[1]));
 }
 
 }  // namespace

@@ -81,11 +81,12 @@ class FakeGraph : public CapturedGraph {
 
 class FakeBackend : public GraphBackend {
  public:
-  explicit FakeBackend(const Linear* layer, bool* fail) : layer_(layer), fail_(fail) {}
+  FakeBackend(const Linear* layer, bool* fail, const std::string* message)
+      : layer_(layer), fail_(fail), message_(message) {}
   std::unique_ptr<CapturedGraph> Capture(const std::vector<torch::Tensor>& inputs, const Body& body,
                                          torch::Tensor* output) override {
     torch::Tensor out = body(inputs);  // the capture pass (the fake computes; a graph would not)
-    if (*fail_) throw std::runtime_error("operation not permitted when stream is capturing");
+    if (*fail_) throw std::runtime_error(*message_);
     *output = torch::full_like(out, std::nanf(""));  // nothing has run yet
     std::vector<LoraTerm> lora;
     for (const LoraTerm& t : layer_->lora_terms()) lora.push_back({t.a.clone(), t.b.clone()});
@@ -95,13 +96,15 @@ class FakeBackend : public GraphBackend {
  private:
   const Linear* layer_;
   bool* fail_;
+  const std::string* message_;
 };
 
 struct Fixture {
   TinyModel model;
   bool fail = false;
+  std::string fail_message = "operation not permitted when stream is capturing";
   StepGraphs graphs{"tiny", &model.registry, &model.comm,
-                    std::make_unique<FakeBackend>(model.layer.get(), &fail), 2};
+                    std::make_unique<FakeBackend>(model.layer.get(), &fail, &fail_message), 2};
 
   torch::Tensor Run(const torch::Tensor& x, const torch::Tensor& bias = {}, const std::string& host = "") {
     return graphs.Run({x, bias}, torch::kCPU, host, {},
@@ -220,6 +223,22 @@ TEST(StepGraphs, FailedCaptureFallsBackToEagerForGood) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(f.Run(x), f.Expected(x)));
   EXPECT_EQ(f.graphs.stats().captures, 0u);
   EXPECT_EQ(f.graphs.graphs(), 0u);
+}
+
+TEST(StepGraphs, CaptureOutOfMemoryLeavesThatShapeOpByOpOnly) {
+  Fixture f;
+  f.fail_message = "CUDA out of memory. Tried to allocate 2.00 GiB";
+  f.fail = true;
+  torch::Tensor big = torch::randn({8, 4});
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(torch::allclose(f.Run(big), f.Expected(big)));
+  EXPECT_EQ(f.graphs.stats().failed_captures, 1u);  // tried once, not at every other step
+  EXPECT_TRUE(f.graphs.enabled());
+  f.fail = false;
+  torch::Tensor small = torch::randn({2, 4});
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(f.Run(small), f.Expected(small)));
+  EXPECT_EQ(f.graphs.stats().captures, 1u);  // other shapes still get theirs
+  f.Run(big);
+  EXPECT_EQ(f.graphs.stats().captures, 1u);  // and the one that did not fit stays op by op
 }
 
 TEST(StepGraphs, OffRunsTheBodyEveryTime) {
