@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/agree.h"
+#include "common/torch_guard.h"
 #include "models/common/fused_kernels.h"
 #include "spdlog/spdlog.h"
 
@@ -183,10 +185,30 @@ uint64_t StepGraphs::Fingerprint() const {
   return h;
 }
 
+namespace {
+
+bool Contains(const std::vector<std::string>& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+void PushBounded(std::vector<std::string>* keys, const std::string& key, size_t bound) {
+  keys->push_back(key);
+  if (keys->size() > bound) keys->erase(keys->begin());
+}
+
+}  // namespace
+
+int StepGraphs::Agree(int local) {
+  if (comm_ == nullptr || comm_->world_size() <= 1) return local;
+  absl::StatusOr<int32_t> agreed = comm::AgreeOnMax(*comm_, local);
+  ThrowIfError(agreed.status());
+  return *agreed;
+}
+
 torch::Tensor StepGraphs::Run(const std::vector<torch::Tensor>& inputs, const torch::Device& device,
                               const std::string& host_key,
                               const std::vector<torch::Tensor>& keep_alive, const Body& body) {
-  if (!enabled()) {
+  if (backend_ == nullptr || max_graphs_ <= 0) {  // the same on every rank: no agreement
     ++stats_.eager;
     return body(inputs);
   }
@@ -197,7 +219,15 @@ torch::Tensor StepGraphs::Run(const std::vector<torch::Tensor>& inputs, const to
   const std::string key = absl::StrCat(Key(inputs, device, host_key), "|state ", fingerprint);
   auto it = std::find_if(entries_.begin(), entries_.end(),
                          [&key](const Entry& e) { return e.key == key; });
-  if (it != entries_.end()) {
+  const bool seen = Contains(seen_once_, key);
+  // This rank's wish, then the group's action: the largest wish (NCCL needs a captured collective
+  // captured, and a graph holding one launched, on every rank; the fingerprints are addresses and
+  // may differ between ranks).
+  const bool capturable = !disabled_ && !Contains(uncapturable_, key);
+  int local = kEager;
+  if (capturable) local = it != entries_.end() ? kReplay : seen ? kCapture : kEager;
+  const int action = Agree(local);
+  if (action == kReplay) {
     entries_.splice(entries_.begin(), entries_, it);
     Entry& e = entries_.front();
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -210,20 +240,17 @@ torch::Tensor StepGraphs::Run(const std::vector<torch::Tensor>& inputs, const to
     }
     return e.output.clone();
   }
-  if (std::find(uncapturable_.begin(), uncapturable_.end(), key) != uncapturable_.end()) {
-    ++stats_.eager;
-    return body(inputs);
+  if (action == kCapture) {
+    if (it != entries_.end()) entries_.erase(it);  // another rank needs a new capture: all recapture
+    seen_once_.erase(std::remove(seen_once_.begin(), seen_once_.end(), key), seen_once_.end());
+    return Capture(key, fingerprint, inputs, device, keep_alive, body);
   }
-  // First sight of this key: op by op (the warm-up). Second: capture.
-  auto seen = std::find(seen_once_.begin(), seen_once_.end(), key);
-  if (seen == seen_once_.end()) {
-    seen_once_.push_back(key);
-    if (seen_once_.size() > static_cast<size_t>(4 * max_graphs_)) seen_once_.erase(seen_once_.begin());
-    ++stats_.eager;
-    return body(inputs);
+  // Op by op; the first time is the warm-up of a capture at the next sight.
+  if (capturable && local == kEager) {
+    PushBounded(&seen_once_, key, static_cast<size_t>(4 * max_graphs_));
   }
-  seen_once_.erase(seen);
-  return Capture(key, fingerprint, inputs, device, keep_alive, body);
+  ++stats_.eager;
+  return body(inputs);
 }
 
 torch::Tensor StepGraphs::Capture(const std::string& key, uint64_t fingerprint,
@@ -244,32 +271,37 @@ torch::Tensor StepGraphs::Capture(const std::string& key, uint64_t fingerprint,
     e.inputs.push_back(std::move(staged));
   }
   const comm::CommStats before = comm_ != nullptr ? comm_->Stats() : comm::CommStats{};
+  std::string failure;
   try {
     e.graph = backend_->Capture(e.inputs, body, &e.output);
   } catch (const std::exception& ex) {
+    failure = std::string(ex.what()).substr(0, 400);
+    if (failure.empty()) failure = "unknown error";
+  }
+  const comm::CommStats after = comm_ != nullptr ? comm_->Stats() : comm::CommStats{};
+  // Every rank replays, or none: a capture that failed anywhere is dropped everywhere.
+  if (Agree(failure.empty() ? 0 : 1) != 0) {
     ++stats_.failed_captures;
-    const std::string why = std::string(ex.what()).substr(0, 400);
-    if (why.find("out of memory") != std::string::npos) {
+    if (failure.empty()) {
+      spdlog::warn("{}: another rank could not capture a CUDA graph for {}; op by op", what_, key);
+      PushBounded(&uncapturable_, key, 16);
+    } else if (failure.find("out of memory") != std::string::npos) {
       // This shape's graph does not fit next to what is held: this key stays op by op; the other
       // shapes keep their graphs.
-      uncapturable_.push_back(key);
-      if (uncapturable_.size() > 16) uncapturable_.erase(uncapturable_.begin());
-      spdlog::warn("{}: no room to capture a CUDA graph for {}; op by op: {}", what_, key, why);
+      PushBounded(&uncapturable_, key, 16);
+      spdlog::warn("{}: no room to capture a CUDA graph for {}; op by op: {}", what_, key, failure);
     } else {
       // A body that cannot be captured once will not be captured later: op by op from now on.
       disabled_ = true;
       Clear();
-      spdlog::warn("{}: CUDA graph capture failed, running op by op from now on: {}", what_, why);
+      spdlog::warn("{}: CUDA graph capture failed, running op by op from now on: {}", what_, failure);
     }
     ++stats_.eager;
     return body(inputs);
   }
-  if (comm_ != nullptr) {
-    // The capture called the collectives once (recorded, not run); the replay below runs them.
-    const comm::CommStats after = comm_->Stats();
-    e.collectives.allreduce_count = after.allreduce_count - before.allreduce_count;
-    e.collectives.allreduce_bytes = after.allreduce_bytes - before.allreduce_bytes;
-  }
+  // The capture called the collectives once (recorded, not run); the replay below runs them.
+  e.collectives.allreduce_count = after.allreduce_count - before.allreduce_count;
+  e.collectives.allreduce_bytes = after.allreduce_bytes - before.allreduce_bytes;
   ++stats_.captures;
   spdlog::info("{}: captured a CUDA graph for {} ({} kept)", what_, key,
                std::min<size_t>(entries_.size() + 1, static_cast<size_t>(max_graphs_)));

@@ -1,8 +1,9 @@
 // StepGraphs: a transformer's forward replayed from a CUDA graph instead of launched op by op.
 //
 // A denoising job calls the transformer with the same shapes at every step, and its forward is
-// ~1,500–3,500 kernel launches whose host-side dispatch costs about as much time as the smaller
-// kernels take on the GPU (a large part of a step at tensor-parallel degree 4, or below 1024²).
+// ~1,500–3,500 kernel launches; their host-side dispatch shows wherever the GPU's share of a step
+// is small (on an H200: 5 % of FLUX.1-dev's step at 512x512, 1.5 % at 1024x1024; more for a
+// rank's share at tp 4).
 // Each model keeps one StepGraphs; its Forward runs the body through Run(), which:
 //   * the first time it sees a key runs the body eagerly (the warm-up: cuDNN/cuBLAS plans for the
 //     shapes, the models' own caches);
@@ -24,7 +25,12 @@
 // capture fails for such a reason the model logs it once and runs eagerly from then on, and the
 // call still returns the right answer (a capture that runs out of device memory only leaves that
 // shape op by op). Collectives inside the body are captured (NCCL); the
-// graph's all-reduces are reported to the communicator's Stats at every replay.
+// graph's all-reduces are reported to the communicator's Stats at every replay. Under tensor
+// parallelism the ranks agree on each call's action (one small all-reduce): NCCL needs a captured
+// collective captured on every rank and a graph holding one launched on every rank, while a rank's
+// own state (its fingerprint: addresses; a failed capture) may differ. So every rank replays, or
+// every rank captures, or every rank runs op by op; a capture that failed on one rank is dropped on
+// all.
 //
 // Off: max_graphs 0, a non-CUDA device, a build without CUDA, a communicator whose collectives
 // cannot be captured (Communicator::CapturableCollectives), or DITSERVE_CUDA_GRAPHS=0 in the
@@ -32,10 +38,10 @@
 //
 // Memory: the graphs' pool holds one forward's activations for the largest captured shape (the
 // graphs share it), on top of the eager path's cached blocks. Threads: one Run at a time (the
-// model's forward thread). Call order across ranks: a collective exactly when the body is; ranks
-// may differ in what they capture (a capture does no communication; a replay issues the same
-// collectives in the same order as the eager body). Ownership: borrows the registry and the
-// communicator (both the model's).
+// model's forward thread). Call order across ranks: Run is a collective when enabled at tp > 1
+// (the agreement, then the body's or the graph's collectives): every rank calls it for the same
+// step with the same shapes, as the forward. Ownership: borrows the registry and the communicator
+// (both the model's).
 #pragma once
 
 #include <cstdint>
@@ -115,6 +121,11 @@ class StepGraphs {
 
  private:
   struct Entry;
+  // What a rank wishes for a call, in the order the group's agreement (the largest) resolves.
+  enum Action { kReplay = 0, kCapture = 1, kEager = 2 };
+  // The largest of every rank's `local` (an all-reduce at tp > 1; throws StatusError if the group
+  // broke).
+  int Agree(int local);
   std::string Key(const std::vector<torch::Tensor>& inputs, const torch::Device& device,
                   const std::string& host_key) const;
   uint64_t Fingerprint() const;

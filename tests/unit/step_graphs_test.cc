@@ -9,6 +9,10 @@
 #include <memory>
 #include <stdexcept>
 
+#include "absl/strings/str_cat.h"
+#include "comm/local_communicator.h"
+#include "common/status_macros.h"
+#include "common/torch_guard.h"
 #include "models/common/linear.h"
 
 namespace ditserve::models {
@@ -43,6 +47,7 @@ struct TinyModel {
   std::shared_ptr<Linear> layer = std::make_shared<Linear>(torch::randn({3, 4}), torch::Tensor());
   LinearRegistry registry;
   CountingCommunicator comm;
+  comm::Communicator* group = &comm;  // where the body's all-reduce goes
   int body_calls = 0;
 
   TinyModel() { registry.Add("proj", layer.get()); }
@@ -52,7 +57,7 @@ struct TinyModel {
     torch::Tensor y = layer->Forward(in[0]);
     if (in[1].defined()) y = y + in[1];
     torch::Tensor r = y.clone();
-    EXPECT_TRUE(comm.AllReduceSum(r).ok());
+    ThrowIfError(group->AllReduceSum(r));
     return y;
   }
 };
@@ -239,6 +244,57 @@ TEST(StepGraphs, CaptureOutOfMemoryLeavesThatShapeOpByOpOnly) {
   EXPECT_EQ(f.graphs.stats().captures, 1u);  // other shapes still get theirs
   f.Run(big);
   EXPECT_EQ(f.graphs.stats().captures, 1u);  // and the one that did not fit stays op by op
+}
+
+// Two ranks whose states differ (rank 1's weight moves to another address, as a LoRA merge's copy
+// may land elsewhere on each rank; rank 1's capture of one shape runs out of memory): they still
+// take the same action at every call (the body's all-reduce is a real in-process collective, so a
+// rank replaying while the other runs op by op would leave it waiting), and get the right answers.
+TEST(StepGraphs, RanksAgreeOnReplayCaptureOrOpByOp) {
+  StepGraphStats stats[2];
+  const absl::Status s = comm::RunLocalGroup(2, [&](comm::Communicator& c) -> absl::Status {
+    TinyModel model;
+    model.group = &c;
+    bool fail = false;
+    std::string message = "CUDA out of memory";
+    StepGraphs graphs("tiny", &model.registry, &c,
+                      std::make_unique<FakeBackend>(model.layer.get(), &fail, &message), 4);
+    torch::manual_seed(7);  // the same inputs on both ranks
+    auto run = [&](const torch::Tensor& x) -> absl::Status {
+      torch::Tensor y = graphs.Run({x, torch::Tensor()}, torch::kCPU, "", {},
+                                   [&](const std::vector<torch::Tensor>& in) { return model.Body(in); });
+      if (!torch::allclose(y, model.layer->Forward(x), 1e-5, 1e-5)) {
+        return absl::InternalError(absl::StrCat("rank ", c.rank(), ": wrong answer"));
+      }
+      return absl::OkStatus();
+    };
+    torch::Tensor x = torch::randn({2, 4});
+    for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run(x));  // eager, capture, replay on both
+    at::DataPtr original;
+    torch::Tensor moved = model.layer->weight().clone();
+    if (c.rank() == 1) {
+      original = model.layer->weight().storage().unsafeGetStorageImpl()->set_data_ptr(
+          moved.storage().unsafeGetStorageImpl()->set_data_ptr(at::DataPtr()));
+    }
+    // Rank 0 could replay, rank 1 has a new state: op by op on both, then a capture on both.
+    for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(run(x));
+    // A new shape whose capture fails on rank 1 only: dropped on both, op by op from then on.
+    fail = c.rank() == 1;
+    torch::Tensor big = torch::randn({8, 4});
+    for (int i = 0; i < 4; ++i) RETURN_IF_ERROR(run(big));
+    if (c.rank() == 1) {
+      model.layer->weight().storage().unsafeGetStorageImpl()->set_data_ptr(std::move(original));
+    }
+    stats[c.rank()] = graphs.stats();
+    return absl::OkStatus();
+  }, /*timeout_ms=*/10000);
+  ASSERT_TRUE(s.ok()) << s;
+  for (const StepGraphStats& st : stats) {
+    EXPECT_EQ(st.captures, 2u);
+    EXPECT_EQ(st.replays, 4u);  // 2 + the second capture's replay + 1
+    EXPECT_EQ(st.eager, 6u);    // first sight x2 (before and after the move), big: 1 + 3
+    EXPECT_EQ(st.failed_captures, 1u);
+  }
 }
 
 TEST(StepGraphs, OffRunsTheBodyEveryTime) {
