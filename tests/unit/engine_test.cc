@@ -352,5 +352,41 @@ TEST(Engine, InitChecksTheWeightFormat) {
   }
 }
 
+// InitRequest.cuda_graphs: unset gives the pipeline the default, a value reaches it, more than 64
+// is INVALID_ARGUMENT naming the field; and Status reports the transformer's graph counters.
+TEST(Engine, InitPassesCudaGraphsAndStatusReportsTheirUse) {
+  BindingProbe probe;
+  pipeline::PipelineOptions seen;
+  EngineDeps deps = ScriptedDeps(&probe, [] { return pipeline::GenerationResult{}; });
+  auto load = deps.load_pipeline;
+  deps.load_pipeline = [&seen, load](const pipeline::PipelineOptions& o, comm::Communicator* c) {
+    seen = o;
+    return load(o, c);
+  };
+  {
+    Engine engine(WorkerOptions{}, deps);
+    ASSERT_TRUE(engine.Init(InitFor("unused"), [](const v1::InitEvent&) {}).ok());
+    EXPECT_EQ(seen.cuda_graphs, models::kDefaultCudaGraphs);
+    const v1::WorkerStatus st = engine.Status();
+    EXPECT_EQ(st.cuda_graph_replays(), 0u);  // the scripted pipeline has no graphs
+    EXPECT_EQ(st.cuda_graph_captures(), 0u);
+  }
+  {
+    Engine engine(WorkerOptions{}, deps);
+    v1::InitRequest r = InitFor("unused");
+    r.set_cuda_graphs(0);
+    ASSERT_TRUE(engine.Init(r, [](const v1::InitEvent&) {}).ok());
+    EXPECT_EQ(seen.cuda_graphs, 0);
+  }
+  {
+    Engine engine(WorkerOptions{}, deps);
+    v1::InitRequest r = InitFor("unused");
+    r.set_cuda_graphs(65);
+    const absl::Status s = engine.Init(r, [](const v1::InitEvent&) {});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("cuda_graphs must be in 0..64"), absl::string_view::npos) << s;
+  }
+}
+
 }  // namespace
 }  // namespace ditserve::worker

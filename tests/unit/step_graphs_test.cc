@@ -297,6 +297,23 @@ TEST(StepGraphs, RanksAgreeOnReplayCaptureOrOpByOp) {
   }
 }
 
+// A tensor the body reads besides its inputs and weights (Qwen-Image's RoPE table cache) lives
+// as long as the graph that read it, whatever the caller's cache does meanwhile.
+TEST(StepGraphs, KeepAliveTensorsLiveAsLongAsTheirGraph) {
+  Fixture f;
+  torch::Tensor table = torch::randn({16});
+  const auto run = [&] {
+    f.graphs.Run({torch::randn({2, 4}), torch::Tensor()}, torch::kCPU, "", {table},
+                 [&](const std::vector<torch::Tensor>& in) { return f.model.Body(in); });
+  };
+  run();
+  EXPECT_EQ(table.use_count(), 1);  // op by op: nothing held
+  run();
+  EXPECT_GT(table.use_count(), 1);  // captured: the graph holds it
+  f.graphs.Clear();
+  EXPECT_EQ(table.use_count(), 1);
+}
+
 TEST(StepGraphs, OffRunsTheBodyEveryTime) {
   TinyModel model;
   StepGraphs off("tiny", &model.registry, &model.comm, nullptr, 4);
