@@ -164,23 +164,28 @@ std::string StepGraphs::Key(const std::vector<torch::Tensor>& inputs, const torc
 }
 
 uint64_t StepGraphs::Fingerprint() const {
-  // FNV-1a over the addresses a capture bakes in besides its inputs.
+  // FNV-1a over what a capture bakes in besides its inputs: the addresses of the weights and of
+  // the LoRA factors, and the factors' shapes (a term of another rank may sit at the same address).
   uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](const void* p) {
-    auto v = reinterpret_cast<uintptr_t>(p);
+  auto mix = [&h](uint64_t v) {
     for (int i = 0; i < 8; ++i) {
       h ^= (v >> (8 * i)) & 0xff;
       h *= 1099511628211ull;
     }
   };
+  auto mix_tensor = [&mix](const torch::Tensor& t) {
+    mix(t.defined() ? reinterpret_cast<uintptr_t>(t.data_ptr()) : 0);
+    if (!t.defined()) return;
+    for (int64_t d = 0; d < t.dim(); ++d) mix(static_cast<uint64_t>(t.size(d)));
+  };
   if (layers_ == nullptr) return h;
   for (const auto& [path, layer] : layers_->layers()) {
-    mix(layer->weight().defined() ? layer->weight().data_ptr() : nullptr);
+    mix_tensor(layer->weight());
     for (const LoraTerm& t : layer->lora_terms()) {
-      mix(t.a.data_ptr());
-      mix(t.b.data_ptr());
+      mix_tensor(t.a);
+      mix_tensor(t.b);
     }
-    mix(nullptr);  // separates the layers' term lists
+    mix(0);  // separates the layers' term lists
   }
   return h;
 }

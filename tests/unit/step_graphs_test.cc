@@ -214,6 +214,18 @@ TEST(StepGraphs, NewWeightStorageOrLoraTermsGetTheirOwnGraphs) {
   right();
   EXPECT_EQ(f.graphs.stats().captures, 4u);
   EXPECT_EQ(f.graphs.graphs(), 2u);  // the limit
+
+  // Terms of another rank at the same addresses (the allocator hands freed blocks out again):
+  // other kernels, so another graph.
+  torch::Tensor a_buffer = torch::randn({3 * 4}), b_buffer = torch::randn({3 * 3});
+  f.model.layer->SetLoraTerms({LoraTerm{a_buffer.narrow(0, 0, 8).view({2, 4}),
+                                        b_buffer.narrow(0, 0, 6).view({3, 2})}});
+  right();
+  right();
+  f.model.layer->SetLoraTerms({LoraTerm{a_buffer.view({3, 4}), b_buffer.view({3, 3})}});
+  right();
+  right();
+  EXPECT_EQ(f.graphs.stats().captures, 6u);
 }
 
 TEST(StepGraphs, FailedCaptureFallsBackToEagerForGood) {
