@@ -30,7 +30,7 @@
 #      padded, masked batch of two                                       -> qwenimage_cfg_batch.txt
 #  10. the tensor-parallel projection: each model's step benchmark at --tp 1 2 4 8 (TP_DEGREES), rank
 #      0's real shard with the all-reduces counted instead of done, modulation sharded and
-#      replicated                                                        -> tp_projection.txt
+#      replicated, and tp 4 again with DITSERVE_CUDA_GRAPHS=0             -> tp_projection.txt
 #  11. side by side: for each model of SBS_MODELS (default "flux1 flux2 qwenimage"; one model a call
 #      fits the time limit), our step benchmark (bf16, then --weights fp8), then diffusers' transformer at the released size with
 #      the same inputs (bench/diffusers_step.py, random bf16 weights) eager and under torch.compile,
@@ -286,9 +286,14 @@ if build ditserve-flux1-bench ditserve-flux2-bench ditserve-qwenimage-bench; the
       for mod in "" --replicate-modulation; do
         [ "$tp" = 1 ] && [ -n "$mod" ] && continue
         echo "== $bin --tp $tp $mod" >> "$f"
-        build-cuda/models/$bin --device cuda --runs 5 --warmup 2 --tp "$tp" $mod 2>&1 | tail -3 >> "$f"
+        build-cuda/models/$bin --device cuda --runs 5 --warmup 2 --tp "$tp" $mod 2>&1 |
+          grep -E "median|projection|graphs" >> "$f"
       done
     done
+    # The step's CUDA graph where a rank's share is small: tp 4 again with every step op by op.
+    echo "== $bin --tp 4, DITSERVE_CUDA_GRAPHS=0" >> "$f"
+    DITSERVE_CUDA_GRAPHS=0 build-cuda/models/$bin --device cuda --runs 5 --warmup 2 --tp 4 2>&1 |
+      grep -E "median|projection|graphs" >> "$f"
   done
   cat "$f"
 fi
