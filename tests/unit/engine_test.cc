@@ -317,18 +317,24 @@ TEST(Engine, InitRefusesARankOutsideTheWorld) {
   EXPECT_EQ(probe.binding, nullptr);
 }
 
+// Scripted deps whose pipeline loader keeps the options Init gave it in *seen.
+EngineDeps RecordingPipelineOptions(BindingProbe* probe, pipeline::PipelineOptions* seen) {
+  EngineDeps deps = ScriptedDeps(probe, [] { return pipeline::GenerationResult{}; });
+  auto load = deps.load_pipeline;
+  deps.load_pipeline = [seen, load](const pipeline::PipelineOptions& o, comm::Communicator* c) {
+    *seen = o;
+    return load(o, c);
+  };
+  return deps;
+}
+
 // --weights fp8 reaches Init as InitRequest.weights: refused on this CPU before any pipeline loads
 // (FAILED_PRECONDITION naming the flag), an unknown value is INVALID_ARGUMENT, and the pipeline
 // gets the format it was asked for.
 TEST(Engine, InitChecksTheWeightFormat) {
   BindingProbe probe;
   pipeline::PipelineOptions seen;
-  EngineDeps deps = ScriptedDeps(&probe, [] { return pipeline::GenerationResult{}; });
-  auto load = deps.load_pipeline;
-  deps.load_pipeline = [&seen, load](const pipeline::PipelineOptions& o, comm::Communicator* c) {
-    seen = o;
-    return load(o, c);
-  };
+  const EngineDeps deps = RecordingPipelineOptions(&probe, &seen);
   {
     Engine engine(WorkerOptions{}, deps);
     v1::InitRequest r = InitFor("unused");
@@ -357,12 +363,7 @@ TEST(Engine, InitChecksTheWeightFormat) {
 TEST(Engine, InitPassesCudaGraphsAndStatusReportsTheirUse) {
   BindingProbe probe;
   pipeline::PipelineOptions seen;
-  EngineDeps deps = ScriptedDeps(&probe, [] { return pipeline::GenerationResult{}; });
-  auto load = deps.load_pipeline;
-  deps.load_pipeline = [&seen, load](const pipeline::PipelineOptions& o, comm::Communicator* c) {
-    seen = o;
-    return load(o, c);
-  };
+  const EngineDeps deps = RecordingPipelineOptions(&probe, &seen);
   {
     Engine engine(WorkerOptions{}, deps);
     ASSERT_TRUE(engine.Init(InitFor("unused"), [](const v1::InitEvent&) {}).ok());
