@@ -124,8 +124,7 @@ std::unique_ptr<GraphBackend> MakeCudaGraphBackend(const torch::Device&) { retur
 #endif
 
 struct StepGraphs::Entry {
-  std::string key;
-  uint64_t fingerprint = 0;
+  std::string key;  // shapes, host key and weight/LoRA fingerprint
   std::vector<torch::Tensor> inputs;  // the staged copies the graph reads
   std::vector<torch::Tensor> keep_alive;
   torch::Tensor output;  // written by every replay
@@ -220,8 +219,7 @@ torch::Tensor StepGraphs::Run(const std::vector<torch::Tensor>& inputs, const to
   // The fingerprint is part of the key: a job with LoRA adapters gets graphs of its own and the
   // base model's stay (they are replayed again when the adapters are gone and the weights are back
   // at their addresses).
-  const uint64_t fingerprint = Fingerprint();
-  const std::string key = absl::StrCat(Key(inputs, device, host_key), "|state ", fingerprint);
+  const std::string key = absl::StrCat(Key(inputs, device, host_key), "|state ", Fingerprint());
   auto it = std::find_if(entries_.begin(), entries_.end(),
                          [&key](const Entry& e) { return e.key == key; });
   const bool seen = Contains(seen_once_, key);
@@ -248,7 +246,7 @@ torch::Tensor StepGraphs::Run(const std::vector<torch::Tensor>& inputs, const to
   if (action == kCapture) {
     if (it != entries_.end()) entries_.erase(it);  // another rank needs a new capture: all recapture
     seen_once_.erase(std::remove(seen_once_.begin(), seen_once_.end(), key), seen_once_.end());
-    return Capture(key, fingerprint, inputs, device, keep_alive, body);
+    return Capture(key, inputs, device, keep_alive, body);
   }
   // Op by op; the first time is the warm-up of a capture at the next sight.
   if (capturable && local == kEager) {
@@ -258,13 +256,11 @@ torch::Tensor StepGraphs::Run(const std::vector<torch::Tensor>& inputs, const to
   return body(inputs);
 }
 
-torch::Tensor StepGraphs::Capture(const std::string& key, uint64_t fingerprint,
-                                  const std::vector<torch::Tensor>& inputs,
+torch::Tensor StepGraphs::Capture(const std::string& key, const std::vector<torch::Tensor>& inputs,
                                   const torch::Device& device,
                                   const std::vector<torch::Tensor>& keep_alive, const Body& body) {
   Entry e;
   e.key = key;
-  e.fingerprint = fingerprint;
   e.keep_alive = keep_alive;
   for (const torch::Tensor& t : inputs) {
     if (!t.defined()) {

@@ -129,8 +129,8 @@ class StepGraphs {
   std::string Key(const std::vector<torch::Tensor>& inputs, const torch::Device& device,
                   const std::string& host_key) const;
   uint64_t Fingerprint() const;
-  torch::Tensor Capture(const std::string& key, uint64_t fingerprint,
-                        const std::vector<torch::Tensor>& inputs, const torch::Device& device,
+  torch::Tensor Capture(const std::string& key, const std::vector<torch::Tensor>& inputs,
+                        const torch::Device& device,
                         const std::vector<torch::Tensor>& keep_alive, const Body& body);
 
   std::string what_;

@@ -25,8 +25,9 @@ namespace {
 bool SwiGluFused(const torch::Tensor& x, torch::Tensor& out) {
 #ifdef DITSERVE_WITH_CUDA_KERNELS
   cuda::ElementType type;
-  if (!FusedKernelsEnabled() || !x.is_cuda() || x.dim() < 1 || x.size(-1) % 2 != 0 ||
-      !KernelElementType(x.scalar_type(), &type) || out.scalar_type() != x.scalar_type() ||
+  // (x's last dim is even and out's shape its half: the callers check.)
+  if (!FusedKernelsEnabled() || !x.is_cuda() || !KernelElementType(x.scalar_type(), &type) ||
+      out.scalar_type() != x.scalar_type() ||
       out.device() != x.device() || x.stride(-1) != 1 || out.stride(-1) != 1) {
     return false;
   }
@@ -62,12 +63,18 @@ bool SwiGluFused(const torch::Tensor& x, torch::Tensor& out) {
 #endif
 }
 
-}  // namespace
-
-void SwiGluInto(const torch::Tensor& x, torch::Tensor& out) {
+// x's shape with the last dim halved (checked even).
+std::vector<int64_t> SwiGluOutputShape(const torch::Tensor& x) {
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   TORCH_CHECK(!shape.empty() && shape.back() % 2 == 0, "SwiGLU: the last dim must be even");
   shape.back() /= 2;
+  return shape;
+}
+
+}  // namespace
+
+void SwiGluInto(const torch::Tensor& x, torch::Tensor& out) {
+  const std::vector<int64_t> shape = SwiGluOutputShape(x);
   TORCH_CHECK(out.sizes() == torch::IntArrayRef(shape), "SwiGLU: out must be ",
               torch::IntArrayRef(shape), ", got ", out.sizes());
   if (SwiGluFused(x, out)) return;
@@ -75,10 +82,7 @@ void SwiGluInto(const torch::Tensor& x, torch::Tensor& out) {
 }
 
 torch::Tensor SwiGlu(const torch::Tensor& x) {
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-  TORCH_CHECK(!shape.empty() && shape.back() % 2 == 0, "SwiGLU: the last dim must be even");
-  shape.back() /= 2;
-  torch::Tensor out = torch::empty(shape, x.options());
+  torch::Tensor out = torch::empty(SwiGluOutputShape(x), x.options());
   if (SwiGluFused(x, out)) return out;
   return SwiGluReference(x);
 }

@@ -103,38 +103,48 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.dtype == torch::kFloat32 ? "_float32" : "_bfloat16");
     });
 
-// One transformer forward of a fixture on the GPU at `world` in-process ranks (production
-// loader; the built-in plan when world > 1) on the reference arguments `prefix`*; rank 0's
-// output in float32 on the CPU.
+// A fixture transformer for `c`'s rank on the GPU (production loader; the built-in plan when the
+// group has more than one rank).
+absl::StatusOr<std::unique_ptr<models::DiffusionTransformer>> LoadOnCuda(
+    const std::string& transformer_dir, comm::Communicator& c, torch::ScalarType dtype,
+    const models::TransformerLoadOptions& options) {
+  ASSIGN_OR_RETURN(auto ckpt, sharding::ComponentCheckpoint::Open(transformer_dir));
+  std::optional<sharding::TpPlan> plan;
+  if (c.world_size() > 1) {
+    ASSIGN_OR_RETURN(plan, sharding::BuiltinTpPlan(ckpt->class_name(), ckpt->config()));
+  }
+  sharding::LoadOptions load;
+  load.device = torch::Device(torch::kCUDA, 0);
+  load.dtype = dtype;
+  ASSIGN_OR_RETURN(auto sd, sharding::LoadShard(*ckpt, plan ? &*plan : nullptr, c.rank(),
+                                                c.world_size(), load));
+  return models::CreateTransformer(ckpt->config(), sd, &c, options);
+}
+
+// The reference arguments `prefix`<name> the model requires, and those it accepts that the
+// fixtures hold.
+std::map<std::string, torch::Tensor> FixtureArguments(const models::DiffusionTransformer& model,
+                                                      const std::string& prefix) {
+  std::map<std::string, torch::Tensor> args;
+  for (const auto& name : model.RequiredArguments()) args[name] = Ref(prefix + name);
+  for (const auto& name : model.OptionalArguments()) {
+    if (Reference().count(prefix + name)) args[name] = Ref(prefix + name);
+  }
+  return args;
+}
+
+// One transformer forward of a fixture on the GPU at `world` in-process ranks (LoadOnCuda) on the
+// reference arguments `prefix`*; rank 0's output in float32 on the CPU.
 torch::Tensor ForwardOnCuda(const std::string& transformer_dir, const std::string& prefix,
                             int world, torch::ScalarType dtype,
                             models::WeightFormat weights = models::WeightFormat::kModelDtype) {
   std::mutex mu;
   torch::Tensor out;
   absl::Status s = comm::RunLocalGroup(world, [&](comm::Communicator& c) -> absl::Status {
-    auto ckpt = sharding::ComponentCheckpoint::Open(transformer_dir);
-    if (!ckpt.ok()) return ckpt.status();
-    std::optional<sharding::TpPlan> plan;
-    if (world > 1) {
-      auto built = sharding::BuiltinTpPlan((*ckpt)->class_name(), (*ckpt)->config());
-      if (!built.ok()) return built.status();
-      plan = *std::move(built);
-    }
-    sharding::LoadOptions load;
-    load.device = torch::Device(torch::kCUDA, 0);
-    load.dtype = dtype;
-    auto sd = sharding::LoadShard(**ckpt, plan ? &*plan : nullptr, c.rank(), world, load);
-    if (!sd.ok()) return sd.status();
     models::TransformerLoadOptions model_options;
     model_options.weights = weights;
-    auto model = models::CreateTransformer((*ckpt)->config(), *sd, &c, model_options);
-    if (!model.ok()) return model.status();
-    std::map<std::string, torch::Tensor> args;
-    for (const auto& name : (*model)->RequiredArguments()) args[name] = Ref(prefix + name);
-    for (const auto& name : (*model)->OptionalArguments()) {
-      if (Reference().count(prefix + name)) args[name] = Ref(prefix + name);
-    }
-    auto y = (*model)->Forward(args);
+    ASSIGN_OR_RETURN(auto model, LoadOnCuda(transformer_dir, c, dtype, model_options));
+    auto y = model->Forward(FixtureArguments(*model, prefix));
     if (!y.ok()) return y.status();
     if (!y->is_cuda()) return absl::InternalError("the forward did not run on the GPU");
     if (c.rank() == 0) {
@@ -204,26 +214,14 @@ TEST_P(CudaStepGraphsTest, ReplaysMatchOpByOpAndFollowLoraTerms) {
   if (!models::CudaGraphsAllowed()) GTEST_SKIP() << "DITSERVE_CUDA_GRAPHS=0";
   const auto& [model_case, dtype] = GetParam();
   absl::Status s = comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
-    auto ckpt = sharding::ComponentCheckpoint::Open(FixturesDir() + "/" + model_case.dir);
-    if (!ckpt.ok()) return ckpt.status();
-    sharding::LoadOptions load;
-    load.device = torch::Device(torch::kCUDA, 0);
-    load.dtype = dtype;
     std::unique_ptr<models::DiffusionTransformer> models_[2];
     for (int graphs = 0; graphs < 2; ++graphs) {
-      auto sd = sharding::LoadShard(**ckpt, nullptr, 0, 1, load);
-      if (!sd.ok()) return sd.status();
       models::TransformerLoadOptions options;
       options.cuda_graphs = graphs ? 4 : 0;
-      auto m = models::CreateTransformer((*ckpt)->config(), *sd, &c, options);
-      if (!m.ok()) return m.status();
-      models_[graphs] = *std::move(m);
+      ASSIGN_OR_RETURN(models_[graphs],
+                       LoadOnCuda(FixturesDir() + "/" + model_case.dir, c, dtype, options));
     }
-    std::map<std::string, torch::Tensor> args;
-    for (const auto& name : models_[0]->RequiredArguments()) args[name] = Ref(std::string(model_case.prefix) + name);
-    for (const auto& name : models_[0]->OptionalArguments()) {
-      if (Reference().count(std::string(model_case.prefix) + name)) args[name] = Ref(std::string(model_case.prefix) + name);
-    }
+    std::map<std::string, torch::Tensor> args = FixtureArguments(*models_[0], model_case.prefix);
     const torch::Tensor latents = args["hidden_states"], timestep = args["timestep"];
     const double limit = dtype == torch::kFloat32 ? 1e-6 : 1e-3;
     auto compare = [&](int step) -> absl::Status {
