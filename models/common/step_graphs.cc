@@ -271,15 +271,23 @@ torch::Tensor StepGraphs::Capture(const std::string& key, const std::vector<torc
     staged.copy_(t);
     e.inputs.push_back(std::move(staged));
   }
-  const comm::CommStats before = comm_ != nullptr ? comm_->Stats() : comm::CommStats{};
+  // What one replay all-reduces: the collectives of the backend's last body call, the captured
+  // one (a backend may run the body op by op first, a warm-up whose collectives really ran and
+  // are counted as such).
+  comm::CommStats before, after;
+  const Body counted = [this, &body, &before, &after](const std::vector<torch::Tensor>& in) {
+    if (comm_ != nullptr) before = comm_->Stats();
+    torch::Tensor out = body(in);
+    if (comm_ != nullptr) after = comm_->Stats();
+    return out;
+  };
   std::string failure;
   try {
-    e.graph = backend_->Capture(e.inputs, body, &e.output);
+    e.graph = backend_->Capture(e.inputs, counted, &e.output);
   } catch (const std::exception& ex) {
     failure = std::string(ex.what()).substr(0, 400);
     if (failure.empty()) failure = "unknown error";
   }
-  const comm::CommStats after = comm_ != nullptr ? comm_->Stats() : comm::CommStats{};
   // Every rank replays, or none: a capture that failed anywhere is dropped everywhere.
   if (Agree(failure.empty() ? 0 : 1) != 0) {
     ++stats_.failed_captures;
