@@ -44,7 +44,7 @@
 #                                                                            -> gpu_tests.txt
 # Usage: [STAGES="5 6 1"] scripts/gpu-bench.sh BUNDLE_TGZ OUT_DIR [FIXTURES_DIR]
 #   STAGES: which stages to run, in the given order (default "1 2 3 4 5"; FULL=1 adds 6).
-#   FIXTURES_DIR defaults to tests/fixtures.
+#   FIXTURES_DIR defaults to tests/fixtures. GPU_TESTS: a ctest -R regex narrowing stage 6's gpu tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle_tgz="$1"
@@ -215,7 +215,7 @@ fi
 stage6() {
   log "stage 6: full CUDA build and gpu tests"
   build && log "built" && (cd build-cuda && . ./ditserve-env.sh && DITSERVE_FIXTURES_DIR="$fixtures" \
-    ctest -L gpu -V --timeout 600) > "$out/gpu_tests.txt" 2>&1
+    ctest -L gpu ${GPU_TESTS:+-R "$GPU_TESTS"} -V --timeout 600) > "$out/gpu_tests.txt" 2>&1
   grep -E "relative error|weights .* bytes|Passed|Failed|SKIPPED|tests passed|tests failed" "$out/gpu_tests.txt" | tail -40
 }
 

@@ -10,17 +10,6 @@ torch::Tensor DotProductAttentionHeadsFirst(const torch::Tensor& q, const torch:
   return out.permute({0, 2, 1, 3}).flatten(2, 3).to(q.scalar_type());
 }
 
-torch::Tensor DotProductAttentionHeadsFirstThenJoin(const torch::Tensor& q, const torch::Tensor& k,
-                                                    const torch::Tensor& v, const torch::Tensor& tail) {
-  const int64_t b = q.size(0), h = q.size(1), s = q.size(2), d = v.size(3);
-  TORCH_CHECK(tail.dim() == 3 && tail.size(0) == b && tail.size(1) == s,
-              "attention join: tail must be (B, S, M) with the attention's B and S");
-  torch::Tensor joined = torch::empty({b, s, h * d + tail.size(2)}, tail.options().dtype(q.scalar_type()));
-  DotProductAttentionHeadsFirstInto(q, k, v, joined);
-  joined.narrow(2, h * d, tail.size(2)).copy_(tail);
-  return joined;
-}
-
 void DotProductAttentionHeadsFirstInto(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& v, torch::Tensor& joined) {
   const torch::Tensor out = compat::ScaledDotProductAttention(q, k, v);  // (B, H, S, D)

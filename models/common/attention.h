@@ -12,14 +12,7 @@ namespace ditserve::models {
 torch::Tensor DotProductAttentionHeadsFirst(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v, const torch::Tensor& mask = {});
 
-// The same on heads-first q, k, v, with `tail` (B, S, M) joined after the result on the last dim:
-// (B, S, heads·hd + M), what torch::cat({DotProductAttentionHeadsFirst(q, k, v), tail}, -1) gives,
-// with one copy of each part instead of two of the attention's (the single blocks' input to their
-// output projection).
-torch::Tensor DotProductAttentionHeadsFirstThenJoin(const torch::Tensor& q, const torch::Tensor& k,
-                                                    const torch::Tensor& v, const torch::Tensor& tail);
-
-// The attention part of that: writes DotProductAttentionHeadsFirst(q, k, v) into the first
+// Writes DotProductAttentionHeadsFirst(q, k, v) into the first
 // heads·hd columns of `joined` (B, S, heads·hd + M, contiguous, q's dtype); the caller writes the
 // rest (FLUX.2's single blocks: the SwiGLU straight into it, models/common/swiglu_feed_forward.h).
 void DotProductAttentionHeadsFirstInto(const torch::Tensor& q, const torch::Tensor& k,

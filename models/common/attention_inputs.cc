@@ -113,7 +113,7 @@ void Launch(const StreamPart& p, const RopeTables* rope, int64_t offset, torch::
     a.sin = rope->sin.data_ptr<float>();
   }
   a.out = out.data_ptr();
-  a.out_tokens = out.size(2);
+  a.out_tokens = out.size(1);
   a.token_offset = offset;
   LaunchOnDevice(p.x.device(), "qk_norm_rope",
                  [&](void* stream) { return cuda::LaunchQkNormRope(a, stream); });
@@ -122,16 +122,28 @@ void Launch(const StreamPart& p, const RopeTables* rope, int64_t offset, torch::
 }  // namespace
 #endif
 
+bool JointHeadsFirstRunsKernel(const StreamPart& txt, const StreamPart& img,
+                               const RopeTables* rope) {
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+  return FusedKernelsEnabled() && KernelCanRun(txt, img, rope);
+#else
+  (void)txt, (void)img, (void)rope;
+  return false;
+#endif
+}
+
 torch::Tensor JointHeadsFirst(const StreamPart& txt, const StreamPart& img, const RopeTables* rope,
                               RopeOrder order) {
 #ifdef DITSERVE_WITH_CUDA_KERNELS
-  if (FusedKernelsEnabled() && KernelCanRun(txt, img, rope)) {
+  if (JointHeadsFirstRunsKernel(txt, img, rope)) {
     const int64_t s_txt = txt.x.defined() ? txt.x.size(1) : 0;
-    torch::Tensor out = torch::empty({img.x.size(0), img.x.size(2), s_txt + img.x.size(1), img.x.size(3)},
+    // Tokens first in memory, (B, S, H, D): SDPA's fused kernels then write their output in the
+    // same layout, so that (B, S, H·D) for the output projection is a view.
+    torch::Tensor out = torch::empty({img.x.size(0), s_txt + img.x.size(1), img.x.size(2), img.x.size(3)},
                                      img.x.options().memory_format(torch::MemoryFormat::Contiguous));
     if (txt.x.defined()) Launch(txt, rope, 0, out);
     Launch(img, rope, s_txt, out);
-    return out;
+    return out.permute({0, 2, 1, 3});
   }
 #endif
   return JointHeadsFirstReference(txt, img, rope, order);

@@ -5,10 +5,12 @@
 // norm → apply_rotary_emb per stream → cat → transpose (Qwen-Image, RopeOrder::kPerStream).
 //
 // On a CUDA tensor of the CUDA build, one fused kernel per stream (models/cuda/qk_norm_rope.h)
-// reads the GEMM's q/k/v views once and writes the joint contiguous buffer: no float32 copies, no
-// `cat`, no transpose copy for SDPA. Elsewhere, or with DITSERVE_FUSED_KERNELS=0 in the
-// environment (models/common/fused_kernels.h), JointHeadsFirstReference: the reference op sequence, whose
-// result is a permuted view. The two agree to the rounding of the output dtype.
+// reads the GEMM's q/k/v views once and writes the joint buffer: no float32 copies, no `cat`.
+// Elsewhere, or with DITSERVE_FUSED_KERNELS=0 in the environment (models/common/fused_kernels.h),
+// JointHeadsFirstReference: the reference op sequence. The two agree to the rounding of the
+// output dtype, and both return a heads-first view of a tokens-first (B, S, heads, hd) tensor —
+// diffusers' layout for SDPA, whose fused kernels (cuDNN, flash) then write their output tokens
+// first too, so that the output projection's (B, S, heads·hd) is a view, not a transpose copy.
 //
 // Thread-safety: pure functions of their arguments.
 #pragma once
@@ -44,6 +46,10 @@ enum class RopeOrder { kJoined, kPerStream };
 // `rope` rows follow the joint token order (text first).
 torch::Tensor JointHeadsFirst(const StreamPart& txt, const StreamPart& img, const RopeTables* rope,
                               RopeOrder order = RopeOrder::kJoined);
+
+// Whether JointHeadsFirst takes the fused kernel for these arguments (the CUDA build, kernels on,
+// and the kernel's contract met).
+bool JointHeadsFirstRunsKernel(const StreamPart& txt, const StreamPart& img, const RopeTables* rope);
 
 // The reference op sequence (any device and dtype), as a (B, heads, S, hd) view. Each norm is the
 // module's own Forward, so the rounding is exactly the unfused model's.

@@ -42,13 +42,11 @@ std::pair<torch::Tensor, torch::Tensor> FluxAttention::ForwardJoint(const torch:
   return proj_.Project(DotProductAttentionHeadsFirst(q, k, v), context.size(1));
 }
 
-torch::Tensor FluxAttention::ForwardSingle(const torch::Tensor& x, const RopeTables& rope,
-                                           const torch::Tensor& tail) const {
+torch::Tensor FluxAttention::ForwardSingle(const torch::Tensor& x, const RopeTables& rope) const {
   const QkvViews qkv = proj_.Image(x);
   auto q = JointHeadsFirst({}, {qkv.q, norm_q_.get()}, &rope);
   auto k = JointHeadsFirst({}, {qkv.k, norm_k_.get()}, &rope);
   auto v = JointHeadsFirst({}, {qkv.v, nullptr}, nullptr);
-  if (tail.defined()) return DotProductAttentionHeadsFirstThenJoin(q, k, v, tail);
   return DotProductAttentionHeadsFirst(q, k, v);
 }
 

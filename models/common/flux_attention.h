@@ -39,11 +39,9 @@ class FluxAttention {
   std::pair<torch::Tensor, torch::Tensor> ForwardJoint(const torch::Tensor& x,
                                                        const torch::Tensor& context,
                                                        const RopeTables& rope) const;
-  // Single block: x is the joint (B, S, D) stream; returns (B, S, local heads · hd), unprojected,
-  // with `tail` (B, S, M) joined after it on the last dim when given (the single block's MLP
-  // branch, for its output projection: DotProductAttentionHeadsFirstThenJoin).
-  torch::Tensor ForwardSingle(const torch::Tensor& x, const RopeTables& rope,
-                              const torch::Tensor& tail = {}) const;
+  // Single block: x is the joint (B, S, D) stream; returns (B, S, local heads · hd), unprojected
+  // (the single block projects it together with its MLP branch).
+  torch::Tensor ForwardSingle(const torch::Tensor& x, const RopeTables& rope) const;
 
   int64_t local_heads() const { return proj_.local_heads(); }
 

@@ -53,6 +53,39 @@ torch::Tensor LinearLayer::Gemm(const torch::Tensor& x, const torch::Tensor& wei
   return StoredWeightLinear(x, weight, fp8_scale_, bias);
 }
 
+torch::Tensor LinearLayer::ForwardJoined(const std::vector<torch::Tensor>& parts) const {
+  return Forward(parts.size() == 1 ? parts[0] : torch::cat(parts, -1));
+}
+
+torch::Tensor LinearLayer::BlockGemms(const std::vector<torch::Tensor>& parts,
+                                      const torch::Tensor& weight, const torch::Tensor& bias) const {
+  if (is_fp8() || has_lora() || parts.size() < 2) return {};
+  int64_t total = 0;
+  for (const torch::Tensor& p : parts) total += p.size(-1);
+  if (weight.dim() != 2 || total != weight.size(1)) return {};
+  std::vector<int64_t> sizes(parts[0].sizes().begin(), parts[0].sizes().end());
+  sizes.back() = weight.size(0);
+  torch::Tensor y;
+  int64_t column = 0;
+  for (const torch::Tensor& p : parts) {
+    const int64_t width = p.size(-1);
+    const torch::Tensor x2 = p.reshape({-1, width});
+    const torch::Tensor wt = weight.narrow(1, column, width).t();  // a strided view, no copy
+    if (!y.defined()) {
+      y = bias.defined() ? torch::addmm(bias, x2, wt) : torch::mm(x2, wt);
+    } else {
+      y.addmm_(x2, wt);
+    }
+    column += width;
+  }
+  return y.view(sizes);
+}
+
+torch::Tensor Linear::ForwardJoined(const std::vector<torch::Tensor>& parts) const {
+  torch::Tensor y = BlockGemms(parts, weight_, bias_);
+  return y.defined() ? y : LinearLayer::ForwardJoined(parts);
+}
+
 torch::Tensor Linear::Forward(const torch::Tensor& x) const {
   torch::Tensor y = Gemm(x, weight_, bias_);
   AddLoraDelta(x, y);

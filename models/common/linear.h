@@ -22,6 +22,7 @@ class Linear : public LinearLayer {
       : weight_(std::move(weight)), bias_(std::move(bias)) {}
 
   torch::Tensor Forward(const torch::Tensor& x) const override;
+  torch::Tensor ForwardJoined(const std::vector<torch::Tensor>& parts) const override;
   int64_t in_features() const override { return weight_.size(1); }
   int64_t out_features() const override { return weight_.size(0); }
   sharding::TpStyle style() const override { return sharding::TpStyle::kReplicated; }

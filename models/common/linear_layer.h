@@ -58,6 +58,14 @@ class LinearLayer {
   // y = x · Wᵀ + b with this layer's tensor-parallel semantics (see models/tp/).
   virtual torch::Tensor Forward(const torch::Tensor& x) const = 0;
 
+  // Forward(torch::cat(parts, -1)) — the parts are this rank's input split on the last dim, all
+  // with the same leading dims — up to the rounding of partial sums. A layer whose weight is in
+  // the model dtype and that has no LoRA terms never builds the joined input: one GEMM per part on
+  // its block of the weight's columns, accumulating into y (beta = 1), with the layer's own
+  // communication once at the end (FLUX.1's single blocks: the attention and the MLP go straight
+  // into proj_out). Otherwise, and for rowwise_split_input, the join then Forward.
+  virtual torch::Tensor ForwardJoined(const std::vector<torch::Tensor>& parts) const;
+
   // Width of the last dim this rank feeds in, and of the output this rank gets back (local widths:
   // a colwise layer's output and a rowwise layer's input are this rank's shard).
   virtual int64_t in_features() const = 0;
@@ -87,6 +95,11 @@ class LinearLayer {
   // x · Wᵀ + bias with the weight as stored: torch::linear, or the FP8 GEMM (bias may be undefined).
   torch::Tensor Gemm(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) const;
+  // Σ_i parts[i] · W[:, block i]ᵀ (+ bias, in the first GEMM's epilogue), the blocks in order with
+  // the parts' widths; undefined where ForwardJoined must join instead (an FP8 weight, LoRA terms,
+  // fewer than two parts, widths that do not add up to the weight's columns).
+  torch::Tensor BlockGemms(const std::vector<torch::Tensor>& parts, const torch::Tensor& weight,
+                           const torch::Tensor& bias) const;
   // The implementation's weight member, for QuantizeToFp8.
   virtual torch::Tensor& mutable_weight() = 0;
 

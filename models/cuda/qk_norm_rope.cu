@@ -4,6 +4,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "models/cuda/element_convert.cuh"
 
 namespace ditserve::cuda {
@@ -21,6 +23,11 @@ __device__ __forceinline__ float NormElement(float x, float rstd, T w, bool roun
 constexpr int kWarp = 32;
 constexpr int kMaxPairsPerLane = 4;  // head_dim <= 2 * 32 * 4 = 256
 constexpr int kWarpsPerBlock = 8;
+
+// Offset of row (b, s, h)'s first element in the tokens-first (B, out_tokens, H, D) output.
+__device__ __forceinline__ int64_t OutRow(const QkNormRopeArgs& a, int64_t b, int64_t s, int64_t h) {
+  return ((b * a.out_tokens + a.token_offset + s) * a.heads + h) * a.head_dim;
+}
 
 // One warp per (b, s, h) row; lane l holds the pairs l, l + 32, ... of the row in registers.
 template <typename T>
@@ -82,7 +89,7 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeKernel(QkNor
     }
   }
 
-  T* out = static_cast<T*>(a.out) + ((b * a.heads + h) * a.out_tokens + a.token_offset + s) * a.head_dim;
+  T* out = static_cast<T*>(a.out) + OutRow(a, b, s, h);
 #pragma unroll
   for (int j = 0; j < kMaxPairsPerLane; ++j) {
     const int p = lane + kWarp * j;
@@ -93,6 +100,117 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeKernel(QkNor
   }
 }
 
+// E consecutive elements, loaded or stored as one access of E·sizeof(T) bytes (<= 16).
+template <typename T, int E>
+struct alignas(sizeof(T) * E) Chunk {
+  T v[E];
+};
+
+constexpr int kRowsPerWarp = 2;  // rows whose loads a warp has in flight together
+
+// The common shapes (head_dim = 32·E, E in {2, 4, 8}, aligned rows): lane l holds the E consecutive
+// elements [l·E, (l+1)·E) of a row (E even: its pairs are its own), read and written with one
+// vector access; each warp handles kRowsPerWarp rows and issues all their loads before any
+// arithmetic. The same per-element arithmetic as QkNormRopeKernel; only the order of the squares'
+// float32 sum differs.
+template <typename T, int E>
+__global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeVecKernel(QkNormRopeArgs a) {
+  const int64_t rows = a.batch * a.tokens * a.heads;
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int e0 = lane * E;  // this lane's first element of the row
+  float v[kRowsPerWarp][E];
+  int64_t bsh[kRowsPerWarp][3];
+  bool valid[kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t row = warp * kRowsPerWarp + r;
+    valid[r] = row < rows;  // the same for the whole warp
+    const int64_t h = row % a.heads, s = (row / a.heads) % a.tokens, b = row / (a.heads * a.tokens);
+    bsh[r][0] = b;
+    bsh[r][1] = s;
+    bsh[r][2] = h;
+    if (valid[r]) {
+      const T* x = static_cast<const T*>(a.x) + b * a.x_stride_b + s * a.x_stride_s + h * a.x_stride_h;
+      const Chunk<T, E> c = *reinterpret_cast<const Chunk<T, E>*>(x + e0);
+#pragma unroll
+      for (int j = 0; j < E; ++j) v[r][j] = ToFloat(c.v[j]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    if (!valid[r]) continue;
+    if (a.norm_weight != nullptr) {
+      float sum_sq = 0.f;
+#pragma unroll
+      for (int j = 0; j < E; ++j) sum_sq += v[r][j] * v[r][j];
+#pragma unroll
+      for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+        sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
+      }
+      const float rstd = rsqrtf(sum_sq / static_cast<float>(a.head_dim) + a.norm_eps);
+      const T* w = static_cast<const T*>(a.norm_weight) + e0;
+#pragma unroll
+      for (int j = 0; j < E; ++j) v[r][j] = NormElement(v[r][j], rstd, w[j], a.round_before_weight);
+    }
+    if (a.cos != nullptr) {
+      const int64_t at = (a.token_offset + bsh[r][1]) * a.head_dim + e0;
+      const Chunk<float, E> c = *reinterpret_cast<const Chunk<float, E>*>(a.cos + at);
+      const Chunk<float, E> sn = *reinterpret_cast<const Chunk<float, E>*>(a.sin + at);
+#pragma unroll
+      for (int j = 0; j < E; j += 2) {
+        const float x0 = v[r][j], x1 = v[r][j + 1];
+        v[r][j] = x0 * c.v[j] - x1 * sn.v[j];
+        v[r][j + 1] = x1 * c.v[j + 1] + x0 * sn.v[j + 1];
+      }
+    }
+    Chunk<T, E> o;
+#pragma unroll
+    for (int j = 0; j < E; ++j) o.v[j] = FromFloat<T>(v[r][j]);
+    T* out = static_cast<T*>(a.out) + OutRow(a, bsh[r][0], bsh[r][1], bsh[r][2]) + e0;
+    *reinterpret_cast<Chunk<T, E>*>(out) = o;
+  }
+}
+
+bool AlignedTo(const void* p, int64_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
+}
+
+// The vectorised kernel when the shape and alignment allow it (E elements a lane), else false.
+template <typename T>
+bool LaunchVector(const QkNormRopeArgs& a, cudaStream_t stream) {
+  const int64_t e = a.head_dim / kWarp;
+  if (a.head_dim % kWarp != 0 || (e != 2 && e != 4 && e != 8)) return false;
+  if (e * static_cast<int64_t>(sizeof(T)) > 16 || e * static_cast<int64_t>(sizeof(float)) > 32) {
+    return false;
+  }
+  const int64_t bytes = e * static_cast<int64_t>(sizeof(T));
+  if (!AlignedTo(a.x, bytes) || !AlignedTo(a.out, bytes) || a.x_stride_b % e != 0 ||
+      a.x_stride_s % e != 0 || a.x_stride_h % e != 0) {
+    return false;
+  }
+  if (a.cos != nullptr && (!AlignedTo(a.cos, e * 4) || !AlignedTo(a.sin, e * 4))) return false;
+  const int64_t rows = a.batch * a.tokens * a.heads;
+  const int64_t warps = (rows + kRowsPerWarp - 1) / kRowsPerWarp;
+  const dim3 grid(static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock));
+  const dim3 block(kWarp * kWarpsPerBlock);
+  switch (e) {
+    case 2: QkNormRopeVecKernel<T, 2><<<grid, block, 0, stream>>>(a); break;
+    case 4: QkNormRopeVecKernel<T, 4><<<grid, block, 0, stream>>>(a); break;
+    default: QkNormRopeVecKernel<T, 8><<<grid, block, 0, stream>>>(a); break;
+  }
+  return true;
+}
+
+template <typename T>
+void Launch(const QkNormRopeArgs& a, cudaStream_t stream) {
+  if (LaunchVector<T>(a, stream)) return;
+  const int64_t rows = a.batch * a.tokens * a.heads;
+  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
+  const dim3 block(kWarp * kWarpsPerBlock);
+  QkNormRopeKernel<T><<<grid, block, 0, stream>>>(a);
+}
+
 }  // namespace
 
 int LaunchQkNormRope(const QkNormRopeArgs& a, void* cuda_stream) {
@@ -100,15 +218,12 @@ int LaunchQkNormRope(const QkNormRopeArgs& a, void* cuda_stream) {
       a.token_offset < 0 || a.token_offset + a.tokens > a.out_tokens || (a.cos == nullptr) != (a.sin == nullptr)) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
-  const int64_t rows = a.batch * a.tokens * a.heads;
-  if (rows == 0) return static_cast<int>(cudaSuccess);
-  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
-  const dim3 block(kWarp * kWarpsPerBlock);
+  if (a.batch * a.tokens * a.heads == 0) return static_cast<int>(cudaSuccess);
   auto stream = static_cast<cudaStream_t>(cuda_stream);
   switch (a.type) {
-    case ElementType::kFloat32: QkNormRopeKernel<float><<<grid, block, 0, stream>>>(a); break;
-    case ElementType::kBFloat16: QkNormRopeKernel<__nv_bfloat16><<<grid, block, 0, stream>>>(a); break;
-    case ElementType::kFloat16: QkNormRopeKernel<__half><<<grid, block, 0, stream>>>(a); break;
+    case ElementType::kFloat32: Launch<float>(a, stream); break;
+    case ElementType::kBFloat16: Launch<__nv_bfloat16>(a, stream); break;
+    case ElementType::kFloat16: Launch<__half>(a, stream); break;
   }
   return static_cast<int>(cudaGetLastError());
 }

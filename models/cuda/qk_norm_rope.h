@@ -1,9 +1,12 @@
 // Fused CUDA kernel for the attention inputs of the FLUX transformers and Qwen-Image: per (batch,
 // token, head) row of q or k, RMSNorm over the head dim (float32 statistics, rstd = rsqrt(mean(x²)
 // + eps)), then the interleaved rotary embedding (apply_rotary_emb: in float32, rounded once),
-// written to a heads-first (B, H, S_total, D) buffer at a token offset, so that the text and image
-// streams land in one joint tensor without a `cat` and SDPA reads it contiguous. With no norm and
-// no rope the same kernel only moves v into that layout.
+// written to a tokens-first (B, S_total, H, D) buffer at a token offset, so that the text and image
+// streams land in one joint tensor without a `cat` (the caller hands SDPA its heads-first view).
+// With no norm and no rope the same kernel only moves v into that buffer. For head_dim = 32·E
+// (E = 2, 4, 8; at most 16 bytes a lane) with rows aligned to E elements, each lane reads and
+// writes E consecutive elements in one access; other shapes take a pair-per-lane variant with the
+// same arithmetic.
 //
 // The norm's rounding, in x's dtype T (each round() a no-op for float32):
 //   round_before_weight false (torch.nn.RMSNorm, FLUX):      round(x·rstd·w)
@@ -15,7 +18,7 @@
 //
 // Contract: x's last dimension is contiguous; every pointer is device memory of the stream's
 // device; cos/sin are (rope_rows, D) float32 contiguous with pairs repeated ([c0, c0, c1, c1, ...],
-// rope row = offset + token); out is (B, H, S_total, D) contiguous; D even and <= 256.
+// rope row = offset + token); out is (B, S_total, H, D) contiguous; D even and <= 256.
 // Asynchronous on `stream`; returns the launch's cudaError_t (0 = cudaSuccess).
 #pragma once
 
@@ -35,7 +38,7 @@ struct QkNormRopeArgs {
   bool round_before_weight = false;  // see the norm's rounding above; ignored without norm_weight
   const float* cos = nullptr;  // null: no rotary embedding
   const float* sin = nullptr;
-  void* out = nullptr;  // (B, H, out_tokens, D)
+  void* out = nullptr;  // (B, out_tokens, H, D)
   int64_t out_tokens = 0, token_offset = 0;
 };
 

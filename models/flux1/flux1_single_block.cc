@@ -41,9 +41,9 @@ torch::Tensor FluxSingleBlock::Forward(const torch::Tensor& x, const torch::Tens
                                        const RopeTables& rope) const {
   auto n = norm_.Forward(x, temb);
   auto mlp = LinearThenGeluTanh(*proj_mlp_, n.x);
-  // [attention | mlp], the attention written straight into the joined buffer.
-  auto joined = attn_.ForwardSingle(n.x, rope, mlp);
-  auto out = GatedResidual(x, n.gate, proj_out_->Forward(joined));
+  auto attn = attn_.ForwardSingle(n.x, rope);
+  // proj_out([attention | mlp]) without joining them: one GEMM per part (LinearLayer::ForwardJoined).
+  auto out = GatedResidual(x, n.gate, proj_out_->ForwardJoined({attn, mlp}));
   if (out.scalar_type() == torch::kFloat16) out = out.clamp(-kFp16Max, kFp16Max);
   return out;
 }

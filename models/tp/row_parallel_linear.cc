@@ -67,4 +67,13 @@ torch::Tensor RowParallelLinear::Forward(const torch::Tensor& x) const {
   return y;
 }
 
+torch::Tensor RowParallelLinear::ForwardJoined(const std::vector<torch::Tensor>& parts) const {
+  torch::Tensor y;
+  if (style_ != sharding::TpStyle::kRowwiseSplitInput) y = BlockGemms(parts, weight_, torch::Tensor());
+  if (!y.defined()) return LinearLayer::ForwardJoined(parts);
+  if (comm_->world_size() > 1) ThrowIfError(comm_->AllReduceSum(y));
+  if (bias_.defined()) y = y + bias_;
+  return y;
+}
+
 }  // namespace ditserve::models::tp

@@ -33,6 +33,8 @@ class RowParallelLinear : public LinearLayer {
       const sharding::ShardedStateDict& sd, const std::string& path, comm::Communicator* comm);
 
   torch::Tensor Forward(const torch::Tensor& x) const override;
+  // One partial GEMM per part, one all-reduce of their sum (LinearLayer::ForwardJoined).
+  torch::Tensor ForwardJoined(const std::vector<torch::Tensor>& parts) const override;
   // The width the caller feeds in: the local shard, or the full width for split-input.
   int64_t in_features() const override;
   int64_t out_features() const override { return weight_.size(0); }

@@ -27,11 +27,13 @@ struct Case {
   int64_t head_dim;
   bool joint, norm, rope;
   bool diffusers_norm = false;  // DiffusersRmsNorm (and Qwen-Image's RopeOrder) instead of TorchRmsNorm
+  bool unaligned = false;  // views starting one element off a vector boundary: the pair-per-lane kernel
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c10::toString(c.dtype) << " hd" << c.head_dim << (c.joint ? " joint" : " single")
-      << (c.norm ? (c.diffusers_norm ? " diffusers norm" : " norm") : "") << (c.rope ? " rope" : "");
+      << (c.norm ? (c.diffusers_norm ? " diffusers norm" : " norm") : "") << (c.rope ? " rope" : "")
+      << (c.unaligned ? " unaligned" : "");
 }
 
 class AttentionInputsTest : public ::testing::TestWithParam<Case> {};
@@ -44,9 +46,12 @@ TEST_P(AttentionInputsTest, FusedKernelMatchesTheReferenceSequence) {
   const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(c.dtype);
   const int64_t b = 2, heads = 3, s_txt = 7, s_img = 33, hd = c.head_dim;
   // q/k/v of one fused GEMM each: (B, S, 3 * heads * hd), q the first third, as JointProjections.
-  auto fused_txt = torch::randn({b, s_txt, 3 * heads * hd}, opts) * 3;
-  auto fused_img = torch::randn({b, s_img, 3 * heads * hd}, opts) * 3;
-  auto view = [&](const torch::Tensor& f) { return f.narrow(2, heads * hd, heads * hd).unflatten(2, {heads, hd}); };
+  const int64_t skew = c.unaligned ? 1 : 0;
+  auto fused_txt = torch::randn({b, s_txt, 3 * heads * hd + skew}, opts) * 3;
+  auto fused_img = torch::randn({b, s_img, 3 * heads * hd + skew}, opts) * 3;
+  auto view = [&](const torch::Tensor& f) {
+    return f.narrow(2, heads * hd + skew, heads * hd).unflatten(2, {heads, hd});
+  };
   const sharding::ShardedStateDict sd(
       0, 1, {{"a.weight", torch::rand({hd}, opts) + 0.5}, {"b.weight", torch::rand({hd}, opts) + 0.5}}, {});
   const ReplicatedModuleLoader loader(sd);
@@ -69,11 +74,14 @@ TEST_P(AttentionInputsTest, FusedKernelMatchesTheReferenceSequence) {
                        diffusers_norm ? &*diffusers_img : nullptr};
   const RopeTables* r = c.rope ? &rope : nullptr;
   const RopeOrder order = c.diffusers_norm ? RopeOrder::kPerStream : RopeOrder::kJoined;
+  ASSERT_TRUE(JointHeadsFirstRunsKernel(txt, img, r));
   torch::Tensor fused = JointHeadsFirst(txt, img, r, order);
   torch::Tensor ref = JointHeadsFirstReference(txt, img, r, order);
   ASSERT_EQ(fused.sizes(), ref.sizes());
   EXPECT_EQ(fused.sizes(), (std::vector<int64_t>{b, heads, tokens, hd}));
-  EXPECT_TRUE(fused.is_contiguous()) << "the reference path ran, not the kernel";
+  // Tokens first in memory, like the reference's permuted view (SDPA's output then comes back in
+  // the layout the output projection reads as a view).
+  EXPECT_TRUE(fused.permute({0, 2, 1, 3}).is_contiguous());
   EXPECT_EQ(fused.scalar_type(), c.dtype);
   const double err = RelativeError(fused.cpu().to(torch::kFloat32), ref.cpu().to(torch::kFloat32));
   // float32: both compute in float32 (operation order may differ); half types: at most a rounding
@@ -101,13 +109,21 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{torch::kBFloat16, 128, true, true, true, true},
                       Case{torch::kFloat16, 128, true, true, true, true},
                       Case{torch::kBFloat16, 128, false, true, true, true},
-                      Case{torch::kBFloat16, 64, true, true, false, true}),
+                      Case{torch::kBFloat16, 64, true, true, false, true},
+                      // Head dims that are not 32·{2, 4, 8}, float32 at 256 (32 bytes a lane)
+                      // and unaligned views: the pair-per-lane variant.
+                      Case{torch::kBFloat16, 96, true, true, true},
+                      Case{torch::kFloat16, 48, false, true, true, true},
+                      Case{torch::kFloat32, 256, true, true, true, true},
+                      Case{torch::kBFloat16, 128, true, true, true, false, true},
+                      Case{torch::kBFloat16, 128, true, true, true, true, true},
+                      Case{torch::kFloat32, 64, false, false, false, false, true}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       std::string dt = c.dtype == torch::kFloat32 ? "f32" : c.dtype == torch::kBFloat16 ? "bf16" : "f16";
       return dt + "_hd" + std::to_string(c.head_dim) + (c.joint ? "_joint" : "_single") +
              (c.norm ? (c.diffusers_norm ? "_diffusersnorm" : "_norm") : "") +
-             (c.rope ? "_rope" : "");
+             (c.rope ? "_rope" : "") + (c.unaligned ? "_unaligned" : "");
     });
 
 // diffusers' RMSNorm with a float32 weight on bfloat16 q/k promotes to float32, which is not the
@@ -134,8 +150,8 @@ TEST(AttentionInputs, DiffusersNormWithAFloat32WeightTakesTheReferencePath) {
   const StreamPart txt{torch::randn({b, s_txt, heads, hd}, opts), nullptr, &*norm_txt};
   const StreamPart img{torch::randn({b, s_img, heads, hd}, opts), nullptr, &*norm_img};
   torch::Tensor out = JointHeadsFirst(txt, img, &rope, RopeOrder::kPerStream);
+  EXPECT_FALSE(JointHeadsFirstRunsKernel(txt, img, &rope)) << "the kernel took a weight of another dtype";
   EXPECT_EQ(out.scalar_type(), torch::kFloat32);
-  EXPECT_FALSE(out.is_contiguous()) << "the kernel ran on a weight of another dtype";
   EXPECT_TRUE(torch::equal(out, JointHeadsFirstReference(txt, img, &rope, RopeOrder::kPerStream)));
 }
 

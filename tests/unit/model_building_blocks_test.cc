@@ -82,19 +82,49 @@ TEST(Rope, ComplexProductEqualsTheReferenceOpSequence) {
   }
 }
 
-// The single blocks' [attention | mlp] written in one buffer equals the attention's output
-// concatenated with the MLP branch, bit for bit, in float32 and bfloat16.
-TEST(AttentionJoin, EqualsTheAttentionCatTheTail) {
+// FLUX.2's single blocks write the attention into the first columns of their [attention | mlp]
+// buffer: the same values as the attention's own output, bit for bit, in float32 and bfloat16,
+// from heads-first views of tokens-first tensors (JointHeadsFirst's layout) or contiguous ones.
+TEST(AttentionInto, EqualsTheAttentionsOutput) {
   torch::manual_seed(3);
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
-    const auto opts = torch::TensorOptions().dtype(dtype);
-    auto q = torch::randn({2, 3, 11, 8}, opts), k = torch::randn({2, 3, 11, 8}, opts),
-         v = torch::randn({2, 3, 11, 8}, opts);
-    auto tail = torch::randn({2, 11, 20}, opts);
-    auto want = torch::cat({DotProductAttentionHeadsFirst(q, k, v), tail}, -1);
-    auto got = DotProductAttentionHeadsFirstThenJoin(q, k, v, tail);
+    for (const bool tokens_first : {false, true}) {
+      const auto opts = torch::TensorOptions().dtype(dtype);
+      auto make = [&] {
+        return tokens_first ? torch::randn({2, 11, 3, 8}, opts).permute({0, 2, 1, 3})
+                            : torch::randn({2, 3, 11, 8}, opts);
+      };
+      auto q = make(), k = make(), v = make();
+      torch::Tensor joined = torch::full({2, 11, 3 * 8 + 20}, 7.0, opts);
+      DotProductAttentionHeadsFirstInto(q, k, v, joined);
+      EXPECT_TRUE(torch::equal(joined.narrow(2, 0, 24), DotProductAttentionHeadsFirst(q, k, v)))
+          << dtype << (tokens_first ? " tokens first" : "");
+      EXPECT_TRUE(torch::equal(joined.narrow(2, 24, 20), torch::full({2, 11, 20}, 7.0, opts)))
+          << "the tail's columns are the caller's";
+    }
+  }
+}
+
+// A linear layer of the joined [a | b] input, fed the parts: one GEMM per block of the weight's
+// columns, the same as Forward of the concatenation (float32: summation order only), with and
+// without a bias; with LoRA terms set it joins and runs Forward (bit for bit).
+TEST(ForwardJoined, EqualsForwardOfTheConcatenation) {
+  torch::manual_seed(9);
+  for (const bool with_bias : {true, false}) {
+    Linear layer(torch::randn({6, 5 + 9}), with_bias ? torch::randn({6}) : torch::Tensor());
+    auto a = torch::randn({2, 3, 5}), b = torch::randn({2, 3, 9});
+    const torch::Tensor want = layer.Forward(torch::cat({a, b}, -1));
+    const torch::Tensor got = layer.ForwardJoined({a, b});
     EXPECT_EQ(got.sizes(), want.sizes());
-    EXPECT_TRUE(torch::equal(got, want)) << dtype;
+    EXPECT_LT(RelErr(got, want), 1e-6) << (with_bias ? "bias" : "no bias");
+    EXPECT_TRUE(torch::equal(layer.ForwardJoined({torch::cat({a, b}, -1)}), want)) << "one part";
+    // A view of a wider tensor (the attention's (B, S, H·hd) view) as a part.
+    auto wide = torch::randn({2, 3, 7});
+    EXPECT_LT(RelErr(layer.ForwardJoined({wide.narrow(2, 1, 5), b}),
+                     layer.Forward(torch::cat({wide.narrow(2, 1, 5), b}, -1))), 1e-6);
+    layer.SetLoraTerms({{torch::randn({2, 14}), torch::randn({6, 2})}});
+    EXPECT_TRUE(torch::equal(layer.ForwardJoined({a, b}), layer.Forward(torch::cat({a, b}, -1))));
+    layer.ClearLoraTerms();
   }
 }
 

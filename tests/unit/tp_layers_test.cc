@@ -109,11 +109,19 @@ TEST_P(TpLayersTest, MatchTheUnshardedComputation) {
     auto fused_local_in = torch::cat({x.narrow(-1, r * 16 / world, 16 / world), up_local}, -1);
     auto fused_out = (*fused)->Forward(fused_local_in);
     EXPECT_TRUE(torch::allclose(fused_out, fused_full, 1e-9, 1e-9));
+    // The same from the two parts, never joined: one GEMM per part, still one all-reduce.
+    const uint64_t before_joined = comm.Stats().allreduce_count;
+    auto joined_out = (*fused)->ForwardJoined({x.narrow(-1, r * 16 / world, 16 / world), up_local});
+    EXPECT_TRUE(torch::allclose(joined_out, fused_full, 1e-9, 1e-9));
+    EXPECT_EQ(comm.Stats().allreduce_count, before_joined + (world > 1 ? 1 : 0));
+    // rowwise_split_input joins its parts (the layer slices the joined input itself).
+    auto split_joined = (*split)->ForwardJoined({x.narrow(-1, 0, 6), x.narrow(-1, 6, 10)});
+    EXPECT_TRUE(torch::allclose(split_joined, split_full, 1e-9, 1e-9));
 
     // rowwise_split_input: replicated input, the layer slices it.
     auto split_out = (*split)->Forward(x);
     EXPECT_TRUE(torch::allclose(split_out, split_full, 1e-9, 1e-9));
-    EXPECT_EQ(comm.Stats().allreduce_count, before + (world > 1 ? 3 : 0));
+    EXPECT_EQ(comm.Stats().allreduce_count, before + (world > 1 ? 5 : 0));
     return absl::OkStatus();
   });
   EXPECT_TRUE(status.ok()) << status;
