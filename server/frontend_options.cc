@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/host_port.h"
+#include "common/model_flags.h"
 #include "models/lora/lora_files.h"
 
 namespace ditserve::server {
@@ -256,15 +257,14 @@ absl::Status ValidateFrontendOptions(FrontendOptions& o) {
   if (o.dtype != "float32" && o.dtype != "bfloat16") {
     return bad(absl::StrCat("--dtype must be float32 or bfloat16, got '", o.dtype, "'"));
   }
-  if (o.weights != "dtype" && o.weights != "fp8") {
-    return bad(absl::StrCat("--weights must be dtype or fp8, got '", o.weights, "'"));
-  }
-  if (o.weights == "fp8" && (o.device != "cuda" || o.dtype != "bfloat16")) {
+  absl::StatusOr<WeightFormat> weights = ParseWeightFormat(o.weights);
+  if (!weights.ok()) return weights.status();
+  if (*weights == WeightFormat::kFp8 && (o.device != "cuda" || o.dtype != "bfloat16")) {
     return bad(absl::StrCat("--weights fp8 needs --device cuda and --dtype bfloat16 (got --device ",
                             o.device, " --dtype ", o.dtype, ")"));
   }
-  if (o.cuda_graphs > 64) {
-    return bad(absl::StrCat("--cuda-graphs must be in 0..64, got ", o.cuda_graphs));
+  if (o.cuda_graphs > kMaxCudaGraphs) {
+    return bad(absl::StrCat("--cuda-graphs must be in 0..", kMaxCudaGraphs, ", got ", o.cuda_graphs));
   }
   if (absl::Status s = ValidateSecurityOptions(o.security); !s.ok()) return s;
   if (o.metrics_tls && o.security.tls_cert_file.empty()) return bad("--metrics-tls needs --tls-cert and --tls-key");

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config_json.h"
 #include "common/flags.h"
+#include "common/model_flags.h"
 #include "common/status_macros.h"
 #include "models/common/fp8_linear.h"
 #include "sharding/checkpoint.h"
@@ -132,11 +133,9 @@ absl::StatusOr<nlohmann::ordered_json> Describe(const PlanToolOptions& o) {
   }
   ASSIGN_OR_RETURN(std::string dir, sharding::ResolveComponentDir(o.model, "transformer"));
   ASSIGN_OR_RETURN(auto ckpt, sharding::ComponentCheckpoint::Open(dir));
-  if (o.weights != "dtype" && o.weights != "fp8") {
-    return absl::InvalidArgumentError(absl::StrCat("--weights must be dtype or fp8, got '", o.weights, "'"));
-  }
+  ASSIGN_OR_RETURN(const WeightFormat weights, ParseWeightFormat(o.weights));
   ASSIGN_OR_RETURN(nlohmann::ordered_json report, DescribeComponent(*ckpt, o, dtype));
-  if (o.weights == "fp8") CountFp8Weights(report);
+  if (weights == WeightFormat::kFp8) CountFp8Weights(report);
   // A pipeline root's text encoder, when it is sharded too (its class has a built-in plan).
   if (sharding::IsPipelineRoot(o.model) && o.plan_file.empty()) {
     ASSIGN_OR_RETURN(sharding::PipelineIndex index, sharding::ReadPipelineIndex(o.model));

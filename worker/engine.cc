@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
+#include "common/model_flags.h"
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
 #include "pipeline/warmup_job.h"
@@ -127,9 +128,9 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
     }
   }
   if (request.has_cuda_graphs()) {
-    if (request.cuda_graphs() > 64) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cuda_graphs must be in 0..64, got ", request.cuda_graphs()));
+    if (request.cuda_graphs() > kMaxCudaGraphs) {
+      return absl::InvalidArgumentError(absl::StrCat("cuda_graphs must be in 0..", kMaxCudaGraphs,
+                                                     ", got ", request.cuda_graphs()));
     }
     popts.cuda_graphs = static_cast<int>(request.cuda_graphs());
   }

@@ -32,17 +32,6 @@ std::pair<torch::Tensor, torch::Tensor> QuantizeRowsReference(const torch::Tenso
 #endif
 }  // namespace
 
-absl::StatusOr<WeightFormat> ParseWeightFormat(const std::string& name) {
-  if (name == "dtype") return WeightFormat::kModelDtype;
-  if (name == "fp8") return WeightFormat::kFp8;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--weights must be 'dtype' or 'fp8', got '", name, "'"));
-}
-
-const char* WeightFormatName(WeightFormat f) {
-  return f == WeightFormat::kFp8 ? "fp8" : "dtype";
-}
-
 absl::Status CheckFp8Supported(const torch::Device& device, torch::ScalarType dtype) {
 #if DITSERVE_HAS_FP8
   if (!device.is_cuda()) {

@@ -27,15 +27,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/model_flags.h"
 
 namespace ditserve::models {
 
-// The storage of a model's block linears.
-enum class WeightFormat { kModelDtype, kFp8 };
-
-// "dtype" | "fp8" (the --weights flag's values).
-absl::StatusOr<WeightFormat> ParseWeightFormat(const std::string& name);
-const char* WeightFormatName(WeightFormat f);
+// The storage of a model's block linears and the --weights values (common/model_flags.h).
+using ::ditserve::ParseWeightFormat;
+using ::ditserve::WeightFormat;
+using ::ditserve::WeightFormatName;
 
 // OK when FP8 weights can run on `device` with compute dtype `dtype` (bfloat16 only); otherwise
 // FAILED_PRECONDITION (no CUDA build / LibTorch too old / GPU below compute capability 8.9) or

@@ -84,7 +84,7 @@ TEST(PlanToolFp8, RefusesAnUnknownWeightFormat) {
   int rc = -1;
   const std::string out = RunPlan("--weights int4", &rc);
   EXPECT_EQ(rc, 1);
-  EXPECT_NE(out.find("--weights must be dtype or fp8, got 'int4'"), std::string::npos) << out;
+  EXPECT_NE(out.find("--weights must be 'dtype' or 'fp8', got 'int4'"), std::string::npos) << out;
 }
 
 }  // namespace

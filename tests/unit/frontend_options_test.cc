@@ -224,7 +224,7 @@ TEST_F(FrontendOptionsLora, WeightsFlagIsCheckedAndReachesTheWorkers) {
   EXPECT_EQ(options_.weights, "dtype");
   ASSERT_TRUE(ParseAndValidate({"--device", "cuda", "--dtype", "bfloat16", "--weights", "fp8"}).ok());
   EXPECT_EQ(MakeWorkerGroupOptions(options_, "w").init_template.weights(), "fp8");
-  ExpectError({"--weights", "int4"}, "--weights must be dtype or fp8, got 'int4'");
+  ExpectError({"--weights", "int4"}, "--weights must be 'dtype' or 'fp8', got 'int4'");
   ExpectError({"--weights", "fp8"},
               "--weights fp8 needs --device cuda and --dtype bfloat16 (got --device cpu --dtype "
               "float32)");
