@@ -9,22 +9,24 @@
 #      against diffusers' float32 image (limit 1e-3) and, at tp > 1, against ours at tp 1 (float32,
 #      limit 1e-5); FLUX.1 also in bf16 against diffusers' bf16 image (limit 5e-2). FLUX.2's text
 #      encoder is sharded over the workers (--text-encoder-placement sharded).  -> parity_tp.txt
-#   c. scaling: FLUX.1-dev-size random weights (make-tiny-model --preset flux1-dev-size, bf16),
-#      1024x1024, 28 steps, served at each degree: a cold and a warm request's per-stage times, the
-#      workers' step, all-reduce and memory metrics, and a table of the warm step time, speed-up and
-#      efficiency against tp 1                                              -> scaling.txt
+#   c. scaling, for FLUX.1-dev-size random weights (make-tiny-model --preset flux1-dev-size) and
+#      Qwen-Image and FLUX.2-dev at their released sizes (random bf16 weights written by
+#      bench/released_size_pipeline.py; FLUX.2's text encoder sharded over the workers, so at tp 4
+#      each rank holds a quarter of both), 1024x1024, 28 steps, served at each degree: a cold and a
+#      warm request's per-stage times, the workers' memory, step and all-reduce metrics, the rank's
+#      compute alone at that degree (the step benchmark's projection), and the table of
+#      scripts/scaling_table.py: warm step time, speed-up, efficiency, and the share of the step the
+#      all-reduces (and waiting for the slowest rank) take               -> scaling_<family>.txt
 #   e. a worker killed mid-request (SIGKILL of rank 1 at the largest degree): the request must fail
 #      UNAVAILABLE, health come back SERVING with a new rank 1, the next request succeed, and the
 #      killed process hold no GPU memory any more                           -> kill.txt
-#   d. FLUX.2-dev at its released size (random bf16 weights, bench/released_size_pipeline.py) at
-#      tp 4 (at least 4 GPUs): one 1024x1024 request end to end, per-stage times, memory per rank
-#                                                                           -> e2e_flux2_tp4.txt
 #
 # Usage: scripts/gpu-multi.sh BUNDLE_TGZ OUT_DIR [FIXTURES_DIR]
 #   TP_DEGREES: degrees to run (default "1 2 4 8"; those above the GPU count are skipped).
-#   PARTS: which parts, in order (default "a b c e d").
+#   PARTS: which parts, in order (default "a b c e"). SCALING_FAMILIES: part c's models (default
+#   "flux1 qwenimage flux2"; the last two need .carry/diffusers-src.tar.gz).
 # Dry run of the script without GPUs, on the CPU build in build/ (Gloo ranks stand in for GPUs;
-# part c on the tiny FLUX.1 fixture at 64x64, 4 steps; parts a and d are skipped):
+# part c on the tiny FLUX.1 fixture at 64x64, 4 steps, without the projection; part a skipped):
 #   DEVICE=cpu TP_DEGREES="1 2" scripts/gpu-multi.sh - OUT_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -142,49 +144,68 @@ partb() {
   done
 }
 
-partc() {
-  log "part c: scaling of a FLUX.1-dev-size step at tp ${degrees[*]}"
-  build --target ditserve-frontend --target ditserve-worker --target ditserve-cli --target ditserve-tool \
-    --target ditserve-spm-train || return
-  local f="$out/scaling.txt" model size steps tp
-  if [ "$device" = cuda ]; then
-    model=/tmp/ditserve-flux1-dev-size size=1024 steps=28
-    "$bin/tools/ditserve-tool" make-tiny-model "$model" --preset flux1-dev-size --dtype bfloat16 \
-      --transformer-shards 3 --force > "$out/make_model.txt" 2>&1 || { log "make-tiny-model failed"; return; }
+# The folder of FAMILY's model for part c: FLUX.1-dev-size random weights from make-tiny-model, or
+# FLUX.2-dev / Qwen-Image at their released sizes from bench/released_size_pipeline.py (random bf16
+# weights, the real text encoders' sizes) in a tmpfs or on the disk, wherever they fit.
+write_model() {
+  local family="$1" dir need=60
+  if [ "$family" = flux1 ]; then
+    dir=/tmp/ditserve-flux1-dev-size
+    "$bin/tools/ditserve-tool" make-tiny-model "$dir" --preset flux1-dev-size --dtype bfloat16 \
+      --transformer-shards 3 --force > "$out/make_model_$family.txt" 2>&1 || return 1
   else
-    model="$fixtures/flux1-tiny" size=64 steps=4
-  fi
-  local dtype=bfloat16
-  [ "$device" = cpu ] && dtype=float32
-  for tp in "${degrees[@]}"; do
-    serve "$model" "$tp" "$dtype" || continue
-    echo "== tp $tp: $(grep -m1 -o 'ready in .*' "$flog")" | tee -a "$f"
-    for run in cold warm; do
-      echo "$run tp $tp: $(cli generate --prompt "a lighthouse on a cliff at dawn" --height "$size" \
-        --width "$size" --steps "$steps" --seed 0 --quiet -o "$out/scaling.png" 2>&1 | tail -1)" | tee -a "$f"
+    [ "$family" = flux2 ] && need=118
+    dir=""
+    for d in /dev/shm /tmp; do
+      [ "$(df -B1G --output=avail "$d" | tail -1)" -ge "$need" ] && { dir="$d/ditserve-$family"; break; }
     done
-    scrape "$mport" | grep -E "^ditserve_worker_(device_memory_peak|weight_bytes|denoise_step|allreduce|cuda_graph)" >> "$f"
-    stop
+    [ -n "$dir" ] || return 1
+    local src=/tmp/diffusers-src/src
+    [ -d "$src" ] || tar xzf .carry/diffusers-src.tar.gz -C /tmp
+    PYTHONPATH="$src" python3 bench/released_size_pipeline.py write --family "$family" --out "$dir" \
+      --fixtures "$fixtures" > "$out/make_model_$family.txt" 2>&1 || return 1
+  fi
+  echo "$dir"
+}
+
+partc() {
+  local families="${SCALING_FAMILIES:-flux1 qwenimage flux2}"
+  [ "$device" = cpu ] && families=flux1
+  log "part c: scaling at tp ${degrees[*]} ($families)"
+  build --target ditserve-frontend --target ditserve-worker --target ditserve-cli --target ditserve-tool \
+    --target ditserve-spm-train --target ditserve-flux1-bench --target ditserve-flux2-bench \
+    --target ditserve-qwenimage-bench || return
+  local family model size=1024 steps=28 dtype=bfloat16 tp f extra
+  for family in $families; do
+    f="$out/scaling_$family.txt"
+    if [ "$device" = cuda ]; then
+      model=$(write_model "$family") || { log "part c: the $family weights could not be written: $(tail -2 "$out/make_model_$family.txt")"; continue; }
+    else
+      model="$fixtures/flux1-tiny" size=64 steps=4 dtype=float32
+    fi
+    log "part c: $family weights at $model"
+    for tp in "${degrees[@]}"; do
+      extra=()
+      [ "$family" = flux2 ] && [ "$tp" -gt 1 ] && extra=(--text-encoder-placement sharded)
+      serve "$model" "$tp" "$dtype" "${extra[@]}" || continue
+      echo "== tp $tp: $(grep -m1 -o 'ready in .*' "$flog")" | tee -a "$f"
+      for run in cold warm; do
+        echo "$run tp $tp: $(cli generate --prompt "a lighthouse on a cliff at dawn" --height "$size" \
+          --width "$size" --steps "$steps" --seed 0 --quiet -o "$out/scaling.png" 2>&1 | tail -1)" | tee -a "$f"
+      done
+      scrape "$mport" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise_step|allreduce|cuda_graph)" >> "$f"
+      stop
+      # The same rank's compute alone: the step benchmark's projection (rank 0's shard, all-reduces
+      # counted, not performed), so that step - compute is what the all-reduces (and waiting for
+      # the slowest rank) cost.
+      if [ "$device" = cuda ]; then
+        echo "compute tp $tp: $("$bin/models/$family/ditserve-$family-bench" --device cuda --runs 5 \
+          --warmup 2 --tp "$tp" 2>&1 | awk '/^median/ {print $2}')" | tee -a "$f"
+      fi
+    done
+    python3 scripts/scaling_table.py "$f" "$steps" | tee -a "$f"
+    [ "$device" = cuda ] && rm -rf "$model"
   done
-  # warm step time per degree → speed-up and efficiency against tp 1
-  python3 - "$f" "$steps" <<'EOF' | tee -a "$f"
-import json, re, sys
-path, steps = sys.argv[1], int(sys.argv[2])
-rows = {}
-for line in open(path):
-    m = re.match(r"warm tp (\d+): (\{.*\})", line.strip())
-    if m:
-        rows[int(m.group(1))] = json.loads(m.group(2))["timings"]
-if 1 in rows:
-    base = rows[1]["denoise_seconds"] / steps
-    print("| tp | request s | denoise s | ms a step | speed-up | efficiency |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for tp, t in sorted(rows.items()):
-        step = t["denoise_seconds"] / steps
-        print(f"| {tp} | {t['total_seconds']:.2f} | {t['denoise_seconds']:.2f} | {step * 1e3:.1f} | "
-              f"{base / step:.2f}x | {100 * base / step / tp:.0f} % |")
-EOF
-  [ "$device" = cuda ] && rm -rf "$model"
 }
 
 parte() {
@@ -231,25 +252,5 @@ parte() {
   stop
 }
 
-partd() {
-  log "part d: FLUX.2-dev at its released size, tp 4"
-  [ "$device" = cuda ] && [ "$gpus" -ge 4 ] || { log "part d: needs 4 GPUs"; return; }
-  build --target ditserve-frontend --target ditserve-worker --target ditserve-cli || return
-  local dir=/dev/shm/ditserve-flux2 f="$out/e2e_flux2_tp4.txt" src=/tmp/diffusers-src/src
-  [ -d "$src" ] || { mkdir -p /tmp && tar xzf .carry/diffusers-src.tar.gz -C /tmp; }
-  [ "$(df -B1G --output=avail /dev/shm | tail -1)" -ge 118 ] || dir=/tmp/ditserve-flux2
-  PYTHONPATH="$src" python3 bench/released_size_pipeline.py write --family flux2 --out "$dir" \
-    --fixtures "$fixtures" > "$f" 2>&1 || { log "writing the weights failed: $(tail -2 "$f")"; return; }
-  serve "$dir" 4 bfloat16 --text-encoder-placement sharded || { rm -rf "$dir"; return; }
-  echo "serving: $(grep -m1 -o 'ready in .*' "$flog")" | tee -a "$f"
-  for run in cold warm; do
-    echo "$run: $(cli generate --prompt "a lighthouse on a cliff at dawn" --height 1024 --width 1024 \
-      --seed 0 --quiet -o "$out/flux2_tp4.png" 2>&1 | tail -1)" | tee -a "$f"
-  done
-  scrape "$mport" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise_step|allreduce)" | tee -a "$f"
-  stop
-  rm -rf "$dir"
-}
-
-for p in ${PARTS:-a b c e d}; do "part$p"; done
+for p in ${PARTS:-a b c e}; do "part$p"; done
 log "done"
