@@ -27,7 +27,7 @@
 #   "flux1 qwenimage flux2"; the last two need .carry/diffusers-src.tar.gz).
 # Dry run of the script without GPUs, on the CPU build in build/ (Gloo ranks stand in for GPUs;
 # part c on the tiny FLUX.1 fixture at 64x64, 4 steps, without the projection; part a skipped):
-#   DEVICE=cpu TP_DEGREES="1 2" scripts/gpu-multi.sh - OUT_DIR
+#   DEVICE=cpu TP_DEGREES="1 2" [BUILD_DIR=build] scripts/gpu-multi.sh - OUT_DIR   (tests/e2e/gpu_multi_dry_run.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle="$1"
@@ -45,7 +45,7 @@ if [ "$device" = cuda ]; then
   nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$out/gpu.txt"
   nvidia-smi topo -m >> "$out/gpu.txt" 2>&1
 else
-  bin=build
+  bin="${BUILD_DIR:-build}"
   gpus=2
 fi
 degrees=()
