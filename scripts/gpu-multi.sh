@@ -130,7 +130,7 @@ partb() {
         [ "$m" = flux2 ] && [ "$tp" -gt 1 ] && extra=(--text-encoder-placement sharded)
         serve "$fixtures/$m-tiny" "$tp" "$dtype" "${extra[@]}" || continue
         img="$out/${m}_${dtype}_tp$tp.safetensors"
-        cli generate "${args[@]}" --format raw --quiet -o "$img" >> "$f" 2>&1 || echo "$m $dtype tp $tp: generate failed" | tee -a "$f"
+        cli generate "${args[@]}" --format raw --quiet -o "$img" >> "$f" 2>&1 || echo "FAIL: $m $dtype tp $tp: generate failed" | tee -a "$f"
         stop
         [ -f "$img" ] || continue
         python3 scripts/relative_error.py "$img" image "$fixtures/reference.safetensors" "$ref" \
