@@ -81,6 +81,8 @@ serve() {
   return 1
 }
 stop() { kill "$fpid" 2>/dev/null; wait "$fpid" 2>/dev/null; }
+fpid=""
+trap '[ -n "$fpid" ] && kill "$fpid" 2>/dev/null' EXIT  # no server left behind by a run cut short
 scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())' "http://127.0.0.1:$1/metrics"; }
 cli() { "$bin/cli/ditserve-cli" "$@" --server "127.0.0.1:$port"; }
 
