@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "models/cuda/element_convert.cuh"
+#include "models/cuda/vector_access.cuh"
 
 namespace ditserve::cuda {
 namespace {
@@ -130,8 +131,6 @@ __global__ void __launch_bounds__(kThreads) NormModulateKernel(NormModulateArgs 
 
 int ElementBytes(ElementType t) { return t == ElementType::kFloat32 ? 4 : 2; }
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 int64_t NormModulateMaxDim(ElementType type) {
@@ -143,8 +142,8 @@ int LaunchNormModulate(const NormModulateArgs& a, void* cuda_stream) {
   const int64_t row_bytes_align = width;  // strides in elements must keep 16-byte alignment
   if (a.batch < 0 || a.tokens < 0 || a.dim <= 0 || a.dim % width != 0 ||
       a.dim > NormModulateMaxDim(a.type) || a.scale_stride_b % row_bytes_align != 0 ||
-      a.shift_stride_b % row_bytes_align != 0 || !Aligned16(a.x) || !Aligned16(a.scale) ||
-      !Aligned16(a.shift) || !Aligned16(a.out)) {
+      a.shift_stride_b % row_bytes_align != 0 || !AlignedTo(a.x, 16) || !AlignedTo(a.scale, 16) ||
+      !AlignedTo(a.shift, 16) || !AlignedTo(a.out, 16)) {
     return static_cast<int>(cudaErrorInvalidValue);
   }
   const int64_t rows = a.batch * a.tokens;

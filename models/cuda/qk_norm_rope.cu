@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "models/cuda/element_convert.cuh"
+#include "models/cuda/vector_access.cuh"
 
 namespace ditserve::cuda {
 namespace {
@@ -100,12 +101,6 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeKernel(QkNor
   }
 }
 
-// E consecutive elements, loaded or stored as one access of E·sizeof(T) bytes (<= 16).
-template <typename T, int E>
-struct alignas(sizeof(T) * E) Chunk {
-  T v[E];
-};
-
 constexpr int kRowsPerWarp = 2;  // rows whose loads a warp has in flight together
 
 // The common shapes (head_dim = 32·E, E in {2, 4, 8}, aligned rows): lane l holds the E consecutive
@@ -132,7 +127,7 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeVecKernel(Qk
     bsh[r][2] = h;
     if (valid[r]) {
       const T* x = static_cast<const T*>(a.x) + b * a.x_stride_b + s * a.x_stride_s + h * a.x_stride_h;
-      const Chunk<T, E> c = *reinterpret_cast<const Chunk<T, E>*>(x + e0);
+      const Vec<T, E> c = *reinterpret_cast<const Vec<T, E>*>(x + e0);
 #pragma unroll
       for (int j = 0; j < E; ++j) v[r][j] = ToFloat(c.v[j]);
     }
@@ -155,8 +150,8 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeVecKernel(Qk
     }
     if (a.cos != nullptr) {
       const int64_t at = (a.token_offset + bsh[r][1]) * a.head_dim + e0;
-      const Chunk<float, E> c = *reinterpret_cast<const Chunk<float, E>*>(a.cos + at);
-      const Chunk<float, E> sn = *reinterpret_cast<const Chunk<float, E>*>(a.sin + at);
+      const Vec<float, E> c = *reinterpret_cast<const Vec<float, E>*>(a.cos + at);
+      const Vec<float, E> sn = *reinterpret_cast<const Vec<float, E>*>(a.sin + at);
 #pragma unroll
       for (int j = 0; j < E; j += 2) {
         const float x0 = v[r][j], x1 = v[r][j + 1];
@@ -164,16 +159,12 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeVecKernel(Qk
         v[r][j + 1] = x1 * c.v[j + 1] + x0 * sn.v[j + 1];
       }
     }
-    Chunk<T, E> o;
+    Vec<T, E> o;
 #pragma unroll
     for (int j = 0; j < E; ++j) o.v[j] = FromFloat<T>(v[r][j]);
     T* out = static_cast<T*>(a.out) + OutRow(a, bsh[r][0], bsh[r][1], bsh[r][2]) + e0;
-    *reinterpret_cast<Chunk<T, E>*>(out) = o;
+    *reinterpret_cast<Vec<T, E>*>(out) = o;
   }
-}
-
-bool AlignedTo(const void* p, int64_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
 }
 
 // The vectorised kernel when the shape and alignment allow it (E elements a lane), else false.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "models/cuda/element_convert.cuh"
+#include "models/cuda/vector_access.cuh"
 
 namespace ditserve::cuda {
 namespace {
@@ -17,11 +18,6 @@ __device__ __forceinline__ T SwiGluElement(T g, T v) {
   return FromFloat<T>(s * ToFloat(v));
 }
 
-template <typename T, int kVec>
-struct alignas(16) Pack {
-  T v[kVec];
-};
-
 // One thread per kVec consecutive outputs of a row; grid-stride over rows × (width / kVec).
 template <typename T, int kVec>
 __global__ void SwiGluKernel(const T* __restrict__ x, int64_t x_row_stride, int64_t rows,
@@ -33,22 +29,20 @@ __global__ void SwiGluKernel(const T* __restrict__ x, int64_t x_row_stride, int6
     const int64_t r = i / per_row;
     const int64_t c = (i - r * per_row) * kVec;
     const T* g = x + r * x_row_stride + c;
-    const Pack<T, kVec> gp = *reinterpret_cast<const Pack<T, kVec>*>(g);
-    const Pack<T, kVec> vp = *reinterpret_cast<const Pack<T, kVec>*>(g + width);
-    Pack<T, kVec> o;
+    const Vec<T, kVec> gp = *reinterpret_cast<const Vec<T, kVec>*>(g);
+    const Vec<T, kVec> vp = *reinterpret_cast<const Vec<T, kVec>*>(g + width);
+    Vec<T, kVec> o;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) o.v[j] = SwiGluElement<T>(gp.v[j], vp.v[j]);
-    *reinterpret_cast<Pack<T, kVec>*>(out + r * out_row_stride + c) = o;
+    *reinterpret_cast<Vec<T, kVec>*>(out + r * out_row_stride + c) = o;
   }
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <typename T>
 int Launch(const SwiGluArgs& a, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   const bool vector = a.width % kVec == 0 && a.x_row_stride % kVec == 0 &&
-                      a.out_row_stride % kVec == 0 && Aligned16(a.x) && Aligned16(a.out);
+                      a.out_row_stride % kVec == 0 && AlignedTo(a.x, 16) && AlignedTo(a.out, 16);
   const int vec = vector ? kVec : 1;
   const int64_t work = a.rows * (a.width / vec);
   constexpr int kThreads = 256;
