@@ -1,6 +1,7 @@
 #include "models/tp/row_parallel_linear.h"
 
 #include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -62,18 +63,20 @@ torch::Tensor RowParallelLinear::Forward(const torch::Tensor& x) const {
   // LoRA: a holds this rank's columns of A, so the partial deltas sum to the whole one in the same
   // all-reduce as the partial products.
   AddLoraDelta(local, y);
-  if (comm_->world_size() > 1) ThrowIfError(comm_->AllReduceSum(y));
-  if (bias_.defined()) y = y + bias_;
-  return y;
+  return ReduceThenBias(std::move(y));
+}
+
+torch::Tensor RowParallelLinear::ReduceThenBias(torch::Tensor partial) const {
+  if (comm_->world_size() > 1) ThrowIfError(comm_->AllReduceSum(partial));
+  if (bias_.defined()) partial = partial + bias_;
+  return partial;
 }
 
 torch::Tensor RowParallelLinear::ForwardJoined(const std::vector<torch::Tensor>& parts) const {
   torch::Tensor y;
   if (style_ != sharding::TpStyle::kRowwiseSplitInput) y = BlockGemms(parts, weight_, torch::Tensor());
   if (!y.defined()) return LinearLayer::ForwardJoined(parts);
-  if (comm_->world_size() > 1) ThrowIfError(comm_->AllReduceSum(y));
-  if (bias_.defined()) y = y + bias_;
-  return y;
+  return ReduceThenBias(std::move(y));
 }
 
 }  // namespace ditserve::models::tp

@@ -45,6 +45,8 @@ class RowParallelLinear : public LinearLayer {
 
  private:
   torch::Tensor& mutable_weight() override { return weight_; }
+  // The one all-reduce of this rank's contiguous partial product, then the bias once.
+  torch::Tensor ReduceThenBias(torch::Tensor partial) const;
   RowParallelLinear(torch::Tensor w, torch::Tensor b, sharding::TpStyle style,
                     std::vector<int64_t> blocks, comm::Communicator* comm)
       : weight_(std::move(w)),
