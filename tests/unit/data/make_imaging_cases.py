@@ -68,6 +68,26 @@ def write_png(name, width, height, bit_depth, color_type, rows, plte=None, trns=
     write(name, data)
 
 
+ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def write_interlaced_png(name, width, height, bit_depth, color_type, pixels, pack):
+    """Adam7: pixels[y][x] is a tuple of samples; pack(row of pixels) -> row bytes."""
+    raw = b""
+    for (x0, y0, dx, dy) in ADAM7:
+        xs = list(range(x0, width, dx))
+        ys = list(range(y0, height, dy))
+        if not xs or not ys:
+            continue
+        for y in ys:
+            raw += b"\0" + pack([pixels[y][x] for x in xs])
+    data = b"\x89PNG\r\n\x1a\n"
+    data += png_chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, 1))
+    data += png_chunk(b"IDAT", zlib.compress(raw, 9))
+    data += png_chunk(b"IEND", b"")
+    write(name, data)
+
+
 def pack_bits(values, bits):
     out = bytearray()
     acc, n = 0, 0
@@ -184,6 +204,13 @@ def main():
               plte=bytes([255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30]), trns=bytes([0, 128]))
     write_png("gray_trns.png", w, h, 8, 0, [bytes((x * 19 + y * 3) % 256 for x in range(w)) for y in range(h)],
               trns=struct.pack(">H", 19))
+
+    # Interlaced (Adam7): Pillow reads them, but does not write them.
+    w, h = 19, 11
+    rgb_px = [[((x * 13 + y) % 256, (y * 23) % 256, (x * y) % 256) for x in range(w)] for y in range(h)]
+    write_interlaced_png("interlaced_rgb.png", w, h, 8, 2, rgb_px, lambda row: b"".join(bytes(p) for p in row))
+    gray_px = [[(x + 2 * y) % 4 for x in range(w)] for y in range(h)]
+    write_interlaced_png("interlaced_gray2bit.png", w, h, 2, 0, gray_px, lambda row: pack_bits(row, 2))
 
     # JPEG.
     photo_big = photo.resize((64, 48), Image.Resampling.BICUBIC)
