@@ -243,23 +243,21 @@ absl::Status ValidateFrontendOptions(FrontendOptions& o) {
   if (o.workers.empty() && (o.spawn_workers < 1 || o.spawn_workers > 64)) {
     return bad(absl::StrCat("--spawn-workers must be in 1..64, got ", o.spawn_workers));
   }
-  if (o.device != "cpu" && o.device != "cuda") {
-    return bad(absl::StrCat("--device must be cpu or cuda, got '", o.device, "'"));
-  }
+  absl::StatusOr<DeviceKind> device = ParseDeviceKind(o.device, "--device");
+  if (!device.ok()) return device.status();
   if (o.warmup != "auto" && o.warmup != "on" && o.warmup != "off") {
     return bad(absl::StrCat("--warmup must be auto, on or off, got '", o.warmup, "'"));
   }
-  if (o.text_encoder_placement != "auto" && o.text_encoder_placement != "sharded" &&
-      o.text_encoder_placement != "rank0") {
-    return bad(absl::StrCat("--text-encoder-placement must be auto, sharded or rank0, got '",
-                            o.text_encoder_placement, "'"));
+  if (auto placement = ParseTextEncoderPlacement(o.text_encoder_placement, "--text-encoder-placement");
+      !placement.ok()) {
+    return placement.status();
   }
-  if (o.dtype != "float32" && o.dtype != "bfloat16") {
-    return bad(absl::StrCat("--dtype must be float32 or bfloat16, got '", o.dtype, "'"));
-  }
+  absl::StatusOr<ModelDtype> dtype = ParseModelDtype(o.dtype, "--dtype");
+  if (!dtype.ok()) return dtype.status();
   absl::StatusOr<WeightFormat> weights = ParseWeightFormat(o.weights);
   if (!weights.ok()) return weights.status();
-  if (*weights == WeightFormat::kFp8 && (o.device != "cuda" || o.dtype != "bfloat16")) {
+  if (*weights == WeightFormat::kFp8 &&
+      (*device != DeviceKind::kCuda || *dtype != ModelDtype::kBFloat16)) {
     return bad(absl::StrCat("--weights fp8 needs --device cuda and --dtype bfloat16 (got --device ",
                             o.device, " --dtype ", o.dtype, ")"));
   }
@@ -309,9 +307,7 @@ absl::Status ValidateFrontendOptions(FrontendOptions& o) {
     return bad(absl::StrCat("--max-lora-scale must be above 0 and at most ", kLoraScaleCeiling,
                             " (the workers' bound), got ", l.max_lora_scale));
   }
-  if (o.lora_mode != "merge" && o.lora_mode != "runtime") {
-    return bad(absl::StrCat("--lora-mode must be merge or runtime, got '", o.lora_mode, "'"));
-  }
+  if (auto mode = ParseLoraMode(o.lora_mode, "--lora-mode"); !mode.ok()) return mode.status();
   auto adapters = ResolveLoraAdapters(o);
   if (!adapters.ok()) return adapters.status();
   o.lora_adapters = *std::move(adapters);

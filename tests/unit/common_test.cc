@@ -3,6 +3,7 @@
 #include "common/model_name.h"
 #include "common/flags.h"
 #include "common/grpc_status.h"
+#include "common/model_flags.h"
 #include "common/status_macros.h"
 
 namespace ditserve {
@@ -110,6 +111,50 @@ TEST(Flags, ListFlagsCollectEveryValueInOrder) {
   EXPECT_FALSE(q.WasSet("tag"));
   const char* missing[] = {"prog", "--tag"};
   EXPECT_NE(q.Parse(2, missing).message().find("--tag needs a value"), std::string::npos);
+}
+
+// common/model_flags.h: each value set parses its spellings, names them back, and refuses anything
+// else with INVALID_ARGUMENT naming the caller's field and listing the accepted values.
+TEST(ModelFlags, ParseEachValueAndNameItBack) {
+  for (ModelDtype d : {ModelDtype::kFloat32, ModelDtype::kBFloat16}) {
+    EXPECT_EQ(*ParseModelDtype(ModelDtypeName(d), "--dtype"), d);
+  }
+  EXPECT_STREQ(ModelDtypeName(ModelDtype::kBFloat16), "bfloat16");
+  for (DeviceKind k : {DeviceKind::kCpu, DeviceKind::kCuda}) {
+    EXPECT_EQ(*ParseDeviceKind(DeviceKindName(k), "--device"), k);
+  }
+  EXPECT_STREQ(DeviceKindName(DeviceKind::kCuda), "cuda");
+  for (TextEncoderPlacement p :
+       {TextEncoderPlacement::kAuto, TextEncoderPlacement::kSharded, TextEncoderPlacement::kRank0}) {
+    EXPECT_EQ(*ParseTextEncoderPlacement(TextEncoderPlacementName(p), "x"), p);
+  }
+  EXPECT_STREQ(TextEncoderPlacementName(TextEncoderPlacement::kRank0), "rank0");
+  for (LoraMode m : {LoraMode::kMerge, LoraMode::kRuntime}) {
+    EXPECT_EQ(*ParseLoraMode(LoraModeName(m), "x"), m);
+  }
+  EXPECT_STREQ(LoraModeName(LoraMode::kRuntime), "runtime");
+  for (WeightFormat f : {WeightFormat::kModelDtype, WeightFormat::kFp8}) {
+    EXPECT_EQ(*ParseWeightFormat(WeightFormatName(f)), f);
+  }
+}
+
+TEST(ModelFlags, ErrorsNameTheFieldAndTheAcceptedValues) {
+  auto expect = [](const absl::Status& s, const std::string& message) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), message);
+  };
+  expect(ParseModelDtype("float16", "--dtype").status(),
+         "--dtype must be float32 or bfloat16, got 'float16'");
+  expect(ParseModelDtype("", "dtype").status(), "dtype must be float32 or bfloat16, got ''");
+  expect(ParseDeviceKind("gpu", "--device").status(), "--device must be cpu or cuda, got 'gpu'");
+  expect(ParseTextEncoderPlacement("rank1", "--text-encoder-placement").status(),
+         "--text-encoder-placement must be auto, sharded or rank0, got 'rank1'");
+  expect(ParseLoraMode("fast", "lora_mode").status(),
+         "lora_mode must be merge or runtime, got 'fast'");
+  expect(ParseWeightFormat("int8").status(), "--weights must be 'dtype' or 'fp8', got 'int8'");
+  // Case and whitespace matter: the values are exact spellings.
+  EXPECT_FALSE(ParseModelDtype("Float32", "--dtype").ok());
+  EXPECT_FALSE(ParseDeviceKind("cpu ", "--device").ok());
 }
 
 }  // namespace
