@@ -2,11 +2,13 @@
 // to a byte each and de-interlacing; the conversion to RGB is Pillow's (decode.h).
 #include <png.h>
 
+#include <array>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "imaging/decoders.h"
@@ -37,6 +39,53 @@ void ReadFromMemory(png_structp png, png_bytep out, png_size_t length) {
   state->pos += length;
 }
 
+constexpr std::array<uint32_t, 256> MakeCrcTable() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t n = 0; n < 256; ++n) {
+    uint32_t c = n;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    table[n] = c;
+  }
+  return table;
+}
+
+constexpr std::array<uint32_t, 256> kCrcTable = MakeCrcTable();
+
+// PNG's CRC-32 (ISO 3309) of the chunk type and data.
+uint32_t Crc32(const uint8_t* data, size_t size) {
+  uint32_t crc = 0xffffffffu;
+  for (size_t i = 0; i < size; ++i) crc = kCrcTable[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+uint32_t Be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+// Pillow verifies the checksum of every chunk before the image data (and refuses the file on a
+// mismatch) but never those of IDAT or what follows; libpng is told to ignore critical chunks'
+// checksums (below) after this check, so both accept and refuse the same files.
+absl::Status CheckChunksBeforeImageData(absl::string_view bytes) {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  if (bytes.size() < 8) return absl::InvalidArgumentError("PNG: file is truncated");
+  size_t pos = 8;
+  while (true) {
+    if (bytes.size() - pos < 8) return absl::InvalidArgumentError("PNG: file is truncated");
+    const uint32_t length = Be32(data + pos);
+    const absl::string_view type = bytes.substr(pos + 4, 4);
+    if (type == "IDAT") return absl::OkStatus();
+    if (bytes.size() - pos < 12 || length > bytes.size() - pos - 12) {
+      return absl::InvalidArgumentError("PNG: file is truncated");
+    }
+    if (Crc32(data + pos + 4, size_t{length} + 4) != Be32(data + pos + 8 + length)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("PNG: bad checksum in chunk '", absl::CHexEscape(type), "'"));
+    }
+    if (type == "IEND") return absl::InvalidArgumentError("PNG: no image data");
+    pos += size_t{length} + 12;
+  }
+}
+
 struct PngInfo {
   png_uint_32 width;
   png_uint_32 height;
@@ -51,6 +100,9 @@ bool ReadInfo(png_structp png, png_infop info, uint32_t max_width, uint32_t max_
               PngInfo* out) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_set_user_limits(png, max_width, max_height);
+  // Critical chunks' checksums: checked before IDAT by CheckChunksBeforeImageData, ignored after
+  // (as Pillow); ancillary chunks after IDAT with a bad checksum are dropped (libpng's default).
+  png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_DEFAULT);
   png_read_info(png, info);
   out->width = png_get_image_width(png, info);
   out->height = png_get_image_height(png, info);
@@ -178,6 +230,7 @@ absl::StatusOr<RawDecode> Decode(png_structp png, png_infop info, PngState* stat
 }  // namespace
 
 absl::StatusOr<RawDecode> DecodePng(absl::string_view bytes, const DecodeLimits& limits) {
+  RETURN_IF_ERROR(CheckChunksBeforeImageData(bytes));
   PngState state{reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0, {0}};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &state, OnError, OnWarning);
   if (png == nullptr) return absl::InternalError("PNG: png_create_read_struct failed");

@@ -113,6 +113,18 @@ TEST(ImagingDecode, MatchesPillowForEveryCase) {
   }
 }
 
+// Damaged files (cut short, bad checksums): refused exactly where Pillow refuses them; the ones
+// Pillow still decodes (bad IDAT checksum, no IEND) are among the decode cases above.
+TEST(ImagingDecode, RefusesWhatPillowRefuses) {
+  const auto cases = Cases("refuse");
+  ASSERT_GE(cases.size(), 10u);
+  for (const auto& c : cases) {
+    auto decoded = DecodeImage(ReadFile(c[1]));
+    ASSERT_FALSE(decoded.ok()) << c[1] << " decoded, Pillow refuses it";
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument) << decoded.status();
+  }
+}
+
 TEST(ImagingDecode, FormatsAreSniffedFromTheBytes) {
   EXPECT_EQ(*SniffImageFormat(ReadFile("rgb_noise.png")), ImageFormat::kPng);
   EXPECT_EQ(*SniffImageFormat(ReadFile("q90_444.jpg")), ImageFormat::kJpeg);

@@ -8,6 +8,8 @@ Writes tests/unit/data/imaging/:
   *.rgb                   raw interleaved RGB bytes, rows top to bottom
   big_*.png               the larger resize case's source and outputs (lossless, to stay small)
   cases.txt               one case a line:
+    refuse <input>
+        Pillow cannot open or load it (damaged files): DecodeImage must refuse it too.
     decode <input> <w> <h> <expected.rgb> <orientation> <stored.rgb>
         Image.open + ImageOps.exif_transpose + convert("RGB") (diffusers' load_image) is <expected>;
         without exif_transpose it is <stored> (same file when the orientation is 1).
@@ -105,11 +107,16 @@ def pack_bits(values, bits):
 def decode_case(name):
     """Record what load_image gives for the input file `name`."""
     path = os.path.join(OUT, name)
-    with Image.open(path) as im:
-        im.load()
-        stored = im.convert("RGB")
-        transposed = ImageOps.exif_transpose(im).convert("RGB")
-        orientation = im.getexif().get(0x0112, 1)
+    try:
+        with Image.open(path) as im:
+            im.load()
+            stored = im.convert("RGB")
+            transposed = ImageOps.exif_transpose(im).convert("RGB")
+            orientation = im.getexif().get(0x0112, 1)
+    except (OSError, SyntaxError, ValueError) as e:  # Pillow refuses the file
+        lines.append(f"refuse {name}")
+        print(f"{name}: Pillow refuses it ({e})", file=sys.stderr)
+        return None
     base = os.path.splitext(name)[0] + "_" + os.path.splitext(name)[1][1:]
     stored_name = base + ".stored.rgb"
     write(stored_name, rgb_bytes(stored))
@@ -230,8 +237,34 @@ def main():
     rgba.save(os.path.join(OUT, "lossless_alpha.webp"), lossless=True, exact=True)
     gradient.save(os.path.join(OUT, "exif5.webp"), lossless=True, exif=exif_with_orientation(5))
 
+    # Damaged files: Pillow's verdict (refuse, or the pixels it decodes) is the reference.
+    def read(name):
+        with open(os.path.join(OUT, name), "rb") as f:
+            return f.read()
+
+    for name in ("rgb_noise.png", "q90_444.jpg", "progressive.jpg", "lossy.webp", "lossless.webp"):
+        data = read(name)
+        stem, ext = os.path.splitext(name)
+        write(f"cut_half_{stem}{ext}", data[: len(data) // 2])
+        write(f"cut_last2_{stem}{ext}", data[:-2])  # JPEG: no EOI; PNG: in IEND's checksum
+    tiny_ihdr = struct.pack(">IIBBBBB", 3, 2, 8, 2, 0, 0, 0)
+    tiny_idat = zlib.compress(b"\0" + bytes(range(9)) + b"\0" + bytes(range(100, 109)))
+    sig = b"\x89PNG\r\n\x1a\n"
+
+    def bad(chunk):  # the same chunk with a wrong checksum
+        return chunk[:-4] + bytes(4)
+
+    ihdr, idat, iend = png_chunk(b"IHDR", tiny_ihdr), png_chunk(b"IDAT", tiny_idat), png_chunk(b"IEND", b"")
+    text = png_chunk(b"tEXt", b"k\0v")
+    write("crc_ihdr.png", sig + bad(ihdr) + idat + iend)
+    write("crc_text_before_idat.png", sig + ihdr + bad(text) + idat + iend)
+    write("crc_idat.png", sig + ihdr + bad(idat) + iend)
+    write("crc_text_after_idat.png", sig + ihdr + idat + bad(text) + iend)
+    write("no_iend.png", sig + ihdr + idat)
+
     inputs = sorted(f for f in os.listdir(OUT) if f.endswith((".png", ".jpg", ".webp")))
     decoded = {name: decode_case(name) for name in inputs}
+    assert all(decoded[n] is not None for n in inputs if not n.startswith(("cut_", "crc_")))
 
     # Resizes of 8-bit RGB (what diffusers resizes after load_image).
     all_filters = list(FILTERS)
