@@ -1,5 +1,6 @@
 #include "pipeline/component_loading.h"
 
+#include "absl/strings/str_cat.h"
 #include "comm/local_communicator.h"
 #include "common/config_json.h"
 #include "common/status_macros.h"
@@ -37,22 +38,41 @@ models::TransformerLoadOptions TransformerOptions(const PipelineOptions& options
   return t;
 }
 
-absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,
-                                                  const PipelineOptions& options,
-                                                  comm::Communicator* comm) {
+absl::Status InComponentConfig(const std::string& dir, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(dir, "/config.json: ", status.message()));
+}
+
+absl::StatusOr<std::string> ComponentClassName(const std::string& dir, const nlohmann::json& config) {
+  absl::StatusOr<std::string> name = JsonField<std::string>(config, "_class_name", "");
+  RETURN_IF_ERROR(InComponentConfig(dir, name.status()));
+  return name;
+}
+
+absl::StatusOr<LoadedTransformer> LoadTransformer(
+    const std::string& dir, const PipelineOptions& options, comm::Communicator* comm,
+    const std::function<absl::Status(const nlohmann::json&)>& read_config) {
   LoadedTransformer out;
-  ASSIGN_OR_RETURN(out.config, sharding::ReadComponentConfig(dir));
-  ASSIGN_OR_RETURN(sharding::TpPlan plan,
-                   sharding::BuiltinTpPlan(out.config.value("_class_name", ""), out.config));
+  ASSIGN_OR_RETURN(nlohmann::json config, sharding::ReadComponentConfig(dir));
+  RETURN_IF_ERROR(InComponentConfig(dir, read_config(config)));
+  ASSIGN_OR_RETURN(std::string class_name, ComponentClassName(dir, config));
+  ASSIGN_OR_RETURN(sharding::TpPlan plan, sharding::BuiltinTpPlan(class_name, config));
   // At tp 1 there is nothing to split (and the replicated layer is one addmm).
   if (options.shard_modulation && comm->world_size() > 1) sharding::AddModulationSharding(&plan);
   ASSIGN_OR_RETURN(sharding::ShardedStateDict sd,
                    sharding::LoadShard(dir, &plan, comm->rank(), comm->world_size(),
                                        ShardLoadOptions(options)));
   ASSIGN_OR_RETURN(out.model,
-                   models::CreateTransformer(out.config, sd, comm, TransformerOptions(options)));
+                   models::CreateTransformer(config, sd, comm, TransformerOptions(options)));
   out.weight_bytes = TransformerWeightBytes(sd, *out.model);
   return out;
+}
+
+absl::StatusOr<sharding::ShardedStateDict> LoadWholeComponent(const std::string& dir,
+                                                             const PipelineOptions& options) {
+  sharding::LoadOptions lo = ShardLoadOptions(options);
+  lo.progress = nullptr;
+  return sharding::LoadShard(dir, nullptr, 0, 1, lo);
 }
 
 absl::StatusOr<LoadedTextModel> LoadTextModel(const std::string& text_encoder_dir,
@@ -88,6 +108,23 @@ absl::StatusOr<bool> ShardTextEncoder(const std::string& text_encoder_dir,
          config.num_key_value_heads % world == 0;
 }
 
+absl::StatusOr<LlmTextEncoderSite> PlaceLlmTextEncoder(const sharding::PipelineIndex* index,
+                                                       const PipelineOptions& options,
+                                                       const comm::Communicator& comm) {
+  LlmTextEncoderSite site;
+  if (index == nullptr) return site;
+  absl::StatusOr<std::string> te_dir = index->ComponentDir("text_encoder");
+  absl::StatusOr<std::string> tok_dir = index->ComponentDir("tokenizer");
+  if (!te_dir.ok() || !tok_dir.ok()) return site;
+  site.present = true;
+  site.text_encoder_dir = *te_dir;
+  site.tokenizer_dir = *tok_dir;
+  ASSIGN_OR_RETURN(site.sharded,
+                   ShardTextEncoder(site.text_encoder_dir, options.text_encoder_placement,
+                                    options.dtype, comm));
+  return site;
+}
+
 absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(const PipelineOptions& options,
                                                             const models::DiffusionTransformer& model,
                                                             const comm::Communicator& comm) {
@@ -103,11 +140,12 @@ absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(const PipelineOptio
   return lib;
 }
 
-absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir,
-                                                             const FlowMatchSchedulerConfig& fallback) {
-  if (dir.empty()) return fallback;
-  ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonObjectFile(dir + "/scheduler_config.json"));
-  return ParseFlowMatchSchedulerConfig(j);
+absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir) {
+  const std::string path = dir + "/scheduler_config.json";
+  ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonObjectFile(path));
+  absl::StatusOr<FlowMatchSchedulerConfig> config = ParseFlowMatchSchedulerConfig(j);
+  if (config.ok()) return config;
+  return absl::Status(config.status().code(), absl::StrCat(path, ": ", config.status().message()));
 }
 
 }  // namespace ditserve::pipeline

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/scheduler.h"
 #include "sharding/loader.h"
+#include "sharding/pipeline_index.h"
 
 namespace ditserve::pipeline {
 
@@ -24,9 +26,16 @@ sharding::LoadOptions ShardLoadOptions(const PipelineOptions& options);
 
 struct LoadedTransformer {
   std::unique_ptr<models::DiffusionTransformer> model;
-  nlohmann::json config;  // config.json
   uint64_t weight_bytes = 0;
 };
+
+// `status` with "<dir>/config.json: " in front of its message (OK stays OK), so that a config
+// error names its file.
+absl::Status InComponentConfig(const std::string& dir, const absl::Status& status);
+
+// `config`'s "_class_name" ("" when absent or null); INVALID_ARGUMENT naming `dir`'s config.json
+// and the field when it is not a string. `config` is `dir`/config.json's JSON.
+absl::StatusOr<std::string> ComponentClassName(const std::string& dir, const nlohmann::json& config);
 
 // Bytes of a loaded transformer on this rank: the state dict's tensors (what FP8 quantization
 // released counts nothing) plus the FP8 weights and scales its layers hold.
@@ -37,10 +46,16 @@ uint64_t TransformerWeightBytes(const sharding::ShardedStateDict& sd,
 models::TransformerLoadOptions TransformerOptions(const PipelineOptions& options);
 
 // This rank's shard of the transformer in `dir` (config.json's _class_name picks the class and
-// its plan).
-absl::StatusOr<LoadedTransformer> LoadTransformer(const std::string& dir,
-                                                  const PipelineOptions& options,
-                                                  comm::Communicator* comm);
+// its plan). `read_config` (the pipeline's own reading of config.json) runs first, before any
+// weight is read; its errors, like every config error here, come back naming the file.
+absl::StatusOr<LoadedTransformer> LoadTransformer(
+    const std::string& dir, const PipelineOptions& options, comm::Communicator* comm,
+    const std::function<absl::Status(const nlohmann::json&)>& read_config);
+
+// The whole of the component in `dir` (no plan: every tensor), in options' device and dtype, for a
+// replica one rank holds (a VAE on rank 0). No progress reports (they count the transformer).
+absl::StatusOr<sharding::ShardedStateDict> LoadWholeComponent(const std::string& dir,
+                                                             const PipelineOptions& options);
 
 // An LLM text encoder (models/text/causal_lm_encoder.h) for a pipeline: this rank's slice when
 // `sharded` (Forward is then a collective of `comm`'s group), else a full replica on a private
@@ -61,13 +76,27 @@ absl::StatusOr<bool> ShardTextEncoder(const std::string& text_encoder_dir,
                                       TextEncoderPlacement placement, torch::ScalarType dtype,
                                       const comm::Communicator& comm);
 
+// Where the LLM text encoder of a FLUX.2 / Qwen-Image folder lives, decided at load by every rank
+// alike (ShardTextEncoder): `present` when the folder (`index`, null for a transformer folder alone)
+// has both a text_encoder and a tokenizer.
+struct LlmTextEncoderSite {
+  bool present = false;
+  bool sharded = false;  // every rank holds a slice and encodes (a collective); else rank 0 alone
+  std::string text_encoder_dir;
+  std::string tokenizer_dir;
+  // Whether `rank` holds (loads and runs) the encoder.
+  bool HeldBy(int64_t rank) const { return present && (sharded || rank == 0); }
+};
+absl::StatusOr<LlmTextEncoderSite> PlaceLlmTextEncoder(const sharding::PipelineIndex* index,
+                                                       const PipelineOptions& options,
+                                                       const comm::Communicator& comm);
+
 // This rank's slices of options.loras for `model` (an empty library when there are none).
 absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(const PipelineOptions& options,
                                                             const models::DiffusionTransformer& model,
                                                             const comm::Communicator& comm);
 
-// `dir`/scheduler_config.json parsed, or `fallback` when `dir` is empty.
-absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir,
-                                                             const FlowMatchSchedulerConfig& fallback);
+// `dir`/scheduler_config.json parsed; errors name the file.
+absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir);
 
 }  // namespace ditserve::pipeline

@@ -2,6 +2,7 @@
 // transformer folder alone, from its config.json's class).
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "pipeline/component_loading.h"
 #include "pipeline/flux1_pipeline.h"
 #include "pipeline/flux2_pipeline.h"
 #include "pipeline/pipeline.h"
@@ -29,7 +30,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> LoadPipeline(const PipelineOptions& op
   if (!sharding::IsPipelineRoot(options.model_dir)) {
     // A transformer folder alone: served from precomputed embeddings, latents out.
     ASSIGN_OR_RETURN(nlohmann::json config, sharding::ReadComponentConfig(options.model_dir));
-    const std::string cls = config.value("_class_name", "");
+    ASSIGN_OR_RETURN(const std::string cls, ComponentClassName(options.model_dir, config));
     if (cls == "Flux2Transformer2DModel" || cls == "Flux2TransformerModel") {
       return Upcast(Flux2Pipeline::Load(nullptr, options.model_dir, options, comm));
     }

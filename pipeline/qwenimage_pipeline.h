@@ -1,10 +1,12 @@
-// QwenImagePipeline: diffusers' QwenImagePipeline for one rank. Every rank holds its shard of the
-// transformer. The conditioning (prompt embeddings with their text mask) comes from the request or
-// from the Qwen2.5-VL text encoder; true classifier-free guidance (a negative prompt with
+// QwenImagePipeline: diffusers' QwenImagePipeline for one rank, on the DiffusionPipeline skeleton
+// (diffusion_pipeline.h: the load sequence, a job's flow, the contracts across ranks). Every rank
+// holds its shard of the transformer. The conditioning (prompt embeddings with their text mask)
+// comes from the request or from the Qwen2.5-VL text encoder (sharded over the ranks, or a replica
+// on rank 0 that broadcasts); true classifier-free guidance (a negative prompt with
 // true_cfg_scale > 1) runs the conditional and unconditional passes and combines them with the
 // reference's norm-preserving rescale (two batch-1 passes, as diffusers: one padded, masked batch
-// of two measured 4-12 % slower on the H200, bench/results/2026-12-03-h200-qwenimage-cfg-batch.txt); rank 0 decodes with the Qwen-Image VAE when the folder has
-// one, else returns latents.
+// of two measured 4-12 % slower on the H200, bench/results/2026-12-03-h200-qwenimage-cfg-batch.txt);
+// rank 0 decodes with the Qwen-Image VAE when the folder has one, else returns latents.
 //
 // Latent layout (diffusers' prepare_latents): noise (B, C, 1, h, w) drawn in 5-D for the 3-D VAE
 // (the same values as (B, C, h, w)), 2x2-packed into (B, tokens, 4C); img_shapes (1, h/2, w/2) per
@@ -15,60 +17,53 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
-#include "models/transformer.h"
+#include "models/qwenimage/qwenimage_config.h"
 #include "models/vae/autoencoder_kl_qwenimage.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/component_loading.h"
+#include "pipeline/diffusion_pipeline.h"
 #include "pipeline/qwenimage_prompt_encoder.h"
-#include "pipeline/scheduler.h"
 #include "sharding/pipeline_index.h"
 
 namespace ditserve::pipeline {
 
-class QwenImagePipeline final : public Pipeline {
+class QwenImagePipeline final : public DiffusionPipeline {
  public:
   // `index` is null for a transformer folder alone (`transformer_dir`).
   static absl::StatusOr<std::unique_ptr<QwenImagePipeline>> Load(
       const sharding::PipelineIndex* index, const std::string& transformer_dir,
       const PipelineOptions& options, comm::Communicator* comm);
 
-  const ModelCard& Card() const override { return card_; }
-  absl::StatusOr<GenerationResult> Run(const GenerationJob& job, const StepCallback& on_step,
-                                       const CancelPredicate& cancel_requested) override;
-  uint64_t weight_bytes() const override { return weight_bytes_; }
-  models::StepGraphStats transformer_graph_stats() const override {
-    return transformer_->graph_stats();
-  }
-
  private:
-  struct Conditioning {
-    torch::Tensor embeds;  // (B, T, joint_attention_dim)
-    torch::Tensor mask;    // (B, T) or undefined (diffusers passes none when nothing is masked)
-  };
+  QwenImagePipeline();
 
-  QwenImagePipeline() = default;
-  absl::StatusOr<Conditioning> Condition(const GenerationJob& job, bool negative);
-  absl::StatusOr<Conditioning> Encode(const GenerationJob& job, bool negative);
-  absl::StatusOr<GenerationResult> RunUnguarded(const GenerationJob& job, const StepCallback& on_step,
-                                                const CancelPredicate& cancel_requested);
+  absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
+  absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir, const PipelineOptions& options) override;
+  absl::Status LoadTextSide(const sharding::PipelineIndex* index,
+                            const PipelineOptions& options) override;
+  void FillCard(ModelCard* card) const override;
 
-  ModelCard card_;
-  comm::Communicator* comm_ = nullptr;
-  torch::Device device_ = torch::kCPU;
-  torch::ScalarType dtype_ = torch::kFloat32;
-  std::unique_ptr<models::DiffusionTransformer> transformer_;
-  std::unique_ptr<lora::LoraLibrary> loras_;  // after transformer_: borrows its layers
-  FlowMatchSchedulerConfig scheduler_config_;
-  int64_t in_channels_ = 0;
-  int64_t joint_attention_dim_ = 0;
-  int64_t vae_scale_factor_ = 8;
-  uint64_t weight_bytes_ = 0;
-  std::unique_ptr<QwenImagePromptEncoder> encoder_;  // every rank (sharded) or rank 0; null: none
-  bool sharded_encoder_ = false;
-  bool has_encoder_ = false;
-  std::optional<vae::AutoencoderKLQwenImage> vae_;  // rank 0 only, when the folder has one
-  bool has_vae_ = false;
+  absl::StatusOr<TextConditioning> EncodeText(const GenerationJob& job, bool negative) override;
+  // The request's embeddings (and masks, when any item has one) stacked.
+  absl::StatusOr<TextConditioning> FromRequest(const GenerationJob& job, bool negative);
+  // The prompts encoded: by the sharded encoder, or on rank 0 and broadcast (length first).
+  absl::StatusOr<TextConditioning> EncodePrompts(const GenerationJob& job, bool negative);
+  // The grid is the skeleton's default (2x2-packed latents).
+  absl::StatusOr<LatentLayout> LayOutLatents(const GenerationJob& job, const LatentGrid& grid,
+                                             const torch::Tensor& noise,
+                                             const TextConditioning& text) override;
+  // The guided velocity, rescaled per token to the conditional prediction's norm.
+  torch::Tensor CombineGuidance(const torch::Tensor& cond, const torch::Tensor& uncond,
+                                const torch::Tensor& scale) const override;
+  absl::StatusOr<torch::Tensor> Decode(const torch::Tensor& latents,
+                                       const LatentGrid& grid) const override;
+
+  models::qwenimage::QwenImageTransformerConfig config_;
+  LlmTextEncoderSite text_site_;                     // every rank knows
+  std::unique_ptr<QwenImagePromptEncoder> encoder_;  // where text_site_ says it is held; else null
+  std::optional<vae::AutoencoderKLQwenImage> vae_;   // rank 0 only, when the folder has one
 };
 
 }  // namespace ditserve::pipeline

@@ -1,0 +1,224 @@
+#include "pipeline/diffusion_pipeline.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/config_json.h"
+#include "common/torch_guard.h"
+#include "pipeline/denoise_loop.h"
+#include "pipeline/job_steps.h"
+#include "pipeline/latents.h"
+
+namespace ditserve::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// diffusers' default_sample_size of the three pipelines (x the VAE's scale factor).
+constexpr int64_t kDefaultSampleSize = 128;
+
+}  // namespace
+
+struct DiffusionPipeline::JobState {
+  explicit JobState(const FlowMatchSchedulerConfig& config) : scheduler(config) {}
+
+  FlowMatchEulerScheduler scheduler;
+  lora::LoraActivation adapters;  // the job's LoRA terms, cleared when the job ends
+  LatentLayout layout;
+  torch::Tensor cfg_scale;  // (B, 1, 1) true-CFG scales; undefined without true CFG
+};
+
+// ---- Load ----
+
+absl::Status DiffusionPipeline::LoadComponents(const sharding::PipelineIndex* index,
+                                               const std::string& transformer_dir,
+                                               const PipelineOptions& options,
+                                               comm::Communicator* comm) {
+  comm_ = comm;
+  device_ = options.device;
+  dtype_ = options.dtype;
+  root_ = index != nullptr ? index->root : options.model_dir;
+  if (index == nullptr && family_.published_scheduler_json == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(root_, ": ", family_.display_name, " is served from its pipeline folder only"));
+  }
+  RETURN_IF_ERROR(LoadTransformerAndLoras(transformer_dir, options));
+  ASSIGN_OR_RETURN(scheduler_config_, LoadScheduler(index));
+  RETURN_IF_ERROR(LoadVaeIfAny(index, options));
+  RETURN_IF_ERROR(LoadTextSide(index, options));
+  FillSharedCard(options);
+  FillCard(&card_);
+  return absl::OkStatus();
+}
+
+absl::Status DiffusionPipeline::LoadTransformerAndLoras(const std::string& dir,
+                                                        const PipelineOptions& options) {
+  ASSIGN_OR_RETURN(LoadedTransformer t,
+                   LoadTransformer(dir, options, comm_, [this](const nlohmann::json& config) {
+                     absl::StatusOr<TransformerShape> shape = ParseTransformerConfig(config);
+                     if (shape.ok()) shape_ = *shape;
+                     return shape.status();
+                   }));
+  transformer_ = std::move(t.model);
+  weight_bytes_ += t.weight_bytes;
+  ASSIGN_OR_RETURN(loras_, LoadLoras(options, *transformer_, *comm_));
+  for (const lora::LoraCard& l : loras_->cards()) weight_bytes_ += l.bytes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FlowMatchSchedulerConfig> DiffusionPipeline::LoadScheduler(
+    const sharding::PipelineIndex* index) const {
+  if (index != nullptr) {
+    ASSIGN_OR_RETURN(std::string scheduler_dir, index->ComponentDir("scheduler"));
+    return LoadSchedulerConfig(scheduler_dir);
+  }
+  ASSIGN_OR_RETURN(nlohmann::json published, ParseJsonObject(family_.published_scheduler_json));
+  return ParseFlowMatchSchedulerConfig(published);
+}
+
+absl::Status DiffusionPipeline::LoadVaeIfAny(const sharding::PipelineIndex* index,
+                                             const PipelineOptions& options) {
+  absl::StatusOr<std::string> vae_dir =
+      index != nullptr ? index->ComponentDir("vae")
+                       : absl::NotFoundError(absl::StrCat(root_, ": not a pipeline folder, no VAE"));
+  if (!vae_dir.ok()) return family_.requires_vae ? vae_dir.status() : absl::OkStatus();
+  ASSIGN_OR_RETURN(vae_scale_factor_, LoadVae(*vae_dir, options));
+  has_vae_ = true;
+  return absl::OkStatus();
+}
+
+void DiffusionPipeline::FillSharedCard(const PipelineOptions& options) {
+  card_.name = ModelNameFromDir(root_);
+  card_.family = family_.card_family;
+  card_.dtype = DtypeName(options.dtype);
+  card_.device = options.device.is_cuda() ? "cuda" : "cpu";
+  card_.prompt_embeds_shape = {1, -1, shape_.joint_attention_dim};
+  card_.images_out = has_vae_;
+  card_.default_height = card_.default_width = kDefaultSampleSize * vae_scale_factor_;
+  card_.default_max_sequence_length = 512;
+  card_.loras = loras_->cards();
+}
+
+// ---- Run ----
+
+absl::Status DiffusionPipeline::CheckJob(const GenerationJob&) const { return absl::OkStatus(); }
+
+absl::StatusOr<ImageConditioning> DiffusionPipeline::ConditionOnImages(const GenerationJob&,
+                                                                       const LatentGrid&) {
+  return ImageConditioning{};
+}
+
+std::optional<double> DiffusionPipeline::ScheduleShift(const LatentGrid& grid, int) const {
+  if (!scheduler_config_.use_dynamic_shifting) return std::nullopt;
+  return CalculateShift(grid.tokens, scheduler_config_);
+}
+
+torch::Tensor DiffusionPipeline::CombineGuidance(const torch::Tensor& cond, const torch::Tensor& uncond,
+                                                 const torch::Tensor& scale) const {
+  return uncond + scale * (cond - uncond);
+}
+
+LatentGrid DiffusionPipeline::Grid(const GenerationJob& job) const {
+  LatentGrid grid;
+  grid.height = LatentSide(job.height, vae_scale_factor_);
+  grid.width = LatentSide(job.width, vae_scale_factor_);
+  grid.noise_shape = {1, shape_.in_channels / 4, grid.height, grid.width};
+  grid.tokens = (grid.height / 2) * (grid.width / 2);
+  return grid;
+}
+
+absl::Status DiffusionPipeline::AgreeOnTokenizing(const absl::Status& local) {
+  return AgreeOnFailure(*comm_, local, "tokenizing the prompt", device_);
+}
+
+absl::Status DiffusionPipeline::CheckRun(const GenerationJob& job) const {
+  if (job.items.empty()) return absl::InvalidArgumentError("a job needs at least one item");
+  if (job.output != JobOutput::kLatents && !card_.images_out) {
+    return absl::InvalidArgumentError("this model can only return OUTPUT_FORMAT_LATENTS");
+  }
+  return CheckJob(job);
+}
+
+absl::StatusOr<GenerationResult> DiffusionPipeline::Run(const GenerationJob& job,
+                                                        const StepCallback& on_step,
+                                                        const CancelPredicate& cancel_requested) {
+  RETURN_IF_ERROR(CheckRun(job));
+  auto result = GuardTorch(absl::StrCat(family_.display_name, " pipeline").c_str(),
+                           [&] { return RunUnguarded(job, on_step, cancel_requested); });
+  if (!result.ok()) return result.status();
+  return *std::move(result);
+}
+
+absl::StatusOr<GenerationResult> DiffusionPipeline::RunUnguarded(
+    const GenerationJob& job, const StepCallback& on_step, const CancelPredicate& cancel_requested) {
+  GenerationResult result;
+  const auto t_encode = Clock::now();
+  ASSIGN_OR_RETURN(TextConditioning cond, EncodeText(job, /*negative=*/false));
+  TextConditioning neg;
+  if (job.true_cfg()) {
+    ASSIGN_OR_RETURN(neg, EncodeText(job, /*negative=*/true));
+  }
+  const LatentGrid grid = Grid(job);
+  ASSIGN_OR_RETURN(ImageConditioning images, ConditionOnImages(job, grid));
+  if (!images.none()) {
+    return absl::UnimplementedError(
+        absl::StrCat(family_.display_name, ": image conditioning is not applied yet"));
+  }
+  result.seconds.encode = SecondsSince(t_encode);
+
+  const auto t_denoise = Clock::now();
+  JobState state(scheduler_config_);
+  // Everything a step needs is allocated before the loop, and the ranks agree that it worked, so
+  // running out of memory here fails the job on every rank and leaves the group usable.
+  RETURN_IF_ERROR(AgreeOnFailure(*comm_, Prepare(job, grid, cond, &state), "preparing the latents",
+                                 device_));
+  ASSIGN_OR_RETURN(torch::Tensor latents,
+                   Denoise(job, &state, cond, neg, on_step, cancel_requested));
+  result.seconds.denoise = SecondsSince(t_denoise);
+  if (comm_->rank() != 0) return result;
+  RETURN_IF_ERROR(CollectOutputs(
+      job, latents, [&](const torch::Tensor& l) { return Decode(l, grid); }, &result));
+  return result;
+}
+
+absl::Status DiffusionPipeline::Prepare(const GenerationJob& job, const LatentGrid& grid,
+                                        const TextConditioning& text, JobState* state) {
+  ASSIGN_OR_RETURN(state->adapters, loras_->Activate(job.loras));
+  ASSIGN_OR_RETURN(torch::Tensor noise, BatchNoise(job, grid.noise_shape, dtype_, device_));
+  ASSIGN_OR_RETURN(state->layout, LayOutLatents(job, grid, noise, text));
+  if (job.true_cfg()) state->cfg_scale = TrueCfgScales(job, dtype_, device_);
+  const int steps = static_cast<int>(job.num_inference_steps);
+  return state->scheduler.SetTimesteps(FluxSigmas(steps), ScheduleShift(grid, steps));
+}
+
+absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& job, JobState* state,
+                                                         const TextConditioning& cond,
+                                                         const TextConditioning& neg,
+                                                         const StepCallback& on_step,
+                                                         const CancelPredicate& cancel_requested) {
+  const int64_t batch = static_cast<int64_t>(job.items.size());
+  const bool true_cfg = job.true_cfg();
+  auto velocity = [&](const torch::Tensor& x, int index) -> absl::StatusOr<torch::Tensor> {
+    const torch::Tensor t = ModelTimestep(state->scheduler, index, batch, dtype_, device_);
+    ASSIGN_OR_RETURN(torch::Tensor v, Forward(*state, x, t, cond));
+    if (!true_cfg) return v;
+    ASSIGN_OR_RETURN(torch::Tensor nv, Forward(*state, x, t, neg));
+    return CombineGuidance(v, nv, state->cfg_scale);
+  };
+  return RunDenoiseLoop(state->scheduler, state->layout.latents, velocity, *comm_, on_step,
+                        cancel_requested);
+}
+
+absl::StatusOr<torch::Tensor> DiffusionPipeline::Forward(const JobState& state,
+                                                         const torch::Tensor& latents,
+                                                         const torch::Tensor& timestep,
+                                                         const TextConditioning& text) {
+  ModelArgs args = state.layout.fixed;
+  args.insert(text.extra.begin(), text.extra.end());
+  args["hidden_states"] = latents;
+  args["encoder_hidden_states"] = text.embeds;
+  args["timestep"] = timestep;
+  return transformer_->Forward(args);
+}
+
+}  // namespace ditserve::pipeline

@@ -1,0 +1,246 @@
+// DiffusionPipeline: the one skeleton of the three families' pipelines (flux1_pipeline.h,
+// flux2_pipeline.h, qwenimage_pipeline.h). It owns what they share: the components (transformer
+// shard, LoRA adapters, scheduler configuration, rank 0's VAE), the ModelCard, and a job's flow
+// (checks, text conditioning, image conditioning, the agreed preparation with LoRA activation,
+// seeded noise and schedule, the denoising loop, rank 0's decode into the result). A family
+// supplies only what differs, through the protected hooks: its transformer config, VAE and text
+// encoders, its card fields, its text conditioning, its latent layout and position ids, how
+// guidance combines, and its decode.
+//
+// Load (the family's static Load constructs it, then calls LoadComponents once on every rank):
+//   1. transformer: config.json read by the family (ParseTransformerConfig, before any weight),
+//      this rank's shard through the built-in plan; 2. the LoRA adapters (options.loras);
+//   3. the scheduler configuration: the folder's, or the family's published one for a transformer
+//      folder alone; 4. the VAE when the folder has one (LoadVae: its config on every rank, since it
+//      sets the latent grid; its weights on rank 0 only); 5. the text side (LoadTextSide);
+//   6. the ModelCard (shared fields here, the family's in FillCard). Loading runs no collective
+//      except what a sharded text encoder's own load does (the same on every rank).
+//
+// Run (every rank of the group, with the same job, concurrently; Pipeline's contract):
+//   the job checks (no items, images from a latents-only model, the family's CheckJob: before any
+//   collective, so every rank refuses alike) → GuardTorch → EncodeText for the prompts, and for the
+//   negative prompts under true CFG (collective when rank 0 encodes and broadcasts or the encoder
+//   is sharded) → ConditionOnImages (the image-conditioning seam; none today) → the preparation,
+//   agreed across the ranks ("preparing the latents"): LoRA activation, BatchNoise of the grid's
+//   noise shape (one CPU generator per item, in the job's order), LayOutLatents, the true-CFG
+//   scales, the schedule (FluxSigmas shifted by ScheduleShift) → RunDenoiseLoop (per step one
+//   forward, a second one under true CFG combined by CombineGuidance; the per-step cancellation
+//   all-reduce first) → rank 0 alone: CollectOutputs with Decode (images) or the latents.
+//
+// Threads: as Pipeline (one job at a time, on the rank's device thread; Card() and weight_bytes()
+// immutable after Load). Ownership: owns its components; borrows the Communicator (must outlive it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "common/status_macros.h"
+#include "models/lora/lora_library.h"
+#include "models/transformer.h"
+#include "pipeline/component_loading.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/scheduler.h"
+#include "sharding/pipeline_index.h"
+
+namespace ditserve::pipeline {
+
+// Named transformer arguments (models/transformer.h's Forward).
+using ModelArgs = std::map<std::string, torch::Tensor>;
+
+// What a family is, for the skeleton.
+struct PipelineFamily {
+  const char* display_name;  // "FLUX.1": names the job's torch errors ("FLUX.1 pipeline")
+  const char* card_family;   // ModelCard::family ("flux1")
+  bool requires_vae;         // the folder must have a VAE (else latents only without one)
+  // The published scheduler_config.json, for a transformer folder alone; null: the family is
+  // served from its pipeline folder only.
+  const char* published_scheduler_json;
+};
+
+// What the skeleton needs of the family's transformer config.
+struct TransformerShape {
+  int64_t in_channels = 0;          // per latent token
+  int64_t joint_attention_dim = 0;  // the prompt embeddings' width
+};
+
+// A job's latent grid as the family lays it out: a pure function of the job's size.
+struct LatentGrid {
+  std::vector<int64_t> noise_shape;  // one item's noise as BatchNoise draws it (leading dim 1)
+  int64_t height = 0;                // the rows and columns the family's layout and decode use
+  int64_t width = 0;
+  int64_t tokens = 0;                // latent tokens per item (the schedule's sequence length)
+};
+
+// A batch's text conditioning, identical on every rank, in the model dtype on the device.
+struct TextConditioning {
+  torch::Tensor embeds;  // "encoder_hidden_states" (B, T, joint_attention_dim)
+  ModelArgs extra;       // the family's other text arguments ("pooled_projections", a mask)
+};
+
+// The loop's starting point, as the family lays out the noise.
+struct LatentLayout {
+  torch::Tensor latents;  // (B, tokens, in_channels): what the loop denoises
+  ModelArgs fixed;        // arguments fixed over the loop: position ids, guidance, shapes
+};
+
+// What a job's input images add to it: the seam of image conditioning. None today.
+//   * Reference images (FLUX.2, FLUX.1 Kontext, Qwen-Image-Edit): encoded by a VAE encoder on
+//     rank 0 and broadcast; their tokens are appended after the noisy latents in every forward and
+//     the velocity keeps the first grid.tokens tokens; `reference_args` are the model arguments
+//     that then cover both (position ids, img_shapes), replacing the layout's.
+//   * img2img: the encoded image in the loop's layout, noised to the step where the strength
+//     starts the shortened schedule (diffusers' get_timesteps + scale_noise).
+struct ImageConditioning {
+  torch::Tensor reference_tokens;  // (B, R, in_channels); undefined: none
+  ModelArgs reference_args;
+  torch::Tensor initial_latents;   // (B, tokens, in_channels); undefined: start from the noise
+  int first_step = 0;              // the schedule step the loop starts at (img2img strength)
+
+  bool none() const {
+    return !reference_tokens.defined() && reference_args.empty() && !initial_latents.defined() &&
+           first_step == 0;
+  }
+};
+
+class DiffusionPipeline : public Pipeline {
+ public:
+  const ModelCard& Card() const final { return card_; }
+  absl::StatusOr<GenerationResult> Run(const GenerationJob& job, const StepCallback& on_step,
+                                       const CancelPredicate& cancel_requested) final;
+  uint64_t weight_bytes() const final { return weight_bytes_; }
+  models::StepGraphStats transformer_graph_stats() const final {
+    return transformer_->graph_stats();
+  }
+
+ protected:
+  explicit DiffusionPipeline(const PipelineFamily& family) : family_(family) {}
+
+  // The load sequence above. `index` is null for a transformer folder alone (`transformer_dir`).
+  absl::Status LoadComponents(const sharding::PipelineIndex* index, const std::string& transformer_dir,
+                              const PipelineOptions& options, comm::Communicator* comm);
+
+  // ---- Load hooks (called once, in LoadComponents' order, on every rank) ----
+  // Reads the family's typed transformer config (its errors get the file's path in front).
+  virtual absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) = 0;
+  // The VAE in `vae_dir`: checks it against the transformer, loads it on rank 0 (LoadOnRank0);
+  // returns its scale factor (image pixels per latent pixel) on every rank.
+  virtual absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir, const PipelineOptions& options) = 0;
+  // The text encoders, where the family places them. `index` as in LoadComponents.
+  virtual absl::Status LoadTextSide(const sharding::PipelineIndex* index,
+                                    const PipelineOptions& options) = 0;
+  // The family's ModelCard fields (the shared ones, prompt_embeds_shape included, are set already).
+  virtual void FillCard(ModelCard* card) const = 0;
+
+  // ---- Job hooks (every rank, in Run's order) ----
+  // Refusals of the family, before any collective (default: none).
+  virtual absl::Status CheckJob(const GenerationJob& job) const;
+  // The items' conditioning (negative: the negative prompts, true CFG only): from the request's
+  // embeddings, or encoded (a collective: rank 0 broadcasts, or the sharded encoder runs).
+  virtual absl::StatusOr<TextConditioning> EncodeText(const GenerationJob& job, bool negative) = 0;
+  // The job's grid (default: 2x2-packed latents as FLUX.1 and Qwen-Image lay them out: latent
+  // sides h, w (LatentSide of the image's), noise (1, in_channels / 4, h, w), (h/2)(w/2) tokens).
+  virtual LatentGrid Grid(const GenerationJob& job) const;
+  // The image-conditioning seam (see ImageConditioning): after the text, before the preparation,
+  // on every rank; may run collectives in the same order on every rank. The default, every
+  // family's today, adds none; the skeleton refuses anything else (UNIMPLEMENTED) until it
+  // applies them in Run.
+  virtual absl::StatusOr<ImageConditioning> ConditionOnImages(const GenerationJob& job,
+                                                              const LatentGrid& grid);
+  // Inside the agreed preparation: the batch's noise (B, ...) laid out for the loop, with the
+  // arguments fixed over it (`text`: the prompts' conditioning, for text position ids).
+  virtual absl::StatusOr<LatentLayout> LayOutLatents(const GenerationJob& job, const LatentGrid& grid,
+                                                     const torch::Tensor& noise,
+                                                     const TextConditioning& text) = 0;
+  // mu of dynamic shifting for the schedule (default: calculate_shift over grid.tokens when the
+  // scheduler shifts dynamically, else none).
+  virtual std::optional<double> ScheduleShift(const LatentGrid& grid, int steps) const;
+  // True CFG: the guided velocity from the conditional and unconditional ones and the (B, 1, 1)
+  // scales (default: uncond + scale · (cond − uncond)).
+  virtual torch::Tensor CombineGuidance(const torch::Tensor& cond, const torch::Tensor& uncond,
+                                        const torch::Tensor& scale) const;
+  // Rank 0 only: the final latents → (B, C, H, W) images in about [-1, 1].
+  virtual absl::StatusOr<torch::Tensor> Decode(const torch::Tensor& latents,
+                                               const LatentGrid& grid) const = 0;
+
+  // ---- For the hooks ----
+  // The family's static Load: `p` (fresh) with its components loaded.
+  template <typename P>
+  static absl::StatusOr<std::unique_ptr<P>> Loaded(std::unique_ptr<P> p,
+                                                   const sharding::PipelineIndex* index,
+                                                   const std::string& transformer_dir,
+                                                   const PipelineOptions& options,
+                                                   comm::Communicator* comm) {
+    RETURN_IF_ERROR(p->LoadComponents(index, transformer_dir, options, comm));
+    return p;
+  }
+  // Rank 0's copy of a component built whole from `dir` by Component::Create(config, state dict)
+  // (a VAE) into *out, its bytes counted; the other ranks leave *out empty.
+  template <typename Component, typename Config>
+  absl::Status LoadOnRank0(const std::string& dir, const Config& config,
+                           const PipelineOptions& options, std::optional<Component>* out) {
+    if (comm_->rank() != 0) return absl::OkStatus();
+    ASSIGN_OR_RETURN(sharding::ShardedStateDict sd, LoadWholeComponent(dir, options));
+    ASSIGN_OR_RETURN(Component component, Component::Create(config, sd));
+    out->emplace(std::move(component));
+    weight_bytes_ += sd.TotalBytes();
+    return absl::OkStatus();
+  }
+  // AgreeOnFailure of every rank's tokenizing, before a sharded encoder's collectives.
+  absl::Status AgreeOnTokenizing(const absl::Status& local);
+  void AddWeightBytes(uint64_t bytes) { weight_bytes_ += bytes; }
+
+  comm::Communicator& comm() const { return *comm_; }
+  torch::Device device() const { return device_; }
+  torch::ScalarType dtype() const { return dtype_; }
+  const std::string& root() const { return root_; }  // the model folder (errors, card name)
+  const FlowMatchSchedulerConfig& scheduler_config() const { return scheduler_config_; }
+  int64_t vae_scale_factor() const { return vae_scale_factor_; }
+  const TransformerShape& transformer_shape() const { return shape_; }
+
+ private:
+  // The state of one job on this rank, from the preparation to the decode.
+  struct JobState;
+
+  absl::StatusOr<FlowMatchSchedulerConfig> LoadScheduler(const sharding::PipelineIndex* index) const;
+  absl::Status LoadTransformerAndLoras(const std::string& dir, const PipelineOptions& options);
+  absl::Status LoadVaeIfAny(const sharding::PipelineIndex* index, const PipelineOptions& options);
+  void FillSharedCard(const PipelineOptions& options);
+  absl::Status CheckRun(const GenerationJob& job) const;
+  absl::StatusOr<GenerationResult> RunUnguarded(const GenerationJob& job, const StepCallback& on_step,
+                                                const CancelPredicate& cancel_requested);
+  absl::Status Prepare(const GenerationJob& job, const LatentGrid& grid,
+                       const TextConditioning& text, JobState* state);
+  absl::StatusOr<torch::Tensor> Denoise(const GenerationJob& job, JobState* state,
+                                        const TextConditioning& cond, const TextConditioning& neg,
+                                        const StepCallback& on_step,
+                                        const CancelPredicate& cancel_requested);
+  // One forward: the loop's fixed arguments, `text`'s, the latents and the step's timestep.
+  absl::StatusOr<torch::Tensor> Forward(const JobState& state, const torch::Tensor& latents,
+                                        const torch::Tensor& timestep, const TextConditioning& text);
+
+  const PipelineFamily family_;
+  ModelCard card_;
+  comm::Communicator* comm_ = nullptr;
+  torch::Device device_ = torch::kCPU;
+  torch::ScalarType dtype_ = torch::kFloat32;
+  std::string root_;
+  TransformerShape shape_;
+  std::unique_ptr<models::DiffusionTransformer> transformer_;
+  std::unique_ptr<lora::LoraLibrary> loras_;  // after transformer_: borrows its layers
+  FlowMatchSchedulerConfig scheduler_config_;
+  int64_t vae_scale_factor_ = 8;
+  bool has_vae_ = false;  // the folder has a VAE (every rank knows; rank 0 holds it)
+  uint64_t weight_bytes_ = 0;
+};
+
+}  // namespace ditserve::pipeline
