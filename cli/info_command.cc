@@ -1,5 +1,6 @@
 // ditserve-cli info: GetModelInfo, printed as JSON (protobuf's JSON mapping, field names as in the
-// .proto, default values included so every key is always present).
+// .proto, default values included so every key is always present). A server that is not serving
+// because its worker group could not be formed says why in `not_serving_reason`.
 #include <cstdio>
 
 #include <google/protobuf/util/json_util.h>

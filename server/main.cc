@@ -1,5 +1,6 @@
 // ditserve-frontend: the public gRPC API (and the optional OpenAI-style images HTTP API) in front of
-// a tensor-parallel worker group.
+// a tensor-parallel worker group. SIGTERM / SIGINT drain and stop; SIGHUP forms a worker group that
+// failed to form again at once (WorkerGroup::RetryNow: for an operator who fixed the model folder).
 #include <signal.h>
 #include <unistd.h>
 
@@ -51,11 +52,12 @@ int Run(int argc, char** argv) {
     return 2;
   }
 
-  // Block the shutdown signals in every thread; a dedicated thread waits for them.
+  // Block the signals in every thread; this thread waits for them below.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto server = FrontendServer::Start(options, MakeWorkerGroupOptions(options, DefaultWorkerBinary()));
@@ -72,7 +74,10 @@ int Run(int argc, char** argv) {
   std::fflush(stdout);
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    spdlog::info("SIGHUP: forming the worker group again if it is not formed");
+    (*server)->group().RetryNow();
+  }
   spdlog::info("signal {}: draining for up to {} s", sig, options.drain_seconds);
   (*server)->Drain(std::chrono::duration<double>(options.drain_seconds));
   spdlog::info("ditserve-frontend stopped");

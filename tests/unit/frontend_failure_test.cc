@@ -14,6 +14,7 @@
 #include "ditserve/v1/ditserve.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/frontend_server.h"
+#include "server/health_reason.h"
 #include "tests/support/fake_worker.h"
 
 namespace ditserve::server {
@@ -239,6 +240,34 @@ class FrontendFailureTest : public ::testing::Test {
     health_ = grpc::health::v1::Health::NewStub(channel_);
     ASSERT_TRUE(readiness_->WaitUntilReady()) << "the group never formed";
     ASSERT_EQ(Health(), "SERVING");
+  }
+  // Starts a frontend over `cluster` without waiting for the group (whose Init may be scripted to
+  // fail); `tweak` adjusts the group's options.
+  void StartFrontendOver(std::unique_ptr<FakeWorkerCluster> cluster,
+                         const std::function<void(WorkerGroupOptions&)>& tweak) {
+    options_.workers = absl::StrJoin(cluster->addresses(), ",");
+    options_.listen = "127.0.0.1:0";
+    options_.metrics_listen = "";
+    WorkerGroupOptions group = MakeWorkerGroupOptions(options_, "");
+    tweak(group);
+    cluster_ = std::move(cluster);
+    auto server = FrontendServer::Start(options_, group);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    readiness_ = std::make_unique<ReadinessLog>(&server_->group());
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::ImageGeneration::NewStub(channel_);
+    health_ = grpc::health::v1::Health::NewStub(channel_);
+  }
+  // A cluster of two fake ranks whose rank 1 fails Init with `error`.
+  static std::unique_ptr<FakeWorkerCluster> ClusterFailingInit(const absl::Status& error) {
+    auto cluster = std::make_unique<FakeWorkerCluster>(2);
+    EXPECT_TRUE(cluster->Start().ok());
+    FakeRankScript failing;
+    failing.init_error = error;
+    cluster->SetScript(1, failing);
+    return cluster;
   }
   void TearDown() override {
     if (cluster_) cluster_->HoldInit(false);
@@ -552,30 +581,18 @@ TEST_F(FrontendFailureTest, MaxBatchNeverBatchesDifferentShapes) {
 }
 
 TEST_F(FrontendFailureTest, FailedInitIsRetriedUntilTheGroupForms) {
-  cluster_ = nullptr;
-  // Rank 1's Init fails: the group never becomes ready and is formed again and again.
-  auto cluster = std::make_unique<FakeWorkerCluster>(2);
-  ASSERT_TRUE(cluster->Start().ok());
-  FakeRankScript failing;
-  failing.init_error = absl::InternalError("scripted load failure");
-  cluster->SetScript(1, failing);
-  options_.workers = absl::StrJoin(cluster->addresses(), ",");
-  options_.listen = "127.0.0.1:0";
-  options_.metrics_listen = "";
-  WorkerGroupOptions group = MakeWorkerGroupOptions(options_, "");
-  group.retry_backoff = milliseconds(20);
-  cluster_ = std::move(cluster);
-  auto server = FrontendServer::Start(options_, group);
-  ASSERT_TRUE(server.ok()) << server.status();
-  server_ = std::move(*server);
-  readiness_ = std::make_unique<ReadinessLog>(&server_->group());
-  channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                 grpc::InsecureChannelCredentials());
-  stub_ = v1::ImageGeneration::NewStub(channel_);
-  health_ = grpc::health::v1::Health::NewStub(channel_);
-
+  // Rank 1's Init fails (a transient code): the group never becomes ready and is formed again and
+  // again, quickly.
+  StartFrontendOver(ClusterFailingInit(absl::InternalError("scripted load failure")),
+                    [](WorkerGroupOptions& g) {
+                      g.retry_backoff = milliseconds(20);
+                      g.permanent_retry_backoff = seconds(600);  // unused: INTERNAL is transient
+                    });
   ASSERT_TRUE(cluster_->WaitFor([&] { return cluster_->init_calls(1) >= 2; }));
   EXPECT_FALSE(server_->group().ready());
+  EXPECT_EQ(server_->group().permanent_failures(), 0u);
+  ASSERT_TRUE(server_->group().formation_failure().has_value());
+  EXPECT_FALSE(server_->group().formation_failure()->permanent);
   EXPECT_EQ(Health(), "NOT_SERVING");
   GenerateResponse resp;
   grpc::Status s = Generate(Request(2), &resp);
@@ -587,6 +604,85 @@ TEST_F(FrontendFailureTest, FailedInitIsRetriedUntilTheGroupForms) {
   EXPECT_EQ(server_->group().formations(), 1u);
   EXPECT_EQ(Health(), "SERVING");
   s = Generate(Request(2), &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(server_->group().formation_failure().has_value());
+}
+
+TEST(PermanentInitError, RefusedModelsAndSettingsArePermanentTheRestTransient) {
+  for (auto code : {absl::StatusCode::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+                    absl::StatusCode::kNotFound, absl::StatusCode::kUnimplemented}) {
+    EXPECT_TRUE(IsPermanentInitError(code)) << absl::StatusCodeToString(code);
+  }
+  for (auto code : {absl::StatusCode::kOk, absl::StatusCode::kUnavailable,
+                    absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kResourceExhausted,
+                    absl::StatusCode::kInternal, absl::StatusCode::kCancelled,
+                    absl::StatusCode::kUnknown}) {
+    EXPECT_FALSE(IsPermanentInitError(code)) << absl::StatusCodeToString(code);
+  }
+}
+
+// A model the workers refuse (rank 1's Init: INVALID_ARGUMENT; rank 0's then fails UNAVAILABLE, its
+// peer gone): the refusal is the reason, and the attempts come with a doubling delay.
+TEST_F(FrontendFailureTest, PermanentInitErrorIsTheReasonAndIsRetriedWithAGrowingDelay) {
+  const auto first = milliseconds(300);
+  StartFrontendOver(
+      ClusterFailingInit(absl::InvalidArgumentError(
+          "text_encoder/config.json: model_type: expected a string, got an object")),
+      [&](WorkerGroupOptions& g) {
+        g.retry_backoff = milliseconds(20);
+        g.permanent_retry_backoff = first;
+        g.permanent_retry_max = first * 2;
+      });
+  const Clock::time_point start = Clock::now();
+  // Attempts at 0, 300 ms and 900 ms (300 + 600): three Init calls take at least 900 ms; transient
+  // retries (20, 40 ms) would take 60.
+  ASSERT_TRUE(cluster_->WaitFor([&] { return cluster_->init_calls(1) >= 3; }, kLong));
+  EXPECT_GE(SecondsSince(start), 0.85);
+  EXPECT_FALSE(server_->group().ready());
+  EXPECT_EQ(Health(), "NOT_SERVING");
+  const auto failure = server_->group().formation_failure();
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_TRUE(failure->permanent);
+  EXPECT_EQ(failure->status.code(), absl::StatusCode::kInvalidArgument) << failure->status;
+  EXPECT_TRUE(absl::StrContains(failure->status.message(), "rank 1 Init: text_encoder/config.json"))
+      << failure->status;
+  EXPECT_GE(failure->attempts, 2u);
+  EXPECT_GE(server_->group().permanent_failures(), 2u);
+  EXPECT_EQ(server_->group().formations(), 0u);
+  // As the public API says it.
+  const std::optional<v1::NotServingReason> reason = NotServingReasonOf(server_->group());
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_EQ(reason->code(), "INVALID_ARGUMENT");
+  EXPECT_TRUE(absl::StrContains(reason->message(), "model_type: expected a string"))
+      << reason->message();
+  EXPECT_TRUE(reason->permanent());
+  EXPECT_GE(reason->attempts(), 2u);
+}
+
+// The operator fixes the model and asks (SIGHUP: RetryNow): the group forms at once, not after the
+// (here ten-minute) permanent backoff.
+TEST_F(FrontendFailureTest, RetryNowFormsAtOnceAfterAPermanentFailure) {
+  StartFrontendOver(ClusterFailingInit(absl::NotFoundError("transformer/config.json: no such file")),
+                    [](WorkerGroupOptions& g) { g.permanent_retry_backoff = seconds(600); });
+  // The failure is recorded after the ranks' last change: nothing notifies it, so look every 10 ms.
+  const Clock::time_point give_up = Clock::now() + kLong;
+  while (!server_->group().formation_failure() && Clock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_TRUE(server_->group().formation_failure().has_value());
+  EXPECT_TRUE(server_->group().formation_failure()->permanent);
+  EXPECT_EQ(server_->group().permanent_failures(), 1u);
+  EXPECT_EQ(cluster_->init_calls(1), 1);
+
+  cluster_->SetScript(1, FakeRankScript());
+  server_->group().RetryNow();
+  ASSERT_TRUE(readiness_->WaitUntilReady()) << "RetryNow did not form the group";
+  EXPECT_EQ(cluster_->init_calls(1), 2);
+  EXPECT_EQ(Health(), "SERVING");
+  EXPECT_FALSE(server_->group().formation_failure().has_value());
+  EXPECT_FALSE(NotServingReasonOf(server_->group()).has_value());
+  GenerateResponse resp;
+  grpc::Status s = Generate(Request(2), &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
