@@ -1,5 +1,5 @@
-// The ditserve metric set: every family the frontend exports on its single /metrics endpoint,
-// created on one Registry. Names follow the Prometheus conventions (prefix "ditserve_", base units,
+// The ditserve metric set: every ditserve_* family the frontend exports on its single /metrics
+// endpoint (the process_* ones are process_metrics.h's). Names follow the Prometheus conventions (prefix "ditserve_", base units,
 // counters end in _total); METRICS.md is the same list as a table for the README.
 //
 // Frontend figures (measured in the frontend process):
@@ -46,26 +46,34 @@
 //       CUDA graph (models/common/step_graphs.h; against ..._denoise_steps_total: how many ran so).
 //   ditserve_worker_cuda_graph_captures_total{rank}  counter   CUDA graphs captured (one per request
 //       shape in use; a steady rise means shapes churn past --cuda-graphs).
-// The worker totals are cumulative since the worker started, so they are counters set to the
-// reported total (Counter::SetCumulative): promtool requires counters for *_total names, and a
-// worker restart shows up as a counter reset, which rate() handles.
+// The worker figures live in a WorkerSeries (worker_series.h): the *_total ones are cumulative
+// values kept by each worker, exported as counters set to the reported total (prometheus-cpp's
+// Counter only increments); promtool requires counters for *_total names, and a worker restart
+// shows up as a counter reset, which rate() handles.
 //
+// Built on prometheus-cpp: the frontend families are prometheus::Counter / Gauge / Histogram on a
+// prometheus::Registry this object owns; Collect() returns them followed by the worker families.
 // Thread-safety: every method may be called from any thread. Hot-path methods touch only children
-// resolved at construction (atomics, or a histogram's short mutex); ReportWorker takes one small
-// mutex.
-// Ownership: the families belong to the Registry, which must outlive this object.
+// resolved at construction (prometheus-cpp's atomics, or a histogram's short mutex); ReportWorker
+// takes one small mutex.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
 #include "absl/status/status.h"
-#include "metrics/family.h"
-#include "metrics/registry.h"
+#include "metrics/worker_series.h"
 
 namespace ditserve::metrics {
 
@@ -88,32 +96,11 @@ enum class RpcMethod { kGenerate, kGenerateStream, kImagesGenerations };
 // Label reason="deadline_expired" / "cancelled" / "shutdown".
 enum class QueueDropReason { kDeadlineExpired, kCancelled, kShutdown };
 
-// One worker's report (ditserve.worker.v1.WorkerStatus without the proto dependency). The *_total
-// style fields are cumulative since the worker started.
-struct WorkerFigures {
-  bool ready = false;
-  double device_memory_allocated_bytes = 0;
-  double device_memory_peak_allocated_bytes = 0;
-  double device_memory_reserved_bytes = 0;
-  double device_memory_total_bytes = 0;
-  double weight_bytes = 0;
-  double load_seconds = 0;
-  double resident_memory_bytes = 0;
-  double allreduce_count = 0;
-  double allreduce_bytes = 0;
-  double allreduce_seconds = 0;
-  double denoise_steps = 0;
-  double denoise_step_seconds = 0;
-  double cuda_graph_replays = 0;
-  double cuda_graph_captures = 0;
-};
-
-class DitserveMetrics {
+class DitserveMetrics final : public prometheus::Collectable {
  public:
-  // Registers every family on `registry` and pre-creates the label combinations known up front.
-  // The set is fixed and valid, so this cannot fail on a Registry that holds none of its names;
-  // a second set on the same Registry is a programming error and aborts, naming the clash.
-  DitserveMetrics(Registry& registry, const BuildInfo& build);
+  // Registers every frontend family on its own registry and pre-creates the label combinations
+  // known up front, at 0. The set is fixed and valid, so this cannot fail.
+  explicit DitserveMetrics(const BuildInfo& build);
   DitserveMetrics(const DitserveMetrics&) = delete;
   DitserveMetrics& operator=(const DitserveMetrics&) = delete;
 
@@ -129,49 +116,39 @@ class DitserveMetrics {
   void DeclareLoraAdapter(const std::string& name);
   // A request naming `adapter` was dispatched; an undeclared name is not counted.
   void LoraRequestStarted(const std::string& adapter);
-  Gauge& requests_in_flight() { return *in_flight_; }
-  Gauge& queue_depth() { return *queue_depth_; }
-  Gauge& queue_capacity() { return *queue_capacity_; }
+  prometheus::Gauge& requests_in_flight() { return *in_flight_; }
+  prometheus::Gauge& queue_depth() { return *queue_depth_; }
+  prometheus::Gauge& queue_capacity() { return *queue_capacity_; }
 
   // --- workers ---
   // Copies one worker's report into the rank's series (creating them on the first report) and
   // stamps ditserve_worker_last_report_timestamp_seconds with the current time.
   void ReportWorker(uint32_t rank, const WorkerFigures& figures);
 
+  // Every family with at least one series: the frontend's (in prometheus-cpp's order: counters,
+  // gauges, histograms), then the workers' (worker_series.h). Serialise with exposition.h.
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
  private:
-  // The per-rank series, in registration order.
-  enum WorkerGauge { kReady, kLastReport, kAllocated, kPeakAllocated, kReserved, kTotal, kWeight,
-                     kLoad, kRss, kNumWorkerGauges };
-  enum WorkerCounter { kAllreduceOps, kAllreduceBytes, kAllreduceSeconds, kSteps, kStepSeconds,
-                       kGraphReplays, kGraphCaptures, kNumWorkerCounters };
-  struct RankChildren {
-    std::array<Gauge*, kNumWorkerGauges> gauges;
-    std::array<Counter*, kNumWorkerCounters> counters;
-  };
   static constexpr int kNumCodes = 17;    // absl::StatusCode / grpc::StatusCode 0..16
   static constexpr int kNumMethods = 3;  // RpcMethod
 
-  const RankChildren& RankLocked(uint32_t rank);
-
-  std::array<Family<Gauge>*, kNumWorkerGauges> worker_gauges_ = {};
-  std::array<Family<Counter>*, kNumWorkerCounters> worker_counters_ = {};
-  Counter* requests_[kNumMethods][kNumCodes] = {};
-  Histogram* request_duration_[kNumMethods] = {};
-  Histogram* queue_wait_ = nullptr;
-  Histogram* time_to_first_step_ = nullptr;
-  Histogram* denoise_step_ = nullptr;
-  Gauge* in_flight_ = nullptr;
-  Gauge* queue_depth_ = nullptr;
-  Gauge* queue_capacity_ = nullptr;
-  Counter* images_generated_ = nullptr;
-  Counter* queue_dropped_[3] = {};
-  Family<Counter>* lora_requests_ = nullptr;
+  prometheus::Registry registry_;  // the frontend families; declared first, destroyed last
+  WorkerSeries workers_;
+  prometheus::Counter* requests_[kNumMethods][kNumCodes] = {};
+  prometheus::Histogram* request_duration_[kNumMethods] = {};
+  prometheus::Histogram* queue_wait_ = nullptr;
+  prometheus::Histogram* time_to_first_step_ = nullptr;
+  prometheus::Histogram* denoise_step_ = nullptr;
+  prometheus::Gauge* in_flight_ = nullptr;
+  prometheus::Gauge* queue_depth_ = nullptr;
+  prometheus::Gauge* queue_capacity_ = nullptr;
+  prometheus::Counter* images_generated_ = nullptr;
+  prometheus::Counter* queue_dropped_[3] = {};
+  prometheus::Family<prometheus::Counter>* lora_requests_ = nullptr;
 
   std::mutex lora_mu_;
-  std::map<std::string, Counter*> lora_children_;  // guarded by lora_mu_
-
-  std::mutex ranks_mu_;
-  std::map<uint32_t, RankChildren> ranks_;  // guarded by ranks_mu_
+  std::map<std::string, prometheus::Counter*> lora_children_;  // guarded by lora_mu_
 };
 
 }  // namespace ditserve::metrics

@@ -2,27 +2,27 @@
 
 #include <httplib.h>
 
-
 #include "absl/strings/str_cat.h"
+#include "metrics/exposition.h"
 #include "metrics/httplib_listener.h"
-#include "metrics/text_serializer.h"
 
 namespace ditserve::metrics {
 
-MetricsHttpServer::MetricsHttpServer(std::vector<Collectable*> sources, CollectCallback callback)
-    : sources_(std::move(sources)), callback_(std::move(callback)) {}
+MetricsHttpServer::MetricsHttpServer(std::vector<const prometheus::Collectable*> sources,
+                                     BeforeScrapeHook before_scrape)
+    : sources_(std::move(sources)), before_scrape_(std::move(before_scrape)) {}
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const MetricsHttpServerOptions& options, std::vector<Collectable*> sources,
-    CollectCallback callback) {
+    const MetricsHttpServerOptions& options, std::vector<const prometheus::Collectable*> sources,
+    BeforeScrapeHook before_scrape) {
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("metrics port out of range: ", options.port));
   }
-  for (Collectable* source : sources) {
+  for (const prometheus::Collectable* source : sources) {
     if (source == nullptr) return absl::InvalidArgumentError("null metrics source");
   }
   std::unique_ptr<MetricsHttpServer> self(
-      new MetricsHttpServer(std::move(sources), std::move(callback)));
+      new MetricsHttpServer(std::move(sources), std::move(before_scrape)));
   self->host_ = options.host;
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return absl::InvalidArgumentError("metrics TLS needs both a certificate and a key");
@@ -57,19 +57,12 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   return self;
 }
 
-std::string MetricsHttpServer::Render() const {
-  std::vector<MetricFamilySnapshot> families;
-  for (Collectable* source : sources_) {
-    std::vector<MetricFamilySnapshot> part = source->Collect();
-    families.insert(families.end(), std::make_move_iterator(part.begin()),
-                    std::make_move_iterator(part.end()));
+std::string MetricsHttpServer::Render() {
+  if (before_scrape_) {
+    std::lock_guard<std::mutex> lock(before_scrape_mu_);
+    before_scrape_();
   }
-  if (callback_) {
-    std::vector<MetricFamilySnapshot> part = callback_();
-    families.insert(families.end(), std::make_move_iterator(part.begin()),
-                    std::make_move_iterator(part.end()));
-  }
-  return SerializeText(families);
+  return RenderTextExposition(sources_);
 }
 
 void MetricsHttpServer::Stop() {

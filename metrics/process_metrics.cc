@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "metrics/builder.h"
 
 namespace ditserve::metrics {
 namespace {
@@ -127,55 +126,47 @@ absl::StatusOr<ProcessStats> ReadProcessStats() {
   return stats;
 }
 
-absl::Status RegisterProcessMetrics(Registry& registry) {
-  struct Children {
-    Counter* cpu;
-    Gauge* rss;
-    Gauge* vms;
-    Gauge* start;
-    Gauge* open_fds;
-    Gauge* max_fds;
-  } c{};
-  auto gauge = [&registry](const char* name, const char* help, Gauge*& out) -> absl::Status {
-    absl::StatusOr<Family<Gauge>*> family = BuildGauge().Name(name).Help(help).Register(registry);
-    if (!family.ok()) return family.status();
-    absl::StatusOr<Gauge*> child = (*family)->Add({});
-    if (!child.ok()) return child.status();
-    out = *child;
-    return absl::OkStatus();
-  };
-  absl::StatusOr<Family<Counter>*> cpu =
-      BuildCounter()
-          .Name("process_cpu_seconds_total")
-          .Help("Total user and system CPU time spent in seconds.")
-          .Register(registry);
-  if (!cpu.ok()) return cpu.status();
-  absl::StatusOr<Counter*> cpu_child = (*cpu)->Add({});
-  if (!cpu_child.ok()) return cpu_child.status();
-  c.cpu = *cpu_child;
-  for (absl::Status s : {
-           gauge("process_resident_memory_bytes", "Resident memory size in bytes.", c.rss),
-           gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", c.vms),
-           gauge("process_start_time_seconds",
-                 "Start time of the process since unix epoch in seconds.", c.start),
-           gauge("process_open_fds", "Number of open file descriptors.", c.open_fds),
-           gauge("process_max_fds", "Maximum number of open file descriptors.", c.max_fds),
-       }) {
-    if (!s.ok()) return s;
-  }
-  auto refresh = [c] {
+ProcessMetrics::ProcessMetrics() {
+  absl::StatusOr<ProcessStats> stats = ReadProcessStats();
+  if (stats.ok()) last_ = *stats;
+}
+
+std::vector<prometheus::MetricFamily> ProcessMetrics::Collect() const {
+  ProcessStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     absl::StatusOr<ProcessStats> stats = ReadProcessStats();
-    if (!stats.ok()) return;
-    c.cpu->SetCumulative(stats->cpu_seconds);
-    c.rss->Set(stats->resident_memory_bytes);
-    c.vms->Set(stats->virtual_memory_bytes);
-    c.start->Set(stats->start_time_seconds);
-    c.open_fds->Set(stats->open_fds);
-    c.max_fds->Set(stats->max_fds);
+    if (stats.ok()) last_ = *stats;
+    s = last_;
+  }
+  auto family = [](const char* name, const char* help, prometheus::MetricType type,
+                   double value) {
+    prometheus::MetricFamily f;
+    f.name = name;
+    f.help = help;
+    f.type = type;
+    prometheus::ClientMetric& m = f.metric.emplace_back();
+    if (type == prometheus::MetricType::Counter) {
+      m.counter.value = value;
+    } else {
+      m.gauge.value = value;
+    }
+    return f;
   };
-  refresh();  // meaningful values even before the first scrape
-  registry.AddCollectHook(refresh);
-  return absl::OkStatus();
+  constexpr prometheus::MetricType kGauge = prometheus::MetricType::Gauge;
+  return {
+      family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+             prometheus::MetricType::Counter, s.cpu_seconds),
+      family("process_resident_memory_bytes", "Resident memory size in bytes.", kGauge,
+             s.resident_memory_bytes),
+      family("process_virtual_memory_bytes", "Virtual memory size in bytes.", kGauge,
+             s.virtual_memory_bytes),
+      family("process_start_time_seconds",
+             "Start time of the process since unix epoch in seconds.", kGauge,
+             s.start_time_seconds),
+      family("process_open_fds", "Number of open file descriptors.", kGauge, s.open_fds),
+      family("process_max_fds", "Maximum number of open file descriptors.", kGauge, s.max_fds),
+  };
 }
 
 }  // namespace ditserve::metrics

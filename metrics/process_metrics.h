@@ -6,14 +6,21 @@
 //   process_start_time_seconds      gauge    start time since the Unix epoch
 //   process_open_fds                gauge    open file descriptors
 //   process_max_fds                 gauge    soft RLIMIT_NOFILE
+// prometheus-cpp has no process collector (its Registry holds only metrics updated by the program),
+// so ProcessMetrics is ours: a prometheus::Collectable that reads /proc/self at every collection.
 // Workers use ReadProcessStats() to report their resident memory to the frontend.
-// Thread-safety: every function is safe to call from any thread.
+// Thread-safety: every function and method is safe to call from any thread.
 #pragma once
+
+#include <mutex>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "metrics/registry.h"
 
 namespace ditserve::metrics {
 
@@ -38,9 +45,21 @@ absl::StatusOr<double> ParseBootTime(absl::string_view proc_stat);
 // /proc/<pid>/limits: the soft "Max open files" limit ("unlimited" gives +Inf).
 absl::StatusOr<double> ParseMaxOpenFiles(absl::string_view limits);
 
-// Registers the six process_* families on `registry` plus a collect hook that refreshes them from
-// /proc/self at every scrape (a failed read leaves the previous values). Fails if any of the names
-// is already registered.
-absl::Status RegisterProcessMetrics(Registry& registry);
+// The six process_* families above, read from /proc/self at each Collect. A failed read exports the
+// figures of the last successful one (the construction reads once, so there is one from the start
+// when /proc is readable; all zeros otherwise). process_cpu_seconds_total is the kernel's
+// cumulative figure, exported as a counter whose value is that total.
+class ProcessMetrics final : public prometheus::Collectable {
+ public:
+  ProcessMetrics();
+  ProcessMetrics(const ProcessMetrics&) = delete;
+  ProcessMetrics& operator=(const ProcessMetrics&) = delete;
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  mutable std::mutex mu_;
+  mutable ProcessStats last_;  // guarded by mu_
+};
 
 }  // namespace ditserve::metrics

@@ -7,7 +7,6 @@
 #include "common/host_port.h"
 #include "common/model_name.h"
 #include "common/status_macros.h"
-#include "metrics/process_metrics.h"
 
 namespace ditserve::server {
 namespace {
@@ -35,13 +34,9 @@ FrontendMetrics::FrontendMetrics(const FrontendOptions* options, AdmissionQueue*
   if (build.model.empty()) build.model = "remote";
   build.tp_degree = static_cast<int>(options->WorldSize());
   build.dtype = options->dtype;
-  metrics_ = std::make_unique<metrics::DitserveMetrics>(registry_, build);
-  if (absl::Status s = metrics::RegisterProcessMetrics(registry_); !s.ok()) {
-    spdlog::warn("process metrics unavailable: {}", s.ToString());
-  }
+  metrics_ = std::make_unique<metrics::DitserveMetrics>(build);
   metrics_->queue_capacity().Set(static_cast<double>(options->max_queue));
   for (const LoraAdapterOption& lora : options->lora_adapters) metrics_->DeclareLoraAdapter(lora.name);
-  registry_.AddCollectHook([this] { RefreshOnScrape(); });
 }
 
 FrontendMetrics::~FrontendMetrics() { Stop(); }
@@ -78,7 +73,8 @@ absl::Status FrontendMetrics::Start(const std::string& listen, const std::string
   opts.port = address.port;
   opts.tls_cert_file = tls_cert_file;
   opts.tls_key_file = tls_key_file;
-  auto server = metrics::MetricsHttpServer::Start(opts, {&registry_});
+  auto server = metrics::MetricsHttpServer::Start(opts, {metrics_.get(), &process_},
+                                                  [this] { RefreshOnScrape(); });
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
   spdlog::info("metrics on {}://{}:{}/metrics", tls_cert_file.empty() ? "http" : "https",

@@ -2,8 +2,8 @@
 // parts and serves /metrics. Worker figures are pulled from the ranks (GetStatus) at scrape time
 // and re-exported with a rank label, so one scrape config collects everything.
 //
-// Threads: the observers it hands out are called from RPC and dispatcher threads; the collect
-// hook runs on the HTTP server's threads. Everything it touches is thread-safe.
+// Threads: the observers it hands out are called from RPC and dispatcher threads; the refresh
+// before each scrape runs on the HTTP server's threads. Everything it touches is thread-safe.
 #pragma once
 
 #include <memory>
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "metrics/ditserve_metrics.h"
 #include "metrics/http_server.h"
-#include "metrics/registry.h"
+#include "metrics/process_metrics.h"
 #include "server/admission_queue.h"
 #include "server/dispatcher.h"
 #include "server/frontend_options.h"
@@ -42,8 +42,8 @@ class FrontendMetrics {
   const FrontendOptions* const options_;
   AdmissionQueue* const queue_;
   WorkerGroup* const group_;
-  metrics::Registry registry_;
   std::unique_ptr<metrics::DitserveMetrics> metrics_;
+  metrics::ProcessMetrics process_;
   std::unique_ptr<metrics::MetricsHttpServer> server_;
 };
 

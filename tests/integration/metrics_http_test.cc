@@ -1,5 +1,6 @@
-// MetricsHttpServer over real loopback HTTP: Content-Type, body structure, `promtool check metrics`,
-// /healthz, 404s, port conflicts, concurrent scrapes, Stop.
+// MetricsHttpServer over real loopback HTTP (prometheus-cpp collectables, its TextSerializer):
+// Content-Type, body structure, `promtool check metrics`, the before-scrape hook, /healthz, 404s,
+// port conflicts, concurrent scrapes, Stop.
 #include <httplib.h>
 #include <unistd.h>
 
@@ -12,14 +13,16 @@
 #include <thread>
 #include <vector>
 
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
-#include "metrics/builder.h"
 #include "metrics/ditserve_metrics.h"
+#include "metrics/exposition.h"
 #include "metrics/http_server.h"
 #include "metrics/process_metrics.h"
-#include "metrics/registry.h"
-#include "metrics/text_serializer.h"
 #include "tests/support/exposition_parser.h"
 
 namespace ditserve::metrics {
@@ -28,16 +31,14 @@ namespace {
 constexpr char kPromtool[] = "/usr/bin/promtool";
 
 struct Fixture {
-  Registry frontend;
-  Registry extra;
   std::unique_ptr<DitserveMetrics> metrics;
+  ProcessMetrics process;
+  prometheus::Registry extra;
 };
 
 std::unique_ptr<Fixture> MakeFixture() {
   auto f = std::make_unique<Fixture>();
-  f->metrics = std::make_unique<DitserveMetrics>(f->frontend,
-                                                 BuildInfo{"0.1.0", "flux1", 2, "bfloat16"});
-  EXPECT_TRUE(RegisterProcessMetrics(f->frontend).ok());
+  f->metrics = std::make_unique<DitserveMetrics>(BuildInfo{"0.1.0", "flux1", 2, "bfloat16"});
   f->metrics->RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, 3.2);
   f->metrics->ObserveDenoiseStep(0.11);
   for (uint32_t rank = 0; rank < 2; ++rank) {
@@ -46,18 +47,12 @@ std::unique_ptr<Fixture> MakeFixture() {
     w.allreduce_bytes = 1e9;
     f->metrics->ReportWorker(rank, w);
   }
-  auto g = BuildGauge().Name("demo_escape_info").Help("Escapes: \\ and \"q\"\nnext line.").Register(f->extra);
-  EXPECT_TRUE(g.ok());
-  (*(*g)->Add({{"value", "a\"b\\c\nd"}}))->Set(1);
-  return f;
-}
-
-MetricFamilySnapshot CallbackFamily() {
-  MetricFamilySnapshot f;
-  f.name = "demo_callback_total";
-  f.help = "From a collect callback.";
-  f.type = MetricType::kCounter;
-  f.metrics.emplace_back().value = 5;
+  prometheus::BuildGauge()
+      .Name("demo_escape_info")
+      .Help("Escapes: \\ and \"q\"\nnext line.")
+      .Register(f->extra)
+      .Add({{"value", "a\"b\\c\nd"}})
+      .Set(1);
   return f;
 }
 
@@ -88,8 +83,15 @@ int Promtool(const std::string& body, std::string& output) {
 
 TEST(MetricsHttp, ServesMetricsWithTheRightContentTypeAndAValidBody) {
   auto f = MakeFixture();
-  auto server = MetricsHttpServer::Start({"127.0.0.1", 0, 2}, {&f->frontend, &f->extra},
-                                         [] { return std::vector<MetricFamilySnapshot>{CallbackFamily()}; });
+  // The hook runs before every collection: a scrape counter it bumps is already bumped in the body.
+  prometheus::Counter& scrapes = prometheus::BuildCounter()
+                                     .Name("demo_scrapes_total")
+                                     .Help("Scrapes seen by the before-scrape hook.")
+                                     .Register(f->extra)
+                                     .Add({});
+  auto server = MetricsHttpServer::Start({"127.0.0.1", 0, 2},
+                                         {f->metrics.get(), &f->process, &f->extra},
+                                         [&scrapes] { scrapes.Increment(); });
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_GT((*server)->port(), 0);
 
@@ -104,7 +106,12 @@ TEST(MetricsHttp, ServesMetricsWithTheRightContentTypeAndAValidBody) {
   ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << res->body;
   EXPECT_EQ(parsed->types.at("ditserve_request_duration_seconds"), "histogram");
   EXPECT_EQ(parsed->types.at("process_cpu_seconds_total"), "counter");
-  EXPECT_EQ(parsed->types.at("demo_callback_total"), "counter");
+  ASSERT_NE(parsed->Find("demo_scrapes_total", {}), nullptr);
+  EXPECT_EQ(parsed->Find("demo_scrapes_total", {})->value, 1) << "hook ran before the collection";
+  EXPECT_EQ(parsed->help.at("demo_escape_info"), "Escapes: \\ and \"q\"\nnext line.");
+  EXPECT_NE(parsed->Find("ditserve_requests_total", {{"method", "Generate"}, {"code", "UNAVAILABLE"}}),
+            nullptr)
+      << "pre-initialised zero series are served";
   EXPECT_NE(parsed->Find("demo_escape_info", {{"value", "a\"b\\c\nd"}}), nullptr);
   EXPECT_NE(parsed->Find("ditserve_worker_ready", {{"rank", "1"}}), nullptr);
 
@@ -112,7 +119,10 @@ TEST(MetricsHttp, ServesMetricsWithTheRightContentTypeAndAValidBody) {
   httplib::Headers gzip = {{"Accept-Encoding", "gzip"}};
   auto zipped = client.Get("/metrics", gzip);
   ASSERT_TRUE(zipped);
-  EXPECT_TRUE(ParseTextExposition(zipped->body).ok());
+  auto zipped_parsed = ParseTextExposition(zipped->body);
+  ASSERT_TRUE(zipped_parsed.ok()) << zipped_parsed.status();
+  ASSERT_NE(zipped_parsed->Find("demo_scrapes_total", {}), nullptr);
+  EXPECT_EQ(zipped_parsed->Find("demo_scrapes_total", {})->value, 2);
 
   if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << "promtool not installed";
   std::string output;
@@ -121,17 +131,15 @@ TEST(MetricsHttp, ServesMetricsWithTheRightContentTypeAndAValidBody) {
 
 TEST(MetricsHttp, PromtoolCatchesALintProblemSoTheGateIsReal) {
   if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << "promtool not installed";
-  Registry r;
-  auto bad = BuildCounter().Name("demo_requests").Help("counter without _total").Register(r);
-  ASSERT_TRUE(bad.ok());
-  ASSERT_TRUE((*bad)->Add({}).ok());
+  prometheus::Registry r;
+  prometheus::BuildCounter().Name("demo_requests").Help("counter without _total").Register(r).Add({});
   std::string output;
-  EXPECT_NE(Promtool(SerializeText(r.Collect()), output), 0);
+  EXPECT_NE(Promtool(RenderTextExposition({&r}), output), 0);
   EXPECT_NE(output.find("_total"), std::string::npos) << output;
 }
 
 TEST(MetricsHttp, HealthzNotFoundAndPortConflict) {
-  Registry r;
+  prometheus::Registry r;
   auto server = MetricsHttpServer::Start({"127.0.0.1", 0, 1}, {&r});
   ASSERT_TRUE(server.ok()) << server.status();
   httplib::Client client("127.0.0.1", (*server)->port());
@@ -157,7 +165,7 @@ TEST(MetricsHttp, HealthzNotFoundAndPortConflict) {
 
 TEST(MetricsHttp, ConcurrentScrapesWhileUpdatingAndStop) {
   auto f = MakeFixture();
-  auto server = MetricsHttpServer::Start({"127.0.0.1", 0, 2}, {&f->frontend});
+  auto server = MetricsHttpServer::Start({"127.0.0.1", 0, 2}, {f->metrics.get(), &f->process});
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   std::atomic<bool> stop{false};

@@ -1,6 +1,7 @@
 // End to end against Debian's real Prometheus server (2.42): it scrapes our MetricsHttpServer on
 // loopback every second; we wait until `up` is 1, the histogram has samples, histogram_quantile
-// works, and an escaped label value round-trips. Bounded to ~50 s; the Prometheus process and its
+// works, an escaped label value round-trips, and a worker total from the custom collectable is a
+// counter. Bounded to ~50 s; the Prometheus process and its
 // temp dir are cleaned up even when an assertion fails.
 #include <chrono>
 #include <cstdio>
@@ -9,11 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
 #include "gtest/gtest.h"
-#include "metrics/builder.h"
 #include "metrics/ditserve_metrics.h"
 #include "metrics/http_server.h"
-#include "metrics/registry.h"
 #include "tests/support/prometheus_process.h"
 
 namespace ditserve::metrics {
@@ -27,17 +29,24 @@ TEST(MetricsPrometheus, RealPrometheusScrapesAndQueriesOurEndpoint) {
   if (!testing::PrometheusAvailable()) {
     GTEST_SKIP() << "prometheus (or coreutils timeout) not installed";
   }
-  Registry registry;
-  DitserveMetrics metrics(registry, {"0.1.0", "flux1", 2, "bfloat16"});
+  DitserveMetrics metrics({"0.1.0", "flux1", 2, "bfloat16"});
   for (double s : {0.4, 0.8, 1.5, 2.5, 4.0, 8.0}) {
     metrics.RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, s);
   }
+  WorkerFigures w;  // a worker's cumulative total, through the custom collectable
+  w.ready = true;
+  w.denoise_steps = 28;
+  metrics.ReportWorker(0, w);
+  prometheus::Registry extra;
   const std::string tricky = "a\"b\\c\nd";
-  auto info = BuildGauge().Name("demo_escape_info").Help("Escaping \\ check\nsecond line.").Register(registry);
-  ASSERT_TRUE(info.ok());
-  (*(*info)->Add({{"value", tricky}}))->Set(1);
+  prometheus::BuildGauge()
+      .Name("demo_escape_info")
+      .Help("Escaping \\ check\nsecond line.")
+      .Register(extra)
+      .Add({{"value", tricky}})
+      .Set(1);
 
-  auto server = MetricsHttpServer::Start({"127.0.0.1", 0, 2}, {&registry});
+  auto server = MetricsHttpServer::Start({"127.0.0.1", 0, 2}, {&metrics, &extra});
   ASSERT_TRUE(server.ok()) << server.status();
   const int api_port = FreeLoopbackPort();
   ASSERT_GT(api_port, 0);
@@ -96,12 +105,21 @@ TEST(MetricsPrometheus, RealPrometheusScrapesAndQueriesOurEndpoint) {
   ASSERT_EQ(worker.size(), 1u);
   EXPECT_EQ(worker[0]["metric"]["tp_degree"], "2");
 
+  auto steps = testing::PrometheusQuery(client, "ditserve_worker_denoise_steps_total{rank=\"0\"}");
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0]["value"][1], "28");
+
   // Metadata carries our TYPE and HELP.
   auto meta = client.Get("/api/v1/metadata?metric=ditserve_request_duration_seconds");
   ASSERT_TRUE(meta);
   auto mj = nlohmann::json::parse(meta->body);
   ASSERT_FALSE(mj["data"]["ditserve_request_duration_seconds"].empty()) << meta->body;
   EXPECT_EQ(mj["data"]["ditserve_request_duration_seconds"][0]["type"], "histogram");
+  auto worker_meta = client.Get("/api/v1/metadata?metric=ditserve_worker_denoise_steps_total");
+  ASSERT_TRUE(worker_meta);
+  auto wj = nlohmann::json::parse(worker_meta->body);
+  ASSERT_FALSE(wj["data"]["ditserve_worker_denoise_steps_total"].empty()) << worker_meta->body;
+  EXPECT_EQ(wj["data"]["ditserve_worker_denoise_steps_total"][0]["type"], "counter");
 }
 
 }  // namespace

@@ -287,7 +287,6 @@ absl::StatusOr<ParsedExposition> ParseTextExposition(absl::string_view text) {
       HistogramSeries& h = histograms[family][SeriesKey("", key_labels)];
       if (h.first_line == 0) h.first_line = line_no;
       if (le.has_value()) {
-        if (h.sum.has_value() || h.count.has_value()) return fail("_bucket after _sum/_count");
         if (h.has_inf) return fail("bucket after le=\"+Inf\"");
         if (!h.bounds.empty() && !(*le > h.bounds.back())) return fail("le not strictly increasing");
         if (!h.values.empty() && sample.value < h.values.back()) {

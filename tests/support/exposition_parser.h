@@ -1,12 +1,14 @@
 // Test support (ditserve_test_metrics): a strict reader of the text exposition format 0.0.4,
-// written independently of metrics/text_serializer so tests can check any /metrics body for the
-// structural rules that `promtool check metrics` and Prometheus 2.42 do NOT enforce:
+// written independently of the serializer (prometheus-cpp's TextSerializer, metrics/exposition.h)
+// so tests can check any /metrics body for the structural rules that `promtool check metrics` and
+// Prometheus 2.42 do NOT enforce:
 //   - the body ends in '\n'; only "\\", "\"" and "\n" escapes in label values, "\\" and "\n" in HELP;
 //   - at most one HELP and one TYPE per family, TYPE before the family's first sample;
 //   - each family's lines are contiguous (a family never reappears after another one started);
 //   - no duplicate series (same name and label set), no repeated label name inside one set;
 //   - histograms: per label set, _bucket lines with strictly increasing `le`, non-decreasing
-//     cumulative values, ending with le="+Inf", followed by _sum and a _count equal to +Inf.
+//     cumulative values, ending with le="+Inf"; a _sum and a _count equal to +Inf, before or after
+//     the buckets (the format fixes no order; prometheus-cpp writes _count and _sum first).
 // Thread-safety: pure functions.
 #pragma once
 
@@ -16,9 +18,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "metrics/snapshot.h"
 
 namespace ditserve::metrics {
+
+// Label name -> unescaped value (the same type as prometheus::Labels).
+using Labels = std::map<std::string, std::string>;
 
 struct ParsedSample {
   std::string name;  // full sample name, e.g. "x_bucket"

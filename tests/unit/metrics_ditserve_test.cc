@@ -1,20 +1,22 @@
 // The ditserve metric set: conventions, pre-initialised series, and the frontend/worker helpers
 // landing in the right series.
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "metrics/ditserve_metrics.h"
-#include "metrics/registry.h"
-#include "metrics/text_serializer.h"
+#include "metrics/exposition.h"
 #include "tests/support/exposition_parser.h"
 
 namespace ditserve::metrics {
 namespace {
 
-ParsedExposition Scrape(Registry& r) {
-  auto parsed = ParseTextExposition(SerializeText(r.Collect()));
+ParsedExposition Scrape(const DitserveMetrics& m) {
+  auto parsed = ParseTextExposition(RenderTextExposition({&m}));
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   return parsed.ok() ? *parsed : ParsedExposition{};
 }
@@ -26,10 +28,9 @@ double Value(const ParsedExposition& p, const std::string& name, const Labels& l
 }
 
 TEST(DitserveMetrics, NamesFollowPrometheusConventions) {
-  Registry r;
-  DitserveMetrics m(r, {"0.1.0", "flux1", 2, "bfloat16"});
+  DitserveMetrics m({"0.1.0", "flux1", 2, "bfloat16"});
   m.ReportWorker(0, {});  // so worker families have series
-  const ParsedExposition p = Scrape(r);
+  const ParsedExposition p = Scrape(m);
   EXPECT_EQ(p.types.size(), 27u);
   for (const auto& [name, type] : p.types) {
     EXPECT_TRUE(absl::StartsWith(name, "ditserve_")) << name;
@@ -48,16 +49,28 @@ TEST(DitserveMetrics, NamesFollowPrometheusConventions) {
 }
 
 TEST(DitserveMetrics, PreInitialisesKnownSeriesAndBuildInfo) {
-  Registry r;
-  DitserveMetrics m(r, {"0.1.0", "flux1", 4, "bfloat16"});
-  const ParsedExposition p = Scrape(r);
-  for (const char* method : {"Generate", "GenerateStream"}) {
+  DitserveMetrics m({"0.1.0", "flux1", 4, "bfloat16"});
+  m.DeclareLoraAdapter("style");
+  m.DeclareLoraAdapter("style");  // a second declaration adds nothing
+  const ParsedExposition p = Scrape(m);
+  for (const char* method : {"Generate", "GenerateStream", "ImagesGenerations"}) {
     for (const char* code : {"OK", "CANCELLED", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
                              "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "UNAUTHENTICATED"}) {
       EXPECT_EQ(Value(p, "ditserve_requests_total", {{"method", method}, {"code", code}}), 0);
     }
     EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_count", {{"method", method}}), 0);
+    EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_bucket", {{"method", method}, {"le", "+Inf"}}), 0);
   }
+  int request_series = 0;
+  for (const ParsedSample& s : p.samples) request_series += s.name == "ditserve_requests_total";
+  EXPECT_EQ(request_series, 3 * 17) << "every method x code pair";
+  for (const char* name : {"ditserve_queue_wait_seconds_count", "ditserve_time_to_first_step_seconds_count",
+                           "ditserve_denoise_step_duration_seconds_count", "ditserve_requests_in_flight",
+                           "ditserve_queue_depth", "ditserve_queue_capacity",
+                           "ditserve_images_generated_total"}) {
+    EXPECT_EQ(Value(p, name, {}), 0) << name;
+  }
+  EXPECT_EQ(Value(p, "ditserve_lora_requests_total", {{"adapter", "style"}}), 0);
   for (const char* reason : {"deadline_expired", "cancelled", "shutdown"}) {
     EXPECT_EQ(Value(p, "ditserve_queue_dropped_total", {{"reason", reason}}), 0);
   }
@@ -65,14 +78,14 @@ TEST(DitserveMetrics, PreInitialisesKnownSeriesAndBuildInfo) {
                   {{"version", "0.1.0"}, {"model", "flux1"}, {"tp_degree", "4"}, {"dtype", "bfloat16"}}),
             1);
   EXPECT_EQ(p.types.count("ditserve_worker_ready"), 0u) << "no rank has reported yet";
-  // A second set on the same registry is a programming error, reported as such.
-  EXPECT_DEATH({ DitserveMetrics twice(r, {"0.1.0", "flux1", 4, "bfloat16"}); },
-               "ditserve_requests_total.*already used");
+  EXPECT_EQ(p.types.at("ditserve_request_duration_seconds"), "histogram");
+  EXPECT_EQ(p.types.at("ditserve_requests_total"), "counter");
+  EXPECT_EQ(p.types.at("ditserve_build_info"), "gauge");
 }
 
 TEST(DitserveMetrics, FrontendHelpersHitTheRightSeries) {
-  Registry r;
-  DitserveMetrics m(r, {"0.1.0", "flux1", 1, "float32"});
+  DitserveMetrics m({"0.1.0", "flux1", 1, "float32"});
+  m.DeclareLoraAdapter("style");
   m.RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, 4.0);
   m.RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, 6.0);
   m.RequestFinished(RpcMethod::kGenerateStream, absl::StatusCode::kResourceExhausted, 0.001);
@@ -85,7 +98,10 @@ TEST(DitserveMetrics, FrontendHelpersHitTheRightSeries) {
   m.requests_in_flight().Set(1);
   m.queue_depth().Set(3);
   m.queue_capacity().Set(16);
-  const ParsedExposition p = Scrape(r);
+  m.LoraRequestStarted("style");
+  m.LoraRequestStarted("style");
+  m.LoraRequestStarted("undeclared");  // not counted, no new series
+  const ParsedExposition p = Scrape(m);
   EXPECT_EQ(Value(p, "ditserve_requests_total", {{"method", "Generate"}, {"code", "OK"}}), 2);
   EXPECT_EQ(Value(p, "ditserve_requests_total",
                   {{"method", "GenerateStream"}, {"code", "RESOURCE_EXHAUSTED"}}), 1);
@@ -104,14 +120,15 @@ TEST(DitserveMetrics, FrontendHelpersHitTheRightSeries) {
   EXPECT_EQ(Value(p, "ditserve_requests_in_flight", {}), 1);
   EXPECT_EQ(Value(p, "ditserve_queue_depth", {}), 3);
   EXPECT_EQ(Value(p, "ditserve_queue_capacity", {}), 16);
+  EXPECT_EQ(Value(p, "ditserve_lora_requests_total", {{"adapter", "style"}}), 2);
+  EXPECT_EQ(p.Find("ditserve_lora_requests_total", {{"adapter", "undeclared"}}), nullptr);
 }
 
 TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
-  Registry r;
-  DitserveMetrics m(r, {"0.1.0", "flux1", 2, "float32"});
-  // The frontend refreshes worker figures right before each scrape.
+  DitserveMetrics m({"0.1.0", "flux1", 2, "float32"});
+  // The frontend refreshes worker figures right before each scrape; the totals are cumulative.
   int refreshes = 0;
-  r.AddCollectHook([&] {
+  auto refresh = [&] {
     ++refreshes;
     for (uint32_t rank = 0; rank < 2; ++rank) {
       WorkerFigures w;
@@ -132,11 +149,13 @@ TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
       w.cuda_graph_captures = 1 * refreshes;
       m.ReportWorker(rank, w);
     }
-  });
+  };
   const double before =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  Scrape(r);
-  const ParsedExposition p = Scrape(r);  // second refresh: totals doubled
+  refresh();
+  Scrape(m);
+  refresh();
+  const ParsedExposition p = Scrape(m);  // second refresh: totals doubled
   const Labels r0 = {{"rank", "0"}}, r1 = {{"rank", "1"}};
   EXPECT_EQ(Value(p, "ditserve_worker_ready", r0), 1);
   EXPECT_EQ(Value(p, "ditserve_worker_ready", r1), 0);
@@ -156,6 +175,41 @@ TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
   EXPECT_EQ(p.types.at("ditserve_worker_cuda_graph_replays_total"), "counter");
   EXPECT_GE(Value(p, "ditserve_worker_last_report_timestamp_seconds", r0), before);
   EXPECT_EQ(p.types.at("ditserve_worker_allreduce_bytes_total"), "counter");
+}
+
+TEST(DitserveMetrics, ConcurrentRecordingGivesExactTotals) {
+  DitserveMetrics m({"0.1.0", "flux1", 1, "float32"});
+  std::atomic<bool> stop{false};
+  std::thread scraper([&] {
+    while (!stop.load()) {
+      auto parsed = ParseTextExposition(RenderTextExposition({&m}));
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+    }
+  });
+  constexpr int kThreads = 4, kPerThread = 5000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        m.RequestFinished(RpcMethod::kGenerate, absl::StatusCode::kOk, 0.5);
+        m.ObserveDenoiseStep(0.04);
+        m.requests_in_flight().Increment();
+        m.requests_in_flight().Decrement();
+        m.ReportWorker(static_cast<uint32_t>(t), WorkerFigures{});
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  stop.store(true);
+  scraper.join();
+  const ParsedExposition p = Scrape(m);
+  EXPECT_EQ(Value(p, "ditserve_requests_total", {{"method", "Generate"}, {"code", "OK"}}),
+            kThreads * kPerThread);
+  EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_sum", {{"method", "Generate"}}),
+            0.5 * kThreads * kPerThread);
+  EXPECT_EQ(Value(p, "ditserve_denoise_step_duration_seconds_count", {}), kThreads * kPerThread);
+  EXPECT_EQ(Value(p, "ditserve_requests_in_flight", {}), 0);
+  EXPECT_EQ(Value(p, "ditserve_worker_ready", {{"rank", "3"}}), 0);
 }
 
 }  // namespace

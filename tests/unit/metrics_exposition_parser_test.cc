@@ -35,6 +35,11 @@ TEST(MetricsExpositionParser, AcceptsValidInputAndUnescapes) {
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->value, 1);
   EXPECT_TRUE(ParseTextExposition("").ok());
+  // _count and _sum before the buckets (prometheus-cpp's order; the format fixes none).
+  auto count_first = ParseTextExposition(
+      "# TYPE h histogram\nh_count 2\nh_sum 1.5\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\n");
+  ASSERT_TRUE(count_first.ok()) << count_first.status();
+  EXPECT_EQ(count_first->Find("h_bucket", {{"le", "+Inf"}})->value, 2);
   EXPECT_TRUE(ParseTextExposition("# a comment\n\nx 1 1700000000000\ny{a=\"b\",} NaN\n").ok());
 }
 
@@ -57,6 +62,8 @@ TEST(MetricsExpositionParser, RejectsWhatPromtoolMisses) {
       {"not cumulative", h + "h_bucket{le=\"1\"} 2\nh_bucket{le=\"2\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 2\n",
        "cumulative"},
       {"no _sum", h + "h_bucket{le=\"+Inf\"} 1\nh_count 1\n", "_sum"},
+      {"_count first, != +Inf", h + "h_count 3\nh_sum 1\nh_bucket{le=\"+Inf\"} 2\n", "_count"},
+      {"_count first, no +Inf", h + "h_count 1\nh_sum 1\nh_bucket{le=\"1\"} 1\n", "+Inf"},
       {"bucket without le", h + "h_bucket 1\n", "le"},
       {"duplicate series", "x{a=\"1\"} 1\nx{a=\"1\"} 2\n", "duplicate"},
       {"duplicate series, label order", "x{a=\"1\",b=\"2\"} 1\nx{b=\"2\",a=\"1\"} 2\n", "duplicate"},

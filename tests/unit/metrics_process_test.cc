@@ -8,9 +8,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "metrics/exposition.h"
 #include "metrics/process_metrics.h"
-#include "metrics/registry.h"
-#include "metrics/text_serializer.h"
 #include "tests/support/exposition_parser.h"
 
 namespace ditserve::metrics {
@@ -78,26 +77,27 @@ TEST(MetricsProcess, LiveFiguresAreSane) {
   EXPECT_GT(after->cpu_seconds, before->cpu_seconds);
 }
 
-TEST(MetricsProcess, RegistersStandardFamiliesRefreshedAtScrape) {
-  Registry r;
-  ASSERT_TRUE(RegisterProcessMetrics(r).ok());
-  EXPECT_FALSE(RegisterProcessMetrics(r).ok()) << "second registration must clash";
-  auto parsed = ParseTextExposition(SerializeText(r.Collect()));
+TEST(MetricsProcess, CollectableExportsTheStandardFamiliesReadAtEachCollect) {
+  ProcessMetrics process;
+  auto parsed = ParseTextExposition(RenderTextExposition({&process}));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->types.size(), 6u);
   EXPECT_EQ(parsed->types.at("process_cpu_seconds_total"), "counter");
+  ASSERT_NE(parsed->Find("process_cpu_seconds_total", {}), nullptr);
   for (const char* g : {"process_resident_memory_bytes", "process_virtual_memory_bytes",
                         "process_start_time_seconds", "process_open_fds", "process_max_fds"}) {
     EXPECT_EQ(parsed->types.at(g), "gauge") << g;
+    EXPECT_FALSE(parsed->help.at(g).empty()) << g;
     const ParsedSample* s = parsed->Find(g, {});
     ASSERT_NE(s, nullptr) << g;
     EXPECT_GT(s->value, 0) << g;
   }
   const double fds1 = parsed->Find("process_open_fds", {})->value;
   const int fd = open("/proc/self/stat", O_RDONLY);
-  auto again = ParseTextExposition(SerializeText(r.Collect()));
+  auto again = ParseTextExposition(RenderTextExposition({&process}));
   close(fd);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->Find("process_open_fds", {})->value, fds1 + 1) << "refreshed by the hook";
+  EXPECT_EQ(again->Find("process_open_fds", {})->value, fds1 + 1) << "read again at collect";
 }
 
 }  // namespace
