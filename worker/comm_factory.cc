@@ -15,33 +15,32 @@
 
 namespace ditserve::worker {
 
-absl::StatusOr<v1::Rendezvous> CreateRendezvous(uint32_t world_size,
-                                                const std::string& store_host) {
-  v1::Rendezvous r;
-  r.set_world_size(world_size);
-  r.set_store_host(store_host);
+absl::StatusOr<GroupRendezvous> CreateRendezvous(uint32_t world_size,
+                                                 const std::string& store_host) {
+  GroupRendezvous r;
+  r.world_size = world_size;
+  r.store_host = store_host;
   ASSIGN_OR_RETURN(int port, comm::PickFreePort(store_host));
-  r.set_store_port(static_cast<uint32_t>(port));
+  r.store_port = static_cast<uint32_t>(port);
 #ifdef DITSERVE_WITH_CUDA
-  ASSIGN_OR_RETURN(std::string id, comm::NcclGetUniqueId());
-  r.set_nccl_unique_id(id);
+  ASSIGN_OR_RETURN(r.nccl_unique_id, comm::NcclGetUniqueId());
 #endif
   return r;
 }
 
 absl::StatusOr<std::unique_ptr<comm::Communicator>> CreateCommunicator(
-    const v1::Rendezvous& rendezvous, const CommOptions& options) {
-  const int world = static_cast<int>(rendezvous.world_size());
+    const GroupRendezvous& rendezvous, const CommOptions& options) {
+  const int world = static_cast<int>(rendezvous.world_size);
   if (world == 1) return comm::MakeSingleRankCommunicator();
   if (options.device.is_cuda()) {
 #ifdef DITSERVE_WITH_CUDA
-    if (rendezvous.nccl_unique_id().empty()) {
+    if (rendezvous.nccl_unique_id.empty()) {
       return absl::InvalidArgumentError("rendezvous has no NCCL unique id");
     }
     comm::NcclOptions nccl;
     nccl.rank = options.rank;
     nccl.world_size = world;
-    nccl.unique_id = rendezvous.nccl_unique_id();
+    nccl.unique_id = rendezvous.nccl_unique_id;
     nccl.device = options.device.index();
     nccl.timeout_ms = options.timeout_ms;
     return comm::CreateNcclCommunicator(nccl);
@@ -53,9 +52,9 @@ absl::StatusOr<std::unique_ptr<comm::Communicator>> CreateCommunicator(
   comm::GlooOptions gloo;
   gloo.rank = options.rank;
   gloo.world_size = world;
-  gloo.store_host = rendezvous.store_host();
-  gloo.store_port = static_cast<int>(rendezvous.store_port());
-  gloo.group_id = rendezvous.group_id().empty() ? "ditserve" : rendezvous.group_id();
+  gloo.store_host = rendezvous.store_host;
+  gloo.store_port = static_cast<int>(rendezvous.store_port);
+  gloo.group_id = rendezvous.group_id.empty() ? "ditserve" : rendezvous.group_id;
   gloo.listen_host = options.listen_host;
   gloo.timeout_ms = options.timeout_ms;
   // Ranks reach the rendezvous at different times (e.g. one is still starting up): allow longer.

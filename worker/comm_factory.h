@@ -8,8 +8,8 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
-#include "ditserve/worker/v1/worker.pb.h"
 #include "comm/communicator.h"
+#include "worker/engine_types.h"
 
 namespace ditserve::worker {
 
@@ -22,10 +22,10 @@ struct CommOptions {
 
 // Rank 0 only, before Init: a fresh NCCL unique id (CUDA variant) and a free port for the Gloo
 // store on `store_host`.
-absl::StatusOr<v1::Rendezvous> CreateRendezvous(uint32_t world_size, const std::string& store_host);
+absl::StatusOr<GroupRendezvous> CreateRendezvous(uint32_t world_size, const std::string& store_host);
 
 // Every rank, concurrently: joins the group. Blocks until all ranks joined or the timeout.
 absl::StatusOr<std::unique_ptr<comm::Communicator>> CreateCommunicator(
-    const v1::Rendezvous& rendezvous, const CommOptions& options);
+    const GroupRendezvous& rendezvous, const CommOptions& options);
 
 }  // namespace ditserve::worker

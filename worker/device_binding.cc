@@ -42,12 +42,9 @@ class TorchBinding final : public DeviceBinding {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DeviceBinding>> BindTorchDevice(const std::string& device,
-                                                               uint32_t rank, int64_t device_index) {
-  if (device == "cpu" || device.empty()) return std::unique_ptr<DeviceBinding>(new CpuBinding());
-  if (device != "cuda") {
-    return absl::InvalidArgumentError(absl::StrCat("device must be cpu or cuda, got '", device, "'"));
-  }
+absl::StatusOr<std::unique_ptr<DeviceBinding>> BindTorchDevice(DeviceKind device, uint32_t rank,
+                                                               int64_t device_index) {
+  if (device == DeviceKind::kCpu) return std::unique_ptr<DeviceBinding>(new CpuBinding());
 #ifdef DITSERVE_WITH_CUDA
   const int count = static_cast<int>(c10::cuda::device_count());
   if (count == 0) {

@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "common/model_flags.h"
 
 namespace ditserve::worker {
 
@@ -30,14 +31,15 @@ class DeviceBinding {
   virtual bool IsCurrent() const = 0;
 };
 
-// Chooses the device of a rank: "cpu", or "cuda" with `device_index` (-1: rank modulo the number of
-// visible devices). INVALID_ARGUMENT / FAILED_PRECONDITION naming the flag when it cannot exist.
+// Chooses the device of a rank: the CPU, or a CUDA device by `device_index` (-1: rank modulo the
+// number of visible devices). INVALID_ARGUMENT / FAILED_PRECONDITION naming the flag when it cannot
+// exist.
 using DeviceBindingFactory = std::function<absl::StatusOr<std::unique_ptr<DeviceBinding>>(
-    const std::string& device, uint32_t rank, int64_t device_index)>;
+    DeviceKind device, uint32_t rank, int64_t device_index)>;
 
 // The real one: LibTorch's device guard implementation for the device type (CUDA in the CUDA
 // variant); the CPU needs no binding.
-absl::StatusOr<std::unique_ptr<DeviceBinding>> BindTorchDevice(const std::string& device,
-                                                               uint32_t rank, int64_t device_index);
+absl::StatusOr<std::unique_ptr<DeviceBinding>> BindTorchDevice(DeviceKind device, uint32_t rank,
+                                                               int64_t device_index);
 
 }  // namespace ditserve::worker

@@ -5,39 +5,82 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/group_survival.h"
 #include "common/host_port.h"
 #include "common/model_flags.h"
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
 #include "pipeline/warmup_job.h"
-#include "worker/comm_factory.h"
 #include "worker/device_memory.h"
-#include "worker/job_codec.h"
 
 namespace ditserve::worker {
 namespace {
 
 constexpr size_t kRememberedCancels = 64;
 
-absl::StatusOr<torch::ScalarType> ParseDtype(const std::string& dtype) {
-  if (dtype == "float32" || dtype.empty()) return torch::kFloat32;
-  if (dtype == "bfloat16") return torch::kBFloat16;
-  return absl::InvalidArgumentError(absl::StrCat("dtype must be float32 or bfloat16, got '", dtype, "'"));
+torch::ScalarType TorchDtype(ModelDtype dtype) {
+  return dtype == ModelDtype::kBFloat16 ? torch::kBFloat16 : torch::kFloat32;
 }
 
-absl::StatusOr<pipeline::TextEncoderPlacement> ParsePlacement(const std::string& placement) {
-  if (placement.empty() || placement == "auto") return pipeline::TextEncoderPlacement::kAuto;
-  if (placement == "sharded") return pipeline::TextEncoderPlacement::kSharded;
-  if (placement == "rank0") return pipeline::TextEncoderPlacement::kRank0;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "text_encoder_placement must be auto, sharded or rank0, got '", placement, "'"));
+pipeline::TextEncoderPlacement PipelinePlacement(TextEncoderPlacement placement) {
+  switch (placement) {
+    case TextEncoderPlacement::kSharded:
+      return pipeline::TextEncoderPlacement::kSharded;
+    case TextEncoderPlacement::kRank0:
+      return pipeline::TextEncoderPlacement::kRank0;
+    case TextEncoderPlacement::kAuto:
+      break;
+  }
+  return pipeline::TextEncoderPlacement::kAuto;
 }
 
-// Codes after which this rank's group is still usable: the ranks agreed on them at a step
-// boundary or before the loop (pipeline.h), so nobody is left inside a collective.
-bool GroupSurvives(absl::StatusCode code) {
-  return code == absl::StatusCode::kCancelled || code == absl::StatusCode::kInvalidArgument ||
-         code == absl::StatusCode::kResourceExhausted;
+lora::LoraMode LibraryLoraMode(LoraMode mode) {
+  return mode == LoraMode::kRuntime ? lora::LoraMode::kRuntime : lora::LoraMode::kMerge;
+}
+
+// The pipeline options of `config` on `device` (every value already parsed; FP8 checked against
+// the bound device). `on_load_progress` is left to the caller.
+absl::StatusOr<pipeline::PipelineOptions> PipelineOptionsFor(const InitConfig& config,
+                                                             torch::Device device) {
+  pipeline::PipelineOptions popts;
+  popts.model_dir = config.model_dir;
+  popts.device = device;
+  popts.dtype = TorchDtype(config.dtype);
+  popts.text_encoder_placement = PipelinePlacement(config.text_encoder_placement);
+  popts.shard_modulation = !config.replicate_modulation;
+  popts.loras = config.loras;
+  popts.lora_merge_max_bytes = config.lora_merge_max_bytes;
+  popts.lora_mode = LibraryLoraMode(config.lora_mode);
+  popts.weights = config.weights;
+  if (popts.weights == WeightFormat::kFp8) {
+    RETURN_IF_ERROR(models::CheckFp8Supported(device, popts.dtype));
+  }
+  if (config.cuda_graphs) popts.cuda_graphs = static_cast<int>(*config.cuda_graphs);
+  if (config.staging_buffer_bytes) popts.staging_buffer_bytes = config.staging_buffer_bytes;
+  return popts;
+}
+
+// The warm-up job (pipeline/warmup_job.h) on a freshly loaded pipeline; its error names the job.
+absl::Status RunWarmup(pipeline::Pipeline& pipe, const InitConfig& config) {
+  const auto w0 = std::chrono::steady_clock::now();
+  const pipeline::GenerationJob job =
+      pipeline::WarmupJob(pipe.Card(), config.warmup_height, config.warmup_width);
+  absl::StatusOr<pipeline::GenerationResult> warm =
+      pipe.Run(job, [](const pipeline::StepEvent&) {}, [] { return false; });
+  if (!warm.ok()) {
+    return absl::Status(warm.status().code(),
+                        absl::StrCat("warm-up job (", job.height, "x", job.width, ", ",
+                                     job.num_inference_steps, " steps) failed: ",
+                                     warm.status().message()));
+  }
+  spdlog::info("rank {}: warm-up {}x{} in {:.2f} s", config.rank, job.height, job.width,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count());
+  return absl::OkStatus();
+}
+
+template <typename T>
+void Push(ProgressQueue<T>* queue, T event) {
+  if (queue != nullptr) queue->Push(std::move(event));
 }
 
 }  // namespace
@@ -54,19 +97,22 @@ Engine::~Engine() {
   });
 }
 
-absl::StatusOr<v1::Rendezvous> Engine::MakeRendezvous(uint32_t world_size) {
+absl::StatusOr<GroupRendezvous> Engine::MakeRendezvous(uint32_t world_size) {
   return CreateRendezvous(world_size, options_.store_host);
 }
 
-absl::Status Engine::Init(const v1::InitRequest& request,
-                          const std::function<void(const v1::InitEvent&)>& emit) {
-  return engine_.Call([&] {
-    return GuardTorchStatus("worker init", [&] { return InitOnEngineThread(request, emit); });
+std::future<absl::StatusOr<InitReport>> Engine::Init(InitConfig config,
+                                                     ProgressQueue<InitProgress>* progress) {
+  return engine_.Submit([this, config = std::move(config), progress]() {
+    absl::StatusOr<absl::StatusOr<InitReport>> guarded =
+        GuardTorch("worker init", [&] { return InitOnEngineThread(config, progress); });
+    if (progress != nullptr) progress->Close();
+    return guarded.ok() ? *std::move(guarded) : absl::StatusOr<InitReport>(guarded.status());
   });
 }
 
-absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
-                                        const std::function<void(const v1::InitEvent&)>& emit) {
+absl::StatusOr<InitReport> Engine::InitOnEngineThread(const InitConfig& config,
+                                                      ProgressQueue<InitProgress>* progress) {
   ready_.store(false);
   pipeline_.reset();
   {
@@ -74,32 +120,27 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
     comm_.reset();
     card_.reset();
   }
-  const uint32_t rank = request.rank();
-  const uint32_t world = request.rendezvous().world_size();
+  const uint32_t rank = config.rank;
+  const uint32_t world = config.rendezvous.world_size;
   if (world == 0 || rank >= world) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is outside world size ", world));
   }
   rank_.store(rank);
-  ASSIGN_OR_RETURN(torch::ScalarType dtype, ParseDtype(request.dtype()));
-  ASSIGN_OR_RETURN(pipeline::TextEncoderPlacement placement,
-                   ParsePlacement(request.text_encoder_placement()));
-  ASSIGN_OR_RETURN(binding_, deps_.bind_device(request.device(), rank, options_.device_index));
+  ASSIGN_OR_RETURN(binding_, deps_.bind_device(config.device, rank, options_.device_index));
   RETURN_IF_ERROR(binding_->Bind());
   const torch::Device device = binding_->device();
   {
     std::lock_guard<std::mutex> lock(status_mu_);
     device_ = device;
   }
-  spdlog::info("rank {}/{}: joining group {} on {}", rank, world, request.rendezvous().group_id(),
+  spdlog::info("rank {}/{}: joining group {} on {}", rank, world, config.rendezvous.group_id,
                device.str());
 
-  v1::InitEvent ev;
-  ev.set_phase("group");
-  emit(ev);
+  Push(progress, InitProgress{InitPhase::kGroup});
   CommOptions comm_options;
   comm_options.rank = static_cast<int>(rank);
   comm_options.device = device;
-  comm_options.timeout_ms = request.collective_timeout_ms() ? request.collective_timeout_ms() : 300000;
+  comm_options.timeout_ms = config.collective_timeout_ms ? config.collective_timeout_ms : 300000;
   ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options_.listen, "--listen"));
   comm_options.listen_host = listen.host;
   if (comm_options.listen_host.empty() || comm_options.listen_host == "0.0.0.0" ||
@@ -107,44 +148,16 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
     comm_options.listen_host = options_.store_host;
   }
   ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> comm,
-                   CreateCommunicator(request.rendezvous(), comm_options));
+                   deps_.create_communicator(config.rendezvous, comm_options));
 
   const auto t0 = std::chrono::steady_clock::now();
-  pipeline::PipelineOptions popts;
-  popts.model_dir = request.model_dir();
-  popts.device = device;
-  popts.dtype = dtype;
-  popts.text_encoder_placement = placement;
-  popts.shard_modulation = !request.replicate_modulation();
-  for (const v1::LoraAdapter& l : request.loras()) popts.loras.push_back({l.name(), l.path()});
-  popts.lora_merge_max_bytes = request.lora_merge_max_bytes();
-  if (!request.lora_mode().empty()) {
-    ASSIGN_OR_RETURN(popts.lora_mode, lora::ParseLoraMode(request.lora_mode()));
-  }
-  if (!request.weights().empty()) {
-    ASSIGN_OR_RETURN(popts.weights, models::ParseWeightFormat(request.weights()));
-    if (popts.weights == models::WeightFormat::kFp8) {
-      RETURN_IF_ERROR(models::CheckFp8Supported(device, dtype));
-    }
-  }
-  if (request.has_cuda_graphs()) {
-    if (request.cuda_graphs() > kMaxCudaGraphs) {
-      return absl::InvalidArgumentError(absl::StrCat("cuda_graphs must be in 0..", kMaxCudaGraphs,
-                                                     ", got ", request.cuda_graphs()));
-    }
-    popts.cuda_graphs = static_cast<int>(request.cuda_graphs());
-  }
-  if (request.staging_buffer_bytes()) popts.staging_buffer_bytes = request.staging_buffer_bytes();
-  auto last_emit = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  ASSIGN_OR_RETURN(pipeline::PipelineOptions popts, PipelineOptionsFor(config, device));
+  auto last_push = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   popts.on_load_progress = [&](uint64_t loaded, uint64_t total) {
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_emit < std::chrono::milliseconds(200) && loaded < total) return;
-    last_emit = now;
-    v1::InitEvent progress;
-    progress.set_phase("load");
-    progress.set_bytes_loaded(loaded);
-    progress.set_bytes_total(total);
-    emit(progress);
+    if (now - last_push < std::chrono::milliseconds(200) && loaded < total) return;
+    last_push = now;
+    Push(progress, InitProgress{InitPhase::kLoad, loaded, total});
   };
   ASSIGN_OR_RETURN(std::unique_ptr<pipeline::Pipeline> pipe, deps_.load_pipeline(popts, comm.get()));
   // Every rank has loaded before anyone reports ready: a rank that failed to load makes the
@@ -153,23 +166,9 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
   const double load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t weight_bytes = pipe->weight_bytes();
-  if (request.warmup()) {
-    v1::InitEvent warming;
-    warming.set_phase("warmup");
-    emit(warming);
-    const auto w0 = std::chrono::steady_clock::now();
-    const pipeline::GenerationJob job =
-        pipeline::WarmupJob(pipe->Card(), request.warmup_height(), request.warmup_width());
-    absl::StatusOr<pipeline::GenerationResult> warm =
-        pipe->Run(job, [](const pipeline::StepEvent&) {}, [] { return false; });
-    if (!warm.ok()) {
-      return absl::Status(warm.status().code(),
-                          absl::StrCat("warm-up job (", job.height, "x", job.width, ", ",
-                                       job.num_inference_steps, " steps) failed: ",
-                                       warm.status().message()));
-    }
-    spdlog::info("rank {}: warm-up {}x{} in {:.2f} s", rank, job.height, job.width,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count());
+  if (config.warmup) {
+    Push(progress, InitProgress{InitPhase::kWarmup});
+    RETURN_IF_ERROR(RunWarmup(*pipe, config));
   }
   RecordGraphStats(*pipe);
   {
@@ -182,13 +181,8 @@ absl::Status Engine::InitOnEngineThread(const v1::InitRequest& request,
   pipeline_ = std::move(pipe);
   ready_.store(true);
   spdlog::info("rank {}: ready in {:.2f} s, {} weight bytes (weights: {})", rank, load_seconds,
-               weight_bytes, models::WeightFormatName(popts.weights));
-
-  v1::InitEvent done;
-  done.set_phase("ready");
-  *done.mutable_model() = DescribeModel(pipeline_->Card(), world, weight_bytes);
-  emit(done);
-  return absl::OkStatus();
+               weight_bytes, WeightFormatName(popts.weights));
+  return InitReport{pipeline_->Card(), world, weight_bytes};
 }
 
 bool Engine::CancelRequested(const std::string& job_id) const {
@@ -202,23 +196,27 @@ void Engine::Cancel(const std::string& job_id) {
   while (cancelled_jobs_.size() > kRememberedCancels) cancelled_jobs_.pop_front();
 }
 
-absl::StatusOr<pipeline::GenerationResult> Engine::Run(
-    const RunJob& job, const pipeline::StepCallback& on_step,
-    const std::function<bool()>& client_cancelled) {
-  return engine_.Call([&]() -> absl::StatusOr<pipeline::GenerationResult> {
-    auto result = GuardTorch("job", [&] { return RunOnEngineThread(job, on_step, client_cancelled); });
-    absl::StatusOr<pipeline::GenerationResult> flat =
-        result.ok() ? *std::move(result) : absl::StatusOr<pipeline::GenerationResult>(result.status());
-    if (!flat.ok() && !GroupSurvives(flat.status().code())) {
+std::future<absl::StatusOr<pipeline::GenerationResult>> Engine::Run(
+    RunJob job, ProgressQueue<pipeline::StepEvent>* progress,
+    std::function<bool()> client_cancelled) {
+  return engine_.Submit([this, job = std::move(job), progress,
+                         client_cancelled = std::move(client_cancelled)]() {
+    absl::StatusOr<absl::StatusOr<pipeline::GenerationResult>> guarded =
+        GuardTorch("job", [&] { return RunOnEngineThread(job, progress, client_cancelled); });
+    absl::StatusOr<pipeline::GenerationResult> result =
+        guarded.ok() ? *std::move(guarded)
+                     : absl::StatusOr<pipeline::GenerationResult>(guarded.status());
+    if (!GroupSurvives(result.status().code())) {
       // A failed collective or device error leaves the group unusable until re-formed.
       ready_.store(false);
     }
-    return flat;
+    if (progress != nullptr) progress->Close();
+    return result;
   });
 }
 
 absl::StatusOr<pipeline::GenerationResult> Engine::RunOnEngineThread(
-    const RunJob& job, const pipeline::StepCallback& on_step,
+    const RunJob& job, ProgressQueue<pipeline::StepEvent>* progress,
     const std::function<bool()>& client_cancelled) {
   if (!ready_.load() || !pipeline_) {
     return absl::FailedPreconditionError("worker has not been initialised (call Init first)");
@@ -230,10 +228,12 @@ absl::StatusOr<pipeline::GenerationResult> Engine::RunOnEngineThread(
   auto cancel = [&] {
     return CancelRequested(job.job_id) || (client_cancelled && client_cancelled());
   };
+  // Only rank 0's progress is read (server/worker_group.cc); the others send their result alone.
+  ProgressQueue<pipeline::StepEvent>* const streamed = rank_.load() == 0 ? progress : nullptr;
   auto step = [&](const pipeline::StepEvent& e) {
     steps_.fetch_add(1);
     step_micros_.fetch_add(static_cast<uint64_t>(e.seconds * 1e6));
-    if (on_step) on_step(e);
+    Push(streamed, e);
   };
   absl::StatusOr<pipeline::GenerationResult> result = pipeline_->Run(job.job, step, cancel);
   RecordGraphStats(*pipeline_);
@@ -251,29 +251,20 @@ void Engine::RecordGraphStats(const pipeline::Pipeline& pipe) {
   graph_captures_.store(g.captures);
 }
 
-v1::WorkerStatus Engine::Status() const {
-  v1::WorkerStatus s;
-  s.set_rank(rank_.load());
-  s.set_ready(ready_.load());
-  s.set_resident_bytes(ResidentBytes());
-  s.set_steps(steps_.load());
-  s.set_step_seconds_sum(static_cast<double>(step_micros_.load()) / 1e6);
-  s.set_cuda_graph_replays(graph_replays_.load());
-  s.set_cuda_graph_captures(graph_captures_.load());
+EngineStatus Engine::Status() const {
+  EngineStatus s;
+  s.rank = rank_.load();
+  s.ready = ready_.load();
+  s.resident_bytes = ResidentBytes();
+  s.steps = steps_.load();
+  s.step_seconds_sum = static_cast<double>(step_micros_.load()) / 1e6;
+  s.cuda_graph_replays = graph_replays_.load();
+  s.cuda_graph_captures = graph_captures_.load();
   std::lock_guard<std::mutex> lock(status_mu_);
-  DeviceMemoryInfo mem = QueryDeviceMemory(device_);
-  s.mutable_memory()->set_allocated_bytes(mem.allocated);
-  s.mutable_memory()->set_reserved_bytes(mem.reserved);
-  s.mutable_memory()->set_peak_allocated_bytes(mem.peak_allocated);
-  s.mutable_memory()->set_total_bytes(mem.total);
-  s.set_weight_bytes(ready_.load() ? weight_bytes_ : 0);
-  s.set_load_seconds(load_seconds_);
-  if (comm_) {
-    comm::CommStats cs = comm_->Stats();
-    s.set_allreduce_count(cs.allreduce_count);
-    s.set_allreduce_bytes(cs.allreduce_bytes);
-    s.set_allreduce_seconds(cs.allreduce_seconds);
-  }
+  s.memory = QueryDeviceMemory(device_);
+  s.weight_bytes = s.ready ? weight_bytes_ : 0;
+  s.load_seconds = load_seconds_;
+  if (comm_) s.comm = comm_->Stats();
   return s;
 }
 

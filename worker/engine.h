@@ -1,13 +1,17 @@
 // Engine: the state of one worker rank (its device, communicator, loaded pipeline, the current job
-// and its cancel flags) and the one thread that owns the device. The gRPC service is a thin edge:
-// it decodes each RPC into a typed job (worker/job_codec.h), hands it to the engine, and encodes
-// the result.
+// and its cancel flags) and the one thread that owns the device. It speaks typed values only
+// (engine_types.h, pipeline/job.h); the gRPC service is a thin edge that decodes each RPC with
+// worker/job_codec.h, submits it here, streams the job's progress and encodes the result.
 //
-// Threads: Init and Run are jobs for the engine thread (engine_thread.h): they run there one at a
-// time, in arrival order, with the rank's device current (bound once at Init, checked before every
-// job); the calling handler thread waits. Progress callbacks are invoked on the engine thread.
-// Cancel, Status and MakeRendezvous may be called from any thread at any time, also while a job
-// runs. No exception leaves the engine: torch errors come back as Status (out of memory:
+// Threads: Init and Run submit a job to the engine thread (engine_thread.h) and return at once with
+// its future; the jobs run there one at a time, in arrival order, with the rank's device current
+// (bound once at Init, checked before every job). While a job runs the engine thread pushes its
+// progress into the caller's ProgressQueue (progress_queue.h), never waiting on the caller, and
+// closes the queue when the job ends, before the future is ready: the caller drains the queue on
+// its own thread (writing to its client at the client's pace), then takes the result. Whatever the
+// job references (the queue, the cancel predicate's state) must outlive the future's readiness.
+// Cancel, Status and Card may be called from any thread at any time, also while a job runs.
+// No exception leaves the engine: torch errors come back as Status (out of memory:
 // RESOURCE_EXHAUSTED, the worker stays serving; anything else INTERNAL with the message).
 #pragma once
 
@@ -16,26 +20,33 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
-#include "ditserve/worker/v1/worker.pb.h"
 #include "pipeline/pipeline.h"
+#include "worker/comm_factory.h"
 #include "worker/device_binding.h"
 #include "worker/engine_thread.h"
+#include "worker/engine_types.h"
+#include "worker/progress_queue.h"
 #include "worker/worker_options.h"
 
 namespace ditserve::worker {
 
-// Seams for tests; the defaults are the real loader and device binding.
+// Seams for tests; the defaults are the real loader, device binding and group formation.
 struct EngineDeps {
   std::function<absl::StatusOr<std::unique_ptr<pipeline::Pipeline>>(const pipeline::PipelineOptions&,
                                                                      comm::Communicator*)>
       load_pipeline = pipeline::LoadPipeline;
   DeviceBindingFactory bind_device = BindTorchDevice;
+  std::function<absl::StatusOr<std::unique_ptr<comm::Communicator>>(const GroupRendezvous&,
+                                                                     const CommOptions&)>
+      create_communicator = CreateCommunicator;
 };
 
 // One generation job as the engine runs it.
@@ -50,30 +61,32 @@ class Engine {
   ~Engine();
 
   // Rank 0: creates the group's rendezvous (NCCL unique id, or the Gloo store address).
-  absl::StatusOr<v1::Rendezvous> MakeRendezvous(uint32_t world_size);
+  absl::StatusOr<GroupRendezvous> MakeRendezvous(uint32_t world_size);
 
-  // Binds the device, joins the group described by the request and loads this rank's shard.
-  // Replaces any previous group and model. `emit` receives progress ("group", "load", then "ready"
-  // with the model).
-  absl::Status Init(const v1::InitRequest& request,
-                    const std::function<void(const v1::InitEvent&)>& emit);
+  // Binds the device, joins the group described by `config` and loads this rank's shard. Replaces
+  // any previous group and model. Progress (group, load, warmup) goes into `progress` (may be null),
+  // which is closed when Init ends; the future's report is the model the rank is ready with.
+  std::future<absl::StatusOr<InitReport>> Init(InitConfig config,
+                                               ProgressQueue<InitProgress>* progress);
 
-  // Runs one job in lock step with the other ranks. `client_cancelled` is polled at step
-  // boundaries in addition to Cancel().
-  absl::StatusOr<pipeline::GenerationResult> Run(const RunJob& job,
-                                                 const pipeline::StepCallback& on_step,
-                                                 const std::function<bool()>& client_cancelled);
+  // Runs one job in lock step with the other ranks. On rank 0 each step's event goes into `progress`
+  // (may be null): the frontend reads rank 0's progress only, the other ranks report just their
+  // result. `progress` is closed when the job ends. `client_cancelled` (may be empty) is polled on
+  // the engine thread at step boundaries in addition to Cancel().
+  std::future<absl::StatusOr<pipeline::GenerationResult>> Run(
+      RunJob job, ProgressQueue<pipeline::StepEvent>* progress,
+      std::function<bool()> client_cancelled);
 
   void Cancel(const std::string& job_id);
-  v1::WorkerStatus Status() const;
+  EngineStatus Status() const;
   // The loaded model's card (after a successful Init).
   std::optional<pipeline::ModelCard> Card() const;
 
  private:
-  absl::Status InitOnEngineThread(const v1::InitRequest& request,
-                                  const std::function<void(const v1::InitEvent&)>& emit);
+  absl::StatusOr<InitReport> InitOnEngineThread(const InitConfig& config,
+                                                ProgressQueue<InitProgress>* progress);
   absl::StatusOr<pipeline::GenerationResult> RunOnEngineThread(
-      const RunJob& job, const pipeline::StepCallback& on_step,
+      const RunJob& job, ProgressQueue<pipeline::StepEvent>* progress,
       const std::function<bool()>& client_cancelled);
   bool CancelRequested(const std::string& job_id) const;
   // Copies `pipe`'s transformer graph counters for Status() (engine thread).

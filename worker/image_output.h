@@ -14,7 +14,8 @@
 
 namespace ditserve::worker {
 
-// `image` is (H, W, 3) floating in [0, 1] on any device.
+// `image` is (H, W, 3) floating in [0, 1] on any device. Runs on RPC handler threads: torch errors
+// (the copy to the host, no memory) come back as Status (GuardTorch).
 absl::StatusOr<std::string> EncodeImage(const torch::Tensor& image, ditserve::v1::OutputFormat format,
                                         const std::vector<std::pair<std::string, std::string>>& text);
 

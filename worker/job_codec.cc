@@ -2,7 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/model_flags.h"
 #include "common/status_macros.h"
+#include "common/torch_guard.h"
 #include "worker/image_output.h"
 #include "worker/tensor_proto.h"
 
@@ -46,6 +48,13 @@ std::vector<std::pair<std::string, std::string>> PngText(const v1::RunRequest& r
     text.emplace_back("True CFG scale", absl::StrFormat("%g", item.true_cfg_scale()));
   }
   return text;
+}
+
+// `value` parsed by `parse` (a common/model_flags.h parser), or `fallback` when it is empty.
+template <typename E, typename Parse>
+absl::StatusOr<E> ParseOr(const std::string& value, E fallback, Parse parse, absl::string_view field) {
+  if (value.empty()) return fallback;
+  return parse(value, field);
 }
 
 }  // namespace
@@ -119,7 +128,9 @@ absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& requ
     r->set_seed(item.seed());
     r->set_num_inference_steps(request.num_inference_steps());
     if (latents) {
-      *r->mutable_latents() = TensorToProto(result.latents[i]);
+      ASSIGN_OR_RETURN(*r->mutable_latents(), GuardTorch("encoding latents", [&] {
+                         return TensorToProto(result.latents[i]);
+                       }));
       continue;
     }
     ASSIGN_OR_RETURN(std::string bytes,
@@ -127,6 +138,113 @@ absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& requ
     r->set_image(std::move(bytes));
   }
   return out;
+}
+
+v1::RunEvent RunEventFromStep(const pipeline::StepEvent& step) {
+  v1::RunEvent ev;
+  ev.mutable_progress()->set_step(step.step);
+  ev.mutable_progress()->set_total_steps(step.total);
+  ev.mutable_progress()->set_step_seconds(step.seconds);
+  return ev;
+}
+
+absl::StatusOr<InitConfig> InitConfigFromRequest(const v1::InitRequest& request) {
+  InitConfig c;
+  c.rank = request.rank();
+  c.rendezvous = RendezvousFromProto(request.rendezvous());
+  c.model_dir = request.model_dir();
+  ASSIGN_OR_RETURN(c.device, ParseOr(request.device(), DeviceKind::kCpu, ParseDeviceKind, "device"));
+  ASSIGN_OR_RETURN(c.dtype, ParseOr(request.dtype(), ModelDtype::kFloat32, ParseModelDtype, "dtype"));
+  ASSIGN_OR_RETURN(c.text_encoder_placement,
+                   ParseOr(request.text_encoder_placement(), TextEncoderPlacement::kAuto,
+                           ParseTextEncoderPlacement, "text_encoder_placement"));
+  ASSIGN_OR_RETURN(c.lora_mode,
+                   ParseOr(request.lora_mode(), LoraMode::kMerge, ParseLoraMode, "lora_mode"));
+  if (!request.weights().empty()) {
+    ASSIGN_OR_RETURN(c.weights, ParseWeightFormat(request.weights()));
+  }
+  if (request.has_cuda_graphs()) {
+    if (request.cuda_graphs() > kMaxCudaGraphs) {
+      return absl::InvalidArgumentError(absl::StrCat("cuda_graphs must be in 0..", kMaxCudaGraphs,
+                                                     ", got ", request.cuda_graphs()));
+    }
+    c.cuda_graphs = request.cuda_graphs();
+  }
+  c.staging_buffer_bytes = request.staging_buffer_bytes();
+  c.collective_timeout_ms = request.collective_timeout_ms();
+  c.replicate_modulation = request.replicate_modulation();
+  c.warmup = request.warmup();
+  c.warmup_height = request.warmup_height();
+  c.warmup_width = request.warmup_width();
+  for (const v1::LoraAdapter& l : request.loras()) c.loras.push_back({l.name(), l.path()});
+  c.lora_merge_max_bytes = request.lora_merge_max_bytes();
+  return c;
+}
+
+v1::InitEvent InitEventFromProgress(const InitProgress& progress) {
+  v1::InitEvent ev;
+  switch (progress.phase) {
+    case InitPhase::kGroup:
+      ev.set_phase("group");
+      break;
+    case InitPhase::kLoad:
+      ev.set_phase("load");
+      ev.set_bytes_loaded(progress.bytes_loaded);
+      ev.set_bytes_total(progress.bytes_total);
+      break;
+    case InitPhase::kWarmup:
+      ev.set_phase("warmup");
+      break;
+  }
+  return ev;
+}
+
+v1::InitEvent ReadyEvent(const InitReport& report) {
+  v1::InitEvent ev;
+  ev.set_phase("ready");
+  *ev.mutable_model() = DescribeModel(report.card, report.world_size, report.weight_bytes);
+  return ev;
+}
+
+GroupRendezvous RendezvousFromProto(const v1::Rendezvous& proto) {
+  GroupRendezvous r;
+  r.world_size = proto.world_size();
+  r.nccl_unique_id = proto.nccl_unique_id();
+  r.store_host = proto.store_host();
+  r.store_port = proto.store_port();
+  r.group_id = proto.group_id();
+  return r;
+}
+
+v1::Rendezvous RendezvousToProto(const GroupRendezvous& rendezvous) {
+  v1::Rendezvous r;
+  r.set_world_size(rendezvous.world_size);
+  r.set_nccl_unique_id(rendezvous.nccl_unique_id);
+  r.set_store_host(rendezvous.store_host);
+  r.set_store_port(rendezvous.store_port);
+  r.set_group_id(rendezvous.group_id);
+  return r;
+}
+
+v1::WorkerStatus WorkerStatusToProto(const EngineStatus& status) {
+  v1::WorkerStatus s;
+  s.set_rank(status.rank);
+  s.set_ready(status.ready);
+  s.set_resident_bytes(status.resident_bytes);
+  s.set_steps(status.steps);
+  s.set_step_seconds_sum(status.step_seconds_sum);
+  s.set_cuda_graph_replays(status.cuda_graph_replays);
+  s.set_cuda_graph_captures(status.cuda_graph_captures);
+  s.mutable_memory()->set_allocated_bytes(status.memory.allocated);
+  s.mutable_memory()->set_reserved_bytes(status.memory.reserved);
+  s.mutable_memory()->set_peak_allocated_bytes(status.memory.peak_allocated);
+  s.mutable_memory()->set_total_bytes(status.memory.total);
+  s.set_weight_bytes(status.weight_bytes);
+  s.set_load_seconds(status.load_seconds);
+  s.set_allreduce_count(status.comm.allreduce_count);
+  s.set_allreduce_bytes(status.comm.allreduce_bytes);
+  s.set_allreduce_seconds(status.comm.allreduce_seconds);
+  return s;
 }
 
 v1::ModelDescription DescribeModel(const pipeline::ModelCard& card, uint32_t tp_degree,

@@ -1,9 +1,15 @@
-// The one place where the worker's wire messages meet the pipeline's typed job: RunRequest →
-// GenerationJob (tensors decoded, field names in errors), GenerationResult → RunResult (every
-// GenerateResponse field: request ids, format, size, seed, steps, the encoded image or latents),
-// ModelCard → ModelDescription.
+// The one place where the worker's wire messages meet the engine's typed values:
+// - RunRequest -> GenerationJob (tensors decoded, field names in errors), GenerationResult ->
+//   RunResult (every GenerateResponse field: request ids, format, size, seed, steps, the encoded
+//   image or latents), StepEvent -> RunEvent progress;
+// - InitRequest -> InitConfig (every string value parsed with common/model_flags.h, errors naming
+//   the request field), InitProgress -> InitEvent, InitReport -> the "ready" InitEvent
+//   (ModelCard -> ModelDescription);
+// - Rendezvous <-> GroupRendezvous, EngineStatus -> WorkerStatus.
 //
-// Stateless functions; safe from any thread.
+// Stateless functions; safe from any thread. They run on RPC handler threads: the torch-touching
+// ones (tensor decoding, image and latents encoding) are guarded, so torch errors come back as
+// Status and no exception leaves.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "ditserve/worker/v1/worker.pb.h"
 #include "pipeline/job.h"
+#include "pipeline/pipeline.h"
+#include "worker/engine_types.h"
 
 namespace ditserve::worker {
 
@@ -22,7 +30,22 @@ absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& requ
                                                       const pipeline::GenerationResult& result,
                                                       const pipeline::ModelCard& card);
 
+v1::RunEvent RunEventFromStep(const pipeline::StepEvent& step);
+
+// Empty strings take the defaults (float32, cpu, auto, merge, dtype); INVALID_ARGUMENT naming the
+// field otherwise ("dtype must be float32 or bfloat16, got 'x'", "cuda_graphs must be in 0..64").
+absl::StatusOr<InitConfig> InitConfigFromRequest(const v1::InitRequest& request);
+
+v1::InitEvent InitEventFromProgress(const InitProgress& progress);
+// Phase "ready" with the model.
+v1::InitEvent ReadyEvent(const InitReport& report);
+
 v1::ModelDescription DescribeModel(const pipeline::ModelCard& card, uint32_t tp_degree,
                                    uint64_t weight_bytes);
+
+GroupRendezvous RendezvousFromProto(const v1::Rendezvous& proto);
+v1::Rendezvous RendezvousToProto(const GroupRendezvous& rendezvous);
+
+v1::WorkerStatus WorkerStatusToProto(const EngineStatus& status);
 
 }  // namespace ditserve::worker

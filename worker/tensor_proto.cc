@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/torch_guard.h"
 
 namespace ditserve::worker {
 
@@ -20,9 +21,12 @@ absl::StatusOr<torch::Tensor> TensorFromProto(const ::ditserve::v1::Tensor& prot
     return absl::InvalidArgumentError(absl::StrCat(field, ".data holds ", proto.data().size(),
                                                    " bytes; shape needs ", numel * 4));
   }
-  torch::Tensor t = torch::empty(shape, torch::kFloat32);
-  if (numel > 0) std::memcpy(t.data_ptr(), proto.data().data(), proto.data().size());
-  return t;
+  // Runs on RPC handler threads: an allocation failure is a Status, not an exception.
+  return GuardTorch("decoding a tensor", [&] {
+    torch::Tensor t = torch::empty(shape, torch::kFloat32);
+    if (numel > 0) std::memcpy(t.data_ptr(), proto.data().data(), proto.data().size());
+    return t;
+  });
 }
 
 ::ditserve::v1::Tensor TensorToProto(const torch::Tensor& tensor) {

@@ -5,8 +5,17 @@
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "worker/job_codec.h"
+#include "worker/progress_queue.h"
 
 namespace ditserve::worker {
+namespace {
+
+// Progress events a call keeps for a client that reads slower than the job runs; beyond them the
+// oldest waiting ones are dropped (progress_queue.h). A step event is ~20 bytes.
+constexpr size_t kRunProgressEvents = 64;
+constexpr size_t kInitProgressEvents = 64;
+
+}  // namespace
 
 WorkerService::WorkerService(Engine* engine, std::function<void()> on_shutdown)
     : engine_(engine), on_shutdown_(std::move(on_shutdown)) {}
@@ -16,15 +25,26 @@ grpc::Status WorkerService::GetRendezvous(grpc::ServerContext*,
                                           v1::Rendezvous* resp) {
   auto r = engine_->MakeRendezvous(req->world_size());
   if (!r.ok()) return ToGrpcStatus(r.status());
-  *resp = std::move(*r);
+  *resp = RendezvousToProto(*r);
   return grpc::Status::OK;
 }
 
 grpc::Status WorkerService::Init(grpc::ServerContext*, const v1::InitRequest* req,
                                  grpc::ServerWriter<v1::InitEvent>* writer) {
-  absl::Status s = engine_->Init(*req, [&](const v1::InitEvent& ev) { writer->Write(ev); });
-  if (!s.ok()) spdlog::error("Init failed: {}", s.ToString());
-  return ToGrpcStatus(s);
+  auto report = [&]() -> absl::StatusOr<InitReport> {
+    ASSIGN_OR_RETURN(InitConfig config, InitConfigFromRequest(*req));
+    ProgressQueue<InitProgress> progress(kInitProgressEvents);
+    auto done = engine_->Init(std::move(config), &progress);
+    // This thread writes; the engine thread only pushes (a slow client never stalls the device).
+    progress.Drain([&](const InitProgress& p) { return writer->Write(InitEventFromProgress(p)); });
+    return done.get();
+  }();
+  if (!report.ok()) {
+    spdlog::error("Init failed: {}", report.status().ToString());
+    return ToGrpcStatus(report.status());
+  }
+  writer->Write(ReadyEvent(*report));
+  return grpc::Status::OK;
 }
 
 grpc::Status WorkerService::Run(grpc::ServerContext* ctx, const v1::RunRequest* req,
@@ -33,17 +53,12 @@ grpc::Status WorkerService::Run(grpc::ServerContext* ctx, const v1::RunRequest* 
     RunJob job;
     job.job_id = req->job_id();
     ASSIGN_OR_RETURN(job.job, JobFromRunRequest(*req));
-    ASSIGN_OR_RETURN(pipeline::GenerationResult generated,
-                     engine_->Run(
-                         job,
-                         [&](const pipeline::StepEvent& e) {
-                           v1::RunEvent ev;
-                           ev.mutable_progress()->set_step(e.step);
-                           ev.mutable_progress()->set_total_steps(e.total);
-                           ev.mutable_progress()->set_step_seconds(e.seconds);
-                           writer->Write(ev);
-                         },
-                         [ctx] { return ctx->IsCancelled(); }));
+    ProgressQueue<pipeline::StepEvent> progress(kRunProgressEvents);
+    auto done = engine_->Run(std::move(job), &progress, [ctx] { return ctx->IsCancelled(); });
+    // This thread writes; the engine thread only pushes (a slow client never stalls the device).
+    progress.Drain(
+        [&](const pipeline::StepEvent& e) { return writer->Write(RunEventFromStep(e)); });
+    ASSIGN_OR_RETURN(pipeline::GenerationResult generated, done.get());
     std::optional<pipeline::ModelCard> card = engine_->Card();
     if (!card) return absl::InternalError("the model card is gone");
     return RunResultFromGeneration(*req, generated, *card);
@@ -68,7 +83,7 @@ grpc::Status WorkerService::Cancel(grpc::ServerContext*, const v1::CancelRequest
 
 grpc::Status WorkerService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
                                       v1::WorkerStatus* resp) {
-  *resp = engine_->Status();
+  *resp = WorkerStatusToProto(engine_->Status());
   return grpc::Status::OK;
 }
 

@@ -1,6 +1,10 @@
 // The internal ditserve.worker.v1.Worker service: a thin gRPC edge over Engine. absl::Status is
 // converted to grpc::Status here and nowhere else. gRPC's sync server threads call the handlers;
-// Engine serialises the jobs.
+// Engine serialises the jobs. Init and Run decode the request (job_codec.h), submit the job and,
+// on the handler's own thread, write the progress the engine thread queued (progress_queue.h: a
+// stalled client loses intermediate progress, never the device's time) until the job ends, then
+// the final event. Only rank 0 streams step progress (the frontend reads rank 0's); every rank
+// sends its final event.
 #pragma once
 
 #include <functional>
