@@ -3,18 +3,20 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/model_flags.h"
 
 namespace ditserve::tools {
 namespace {
 
+// The long names of the serving dtypes are common/model_flags.h's (the frontend's --dtype).
 struct Spelling {
   sharding::DType dtype;
   const char* name;
   const char* short_name;
 };
-constexpr Spelling kSpellings[] = {{sharding::DType::kF32, "float32", "f32"},
-                                   {sharding::DType::kBF16, "bfloat16", "bf16"},
-                                   {sharding::DType::kF16, "float16", "f16"}};
+const Spelling kSpellings[] = {{sharding::DType::kF32, ModelDtypeName(ModelDtype::kFloat32), "f32"},
+                               {sharding::DType::kBF16, ModelDtypeName(ModelDtype::kBFloat16), "bf16"},
+                               {sharding::DType::kF16, "float16", "f16"}};
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // The --dtype flag of the ditserve-tool subcommands: one spelling table for all of them
-// ("float32" / "f32", "bfloat16" / "bf16", "float16" / "f16"), each subcommand naming the dtypes it
-// supports. Pure function; thread-safe.
+// ("float32" / "f32", "bfloat16" / "bf16", "float16" / "f16"; the long names of the two serving
+// dtypes are common/model_flags.h's), each subcommand naming the dtypes it supports. Pure function;
+// thread-safe.
 #pragma once
 
 #include <initializer_list>

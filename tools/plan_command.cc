@@ -124,12 +124,9 @@ absl::StatusOr<nlohmann::ordered_json> Describe(const PlanToolOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("`tp_degree` must be >= 1 (got ", o.tp, ")."));
   }
   std::optional<sharding::DType> dtype;
-  if (o.dtype == "f32" || o.dtype == "float32") dtype = sharding::DType::kF32;
-  else if (o.dtype == "bf16" || o.dtype == "bfloat16") dtype = sharding::DType::kBF16;
-  else if (o.dtype == "f16" || o.dtype == "float16") dtype = sharding::DType::kF16;
-  else if (!o.dtype.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--dtype must be f32, bf16 or f16, got '",
-                                                   o.dtype, "'"));
+  if (!o.dtype.empty()) {
+    ASSIGN_OR_RETURN(dtype, ParseDTypeFlag(o.dtype, {sharding::DType::kF32, sharding::DType::kBF16,
+                                                     sharding::DType::kF16}));
   }
   ASSIGN_OR_RETURN(std::string dir, sharding::ResolveComponentDir(o.model, "transformer"));
   ASSIGN_OR_RETURN(auto ckpt, sharding::ComponentCheckpoint::Open(dir));
