@@ -4,6 +4,7 @@
 // thread is left alone.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -11,41 +12,75 @@
 #include "tests/support/fixture_jobs.h"
 #include "tests/support/fixtures.h"
 #include "worker/engine.h"
+#include "worker/job_codec.h"
 
 namespace ditserve::worker {
 namespace {
+
+// Forwards to a loaded pipeline and calls `on_step` on the thread that runs each step.
+class StepObserver final : public pipeline::Pipeline {
+ public:
+  StepObserver(std::unique_ptr<pipeline::Pipeline> inner, std::function<void()> on_step)
+      : inner_(std::move(inner)), on_step_(std::move(on_step)) {}
+  const pipeline::ModelCard& Card() const override { return inner_->Card(); }
+  absl::StatusOr<pipeline::GenerationResult> Run(const pipeline::GenerationJob& job,
+                                                 const pipeline::StepCallback& on_step,
+                                                 const pipeline::CancelPredicate& cancel) override {
+    return inner_->Run(
+        job,
+        [&](const pipeline::StepEvent& e) {
+          on_step_();
+          on_step(e);
+        },
+        cancel);
+  }
+  uint64_t weight_bytes() const override { return inner_->weight_bytes(); }
+  models::StepGraphStats transformer_graph_stats() const override {
+    return inner_->transformer_graph_stats();
+  }
+
+ private:
+  std::unique_ptr<pipeline::Pipeline> inner_;
+  std::function<void()> on_step_;
+};
 
 TEST(CudaEngine, EveryStepRunsWithTheRanksDeviceCurrent) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to torch";
   const int last = static_cast<int>(torch::cuda::device_count()) - 1;
   WorkerOptions options;
   options.device_index = last;  // the highest visible device: 0 on a one-GPU host
-  Engine engine(options);
+  auto* guard = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  std::atomic<int> steps{0}, on_device{0};
+  EngineDeps deps;
+  deps.load_pipeline = [&](const pipeline::PipelineOptions& o, comm::Communicator* c)
+      -> absl::StatusOr<std::unique_ptr<pipeline::Pipeline>> {
+    auto inner = pipeline::LoadPipeline(o, c);
+    if (!inner.ok()) return inner.status();
+    return std::unique_ptr<pipeline::Pipeline>(new StepObserver(*std::move(inner), [&] {
+      ++steps;
+      on_device += guard->getDevice().index() == last ? 1 : 0;
+    }));
+  };
+  Engine engine(options, deps);
   v1::InitRequest init;
   init.set_rank(0);
   init.mutable_rendezvous()->set_world_size(1);
   init.set_model_dir(::ditserve::testing::FixturesDir() + "/flux1-tiny");
   init.set_device("cuda");
   init.set_dtype("float32");
-  ASSERT_TRUE(engine.Init(init, [](const v1::InitEvent&) {}).ok());
-  auto* guard = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  auto config = InitConfigFromRequest(init);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(engine.Init(*std::move(config), nullptr).get().ok());
   std::thread caller([&] {
-    int steps = 0, on_device = 0;
     RunJob job{"cuda", ::ditserve::testing::Flux1FixtureJob(pipeline::JobOutput::kImage)};
-    auto r = engine.Run(
-        job,
-        [&](const pipeline::StepEvent&) {
-          ++steps;
-          on_device += guard->getDevice().index() == last ? 1 : 0;
-        },
-        {});
+    auto r = engine.Run(std::move(job), nullptr, {}).get();
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(steps, 4);
-    EXPECT_EQ(on_device, 4);
+    EXPECT_EQ(steps.load(), 4);
+    EXPECT_EQ(on_device.load(), 4);
     EXPECT_LT(::ditserve::testing::RelativeError(r->images[0], ::ditserve::testing::Ref("flux1.image")), 1e-3);
   });
   caller.join();
-  EXPECT_GT(engine.Status().memory().peak_allocated_bytes(), 0u);
+  EXPECT_GT(engine.Status().memory.peak_allocated, 0u);
 }
 
 }  // namespace
