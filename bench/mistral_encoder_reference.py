@@ -5,7 +5,7 @@ weights, bf16 on the GPU, encoding one left-padded prompt of --tokens tokens the
 Flux2Pipeline calls it (output_hidden_states=True, use_cache=False; the pipeline keeps hidden
 states 10, 20 and 30). Prints the median of --runs timed forwards after --warmup.
 
-Run beside build-cuda/models/text/ditserve-mistral-encoder-bench in the same device call."""
+Run beside build-cuda/bench/ditserve-mistral-encoder-bench in the same device call."""
 import argparse
 import statistics
 import time

@@ -109,22 +109,22 @@ stage1() {
 log "stage 1: FLUX.1-dev step"
 if build ditserve-flux1-bench; then
   log "built"
-  build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 2>&1 |
+  build-cuda/bench/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 2>&1 |
     tee "$out/flux1_bench.txt" | tail -4
   # A/B on the same machine: the reference op sequences instead of our CUDA kernels (models/cuda),
   # and every step op by op instead of a CUDA graph replay (models/common/step_graphs.h), at
   # 1024x1024 and at 512x512 (1024 image tokens), where launches weigh more.
-  DITSERVE_FUSED_KERNELS=0 build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 \
+  DITSERVE_FUSED_KERNELS=0 build-cuda/bench/ditserve-flux1-bench --device cuda --runs 10 \
     --warmup 3 2>&1 | tee "$out/flux1_bench_unfused.txt" | grep median | sed 's/^/unfused: /'
-  DITSERVE_CUDA_GRAPHS=0 build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 \
+  DITSERVE_CUDA_GRAPHS=0 build-cuda/bench/ditserve-flux1-bench --device cuda --runs 10 \
     --warmup 3 2>&1 | tee "$out/flux1_bench_nographs.txt" | grep -E "median|graphs" | sed 's/^/no graphs: /'
   for g in 1 0; do
-    DITSERVE_CUDA_GRAPHS=$g build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 \
+    DITSERVE_CUDA_GRAPHS=$g build-cuda/bench/ditserve-flux1-bench --device cuda --runs 10 \
       --warmup 3 --image-tokens 1024 2>&1 | tee "$out/flux1_bench_512_graphs$g.txt" |
       grep -E "median|graphs" | sed "s/^/512x512, DITSERVE_CUDA_GRAPHS=$g: /"
   done
   # FP8 weights (--weights fp8: the blocks' token GEMMs in e4m3).
-  build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 --weights fp8 2>&1 |
+  build-cuda/bench/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 --weights fp8 2>&1 |
     tee "$out/flux1_bench_fp8.txt" | grep -E "median|relative error" | sed 's/^/fp8: /'
 fi
 
@@ -157,7 +157,7 @@ stage3() {
 for m in ${PROFILE_MODELS:-flux1 flux2 qwenimage}; do
   log "stage 3: $m kernel profile"
   if build "ditserve-$m-profile"; then
-    build-cuda/models/$m/ditserve-$m-profile --device cuda --runs 3 --warmup 2 \
+    build-cuda/bench/ditserve-$m-profile --device cuda --runs 3 --warmup 2 \
       --profile "$out/${m}_profile.tsv" 2>&1 | grep -E "median|graphs|profile"
     rm -f "$out/${m}_profile.tsv.json"
     head -25 "$out/${m}_profile.tsv" | cut -c1-160
@@ -170,13 +170,13 @@ stage4() {
 log "stage 4: FLUX.2-dev and Qwen-Image steps (bf16, our kernels off, FP8 weights)"
 if build ditserve-flux2-bench ditserve-qwenimage-bench; then
   for m in qwenimage flux2; do
-    build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 --warmup 2 2>&1 |
+    build-cuda/bench/ditserve-$m-bench --device cuda --runs 5 --warmup 2 2>&1 |
       tee "$out/${m}_bench.txt" | grep -E "median|graphs" | sed "s/^/$m: /"
-    DITSERVE_FUSED_KERNELS=0 build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 \
+    DITSERVE_FUSED_KERNELS=0 build-cuda/bench/ditserve-$m-bench --device cuda --runs 5 \
       --warmup 2 2>&1 | tee "$out/${m}_bench_unfused.txt" | grep median | sed "s/^/$m unfused: /"
-    DITSERVE_CUDA_GRAPHS=0 build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 \
+    DITSERVE_CUDA_GRAPHS=0 build-cuda/bench/ditserve-$m-bench --device cuda --runs 5 \
       --warmup 2 2>&1 | tee "$out/${m}_bench_nographs.txt" | grep median | sed "s/^/$m no graphs: /"
-    build-cuda/models/$m/ditserve-$m-bench --device cuda --runs 5 --warmup 2 --weights fp8 2>&1 |
+    build-cuda/bench/ditserve-$m-bench --device cuda --runs 5 --warmup 2 --weights fp8 2>&1 |
       tee "$out/${m}_bench_fp8.txt" | grep -E "median|relative error" | sed "s/^/$m fp8: /"
   done
 fi
@@ -222,7 +222,7 @@ stage6() {
 stage7() {
 log "stage 7: FLUX.2-dev's Mistral text encoder, released size, one 512-token prompt (ours, then transformers)"
 if build ditserve-mistral-encoder-bench; then
-  build-cuda/models/text/ditserve-mistral-encoder-bench --device cuda --runs 5 --warmup 2 \
+  build-cuda/bench/ditserve-mistral-encoder-bench --device cuda --runs 5 --warmup 2 \
     --text-tokens 512 2>&1 | tee "$out/mistral_encoder_bench.txt" | tail -1
   python3 bench/mistral_encoder_reference.py --tokens 512 --runs 5 --warmup 2 2>&1 |
     tee -a "$out/mistral_encoder_bench.txt" | tail -1
@@ -270,7 +270,7 @@ log "stage 9: Qwen-Image true CFG, two batch-1 passes against one padded batch o
 if build ditserve-qwenimage-bench; then
   for cfg in "1 13 0" "1 6 0" "2 13 7" "1 200 0" "2 200 194"; do
     read -r b t m <<< "$cfg"
-    build-cuda/models/qwenimage/ditserve-qwenimage-bench --device cuda --runs 8 --warmup 3 \
+    build-cuda/bench/ditserve-qwenimage-bench --device cuda --runs 8 --warmup 3 \
       --batch "$b" --text-tokens "$t" --masked-text-tokens "$m" 2>&1 | tail -2 |
       tee -a "$out/qwenimage_cfg_batch.txt"
   done
@@ -315,9 +315,9 @@ for m in $models; do
   rm -f "$res"_*  # a row never mixes two calls' files
   if build "ditserve-$m-bench"; then
     log "$m: ours"
-    "build-cuda/models/$m/ditserve-$m-bench" --device cuda --runs 10 --warmup 3 2>&1 |
+    "build-cuda/bench/ditserve-$m-bench" --device cuda --runs 10 --warmup 3 2>&1 |
       tee "${res}_ours.txt" | tail -1
-    "build-cuda/models/$m/ditserve-$m-bench" --device cuda --runs 10 --warmup 3 --weights fp8 2>&1 |
+    "build-cuda/bench/ditserve-$m-bench" --device cuda --runs 10 --warmup 3 --weights fp8 2>&1 |
       tee "${res}_ours_fp8.txt" | grep -E "median|relative error" | sed 's/^/fp8: /'
     sbs_table
   fi
@@ -343,7 +343,7 @@ stage12() {
 log "stage 12: LoRA on the FLUX.1-dev step (rank ${LORA_RANK:-64})"
 if build ditserve-flux1-bench; then
   # Line-buffered, and the exit status kept: a crash must not lose the lines before it.
-  stdbuf -oL -eL build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 \
+  stdbuf -oL -eL build-cuda/bench/ditserve-flux1-bench --device cuda --runs 10 --warmup 3 \
     --lora-rank "${LORA_RANK:-64}" > "$out/lora_bench.txt" 2>&1
   rc=$?
   echo "exit status $rc" >> "$out/lora_bench.txt"
@@ -352,7 +352,7 @@ if build ditserve-flux1-bench; then
     # Where it crashed: a small model (1 + 1 blocks) again under cuda-gdb (the host has no gdb).
     log "stage 12: exit status $rc; the small model under cuda-gdb"
     timeout 240 cuda-gdb -batch -ex run -ex bt -ex "info sharedlibrary" --args \
-      build-cuda/models/flux1/ditserve-flux1-bench --device cuda --runs 2 --warmup 1 --layers 1 \
+      build-cuda/bench/ditserve-flux1-bench --device cuda --runs 2 --warmup 1 --layers 1 \
       --single-layers 1 --image-tokens 256 --text-tokens 64 --lora-rank 8 \
       > "$out/lora_bench_gdb.txt" 2>&1
     grep -E "^#|signal|SIG" "$out/lora_bench_gdb.txt" | head -30

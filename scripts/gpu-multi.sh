@@ -201,7 +201,7 @@ partc() {
       # counted, not performed), so that step - compute is what the all-reduces (and waiting for
       # the slowest rank) cost.
       if [ "$device" = cuda ]; then
-        echo "compute tp $tp: $("$bin/models/$family/ditserve-$family-bench" --device cuda --runs 5 \
+        echo "compute tp $tp: $("$bin/bench/ditserve-$family-bench" --device cuda --runs 5 \
           --warmup 2 --tp "$tp" 2>&1 | awk '/^median/ {print $2}')" | tee -a "$f"
       fi
     done

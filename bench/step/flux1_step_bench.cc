@@ -4,8 +4,9 @@
 // 4096, pooled 768, guidance embedder) at 1024² (4096 image tokens) with 512 text tokens, bf16.
 //
 //   ditserve-flux1-bench --device cuda --runs 10 --warmup 3
-//   ditserve-flux1-bench --device cuda --runs 10 --warmup 3 --lora-rank 64   (LoRA: lora_bench.h)
-//   ditserve-flux1-bench --layers 2 --single-layers 2 --heads 4 --head-dim 16 --joint-dim 32
+//   ditserve-flux1-bench --device cuda --runs 10 --warmup 3 --lora-rank 64   (LoRA:
+//   lora_step_bench.h) ditserve-flux1-bench --layers 2 --single-layers 2 --heads 4 --head-dim 16
+//   --joint-dim 32
 //       --pooled-dim 32 --in-channels 16 --axes 4,6,6 --image-tokens 64 --text-tokens 32
 //
 // Timing: each step is bracketed by device synchronisation (CUDA) and measured on the host clock.
@@ -21,15 +22,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/step/lora_step_bench.h"
+#include "bench/step/step_bench.h"
+#include "comm/local_communicator.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
-#include "models/common/bench_support.h"
 #include "models/flux1/flux1_transformer.h"
-#include "models/lora/lora_bench.h"
-#include "comm/local_communicator.h"
 
 namespace ditserve::models::flux1 {
 namespace {
+
+using namespace ::ditserve::bench;  // NOLINT: the harness, in this benchmark binary only
 
 struct BenchOptions {
   int64_t layers = 19, single_layers = 38, heads = 24, head_dim = 128;
@@ -99,12 +102,14 @@ absl::Status Run(const BenchOptions& o) {
   c.guidance_embeds = !o.no_guidance;
   ASSIGN_OR_RETURN(c.axes_dims_rope, ParseAxesFlag(o.axes));
   // Re-validate through the same parser the checkpoints go through.
-  nlohmann::json j = {{"num_layers", c.num_layers}, {"num_single_layers", c.num_single_layers},
+  nlohmann::json j = {{"num_layers", c.num_layers},
+                      {"num_single_layers", c.num_single_layers},
                       {"num_attention_heads", c.num_attention_heads},
                       {"attention_head_dim", c.attention_head_dim},
                       {"joint_attention_dim", c.joint_attention_dim},
                       {"pooled_projection_dim", c.pooled_projection_dim},
-                      {"in_channels", c.in_channels}, {"guidance_embeds", c.guidance_embeds},
+                      {"in_channels", c.in_channels},
+                      {"guidance_embeds", c.guidance_embeds},
                       {"axes_dims_rope", c.axes_dims_rope}};
   ASSIGN_OR_RETURN(c, ParseFluxTransformerConfig(j));
 
@@ -113,8 +118,9 @@ absl::Status Run(const BenchOptions& o) {
   torch::NoGradGuard no_grad;
   const auto opts = target.options();
   int64_t params = 0;
-  ASSIGN_OR_RETURN(BenchModelInputs in, MakeBenchModelInputs(StateDictShapes(c), "FluxTransformer2DModel",
-                                                             j, opts, o.common, &params));
+  ASSIGN_OR_RETURN(BenchModelInputs in,
+                   MakeBenchModelInputs(StateDictShapes(c), "FluxTransformer2DModel", j, opts,
+                                        o.common, &params));
 
   FluxForwardArgs a;
   const int64_t b = o.common.batch, n = o.common.image_tokens, t = o.common.text_tokens;
@@ -126,24 +132,32 @@ absl::Status Run(const BenchOptions& o) {
   // Image ids on a square-ish grid [0, y, x]; text ids all zero (as the FLUX.1 pipeline).
   const int64_t cols = SquarestGridColumns(n);
   auto idx = torch::arange(n, torch::TensorOptions().dtype(torch::kFloat32));
-  a.img_ids = torch::stack({torch::zeros_like(idx), torch::floor(idx / cols), torch::fmod(idx, cols)}, 1)
-                  .to(device, target.dtype);
+  a.img_ids =
+      torch::stack({torch::zeros_like(idx), torch::floor(idx / cols), torch::fmod(idx, cols)}, 1)
+          .to(device, target.dtype);
   a.txt_ids = torch::zeros({t, 3}, opts);
 
-  // --weights fp8: the same weights' step in the model dtype first (the FP8 load releases them).
-  ASSIGN_OR_RETURN(const ModelDtypeReference dtype_out, (ModelDtypeStep<FluxTransformer2DModel>(c, in, target, a)));
-  ASSIGN_OR_RETURN(auto model, FluxTransformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
-  std::printf("FLUX.1 transformer: %lld double + %lld single blocks, %lld heads x %lld, %.3f B params, "
-              "%s %s, batch %lld, %lld image + %lld text tokens\n",
-              static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
-              static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.attention_head_dim),
-              params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
-              static_cast<long long>(n), static_cast<long long>(t));
+  using Step = std::function<absl::StatusOr<torch::Tensor>()>;
+  std::function<absl::Status(const FluxTransformer2DModel&, const Step&)> lora;
   if (o.lora_rank > 0) {
-    return BenchLora(*model, o.lora_rank, [&] { return model->Forward(a); }, target, o.common, *in.comm);
+    lora = [&](const FluxTransformer2DModel& model, const Step& step) {
+      return BenchLora(model, o.lora_rank, step, target, o.common, *in.comm);
+    };
   }
-  RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, [&] { return model->Forward(a); }));
-  return TimeAndReport(*model, [&] { return model->Forward(a); }, target, o.common, in.comm.get());
+  return RunStepBench<FluxTransformer2DModel>(
+      c, in, target, a, o.common,
+      [&] {
+        std::printf(
+            "FLUX.1 transformer: %lld double + %lld single blocks, %lld heads x %lld, %.3f B "
+            "params, "
+            "%s %s, batch %lld, %lld image + %lld text tokens\n",
+            static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
+            static_cast<long long>(c.num_attention_heads),
+            static_cast<long long>(c.attention_head_dim), params / 1e9, o.common.device.c_str(),
+            o.common.dtype.c_str(), static_cast<long long>(b), static_cast<long long>(n),
+            static_cast<long long>(t));
+      },
+      lora);
 }
 
 }  // namespace
@@ -166,6 +180,6 @@ int main(int argc, char** argv) {
   p.AddInt("lora-rank", &o.lora_rank,
            "> 0: time the step with and without a random LoRA of this rank on every block linear, "
            "and switching adapters");
-  ditserve::models::AddCommonBenchFlags(&p, &o.common);
-  return ditserve::models::BenchMain(argc, argv, p, [&] { return ditserve::models::flux1::Run(o); });
+  ditserve::bench::AddCommonBenchFlags(&p, &o.common);
+  return ditserve::bench::BenchMain(argc, argv, p, [&] { return ditserve::models::flux1::Run(o); });
 }

@@ -19,15 +19,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/step/step_bench.h"
+#include "comm/local_communicator.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
-#include "models/common/bench_support.h"
 #include "models/flux2/flux2_state_dict_shapes.h"
 #include "models/flux2/flux2_transformer.h"
-#include "comm/local_communicator.h"
 
 namespace ditserve::models::flux2 {
 namespace {
+
+using namespace ::ditserve::bench;  // NOLINT: the harness, in this benchmark binary only
 
 struct BenchOptions {
   int64_t layers = 8, single_layers = 48, heads = 48, head_dim = 128;
@@ -84,18 +86,16 @@ absl::Status Run(const BenchOptions& o) {
   a.img_ids = a.img_ids.to(device);
   a.txt_ids = a.txt_ids.to(device);
 
-  // --weights fp8: the same weights' step in the model dtype first (the FP8 load releases them).
-  ASSIGN_OR_RETURN(const ModelDtypeReference dtype_out, (ModelDtypeStep<Flux2Transformer2DModel>(c, in, target, a)));
-  ASSIGN_OR_RETURN(auto model, Flux2Transformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
-  std::printf("FLUX.2 transformer: %lld double + %lld single blocks, %lld heads x %lld, mlp %lld, "
-              "%lld params (%.2f B), %s %s, batch %lld, %lld image + %lld text tokens\n",
-              static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
-              static_cast<long long>(c.num_attention_heads),
-              static_cast<long long>(c.attention_head_dim), static_cast<long long>(c.mlp_hidden_dim()),
-              static_cast<long long>(params), params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(),
-              static_cast<long long>(b), static_cast<long long>(n), static_cast<long long>(t));
-  RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, [&] { return model->Forward(a); }));
-  return TimeAndReport(*model, [&] { return model->Forward(a); }, target, o.common, in.comm.get());
+  return RunStepBench<Flux2Transformer2DModel>(c, in, target, a, o.common, [&] {
+    std::printf(
+        "FLUX.2 transformer: %lld double + %lld single blocks, %lld heads x %lld, mlp %lld, "
+        "%lld params (%.2f B), %s %s, batch %lld, %lld image + %lld text tokens\n",
+        static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
+        static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.attention_head_dim),
+        static_cast<long long>(c.mlp_hidden_dim()), static_cast<long long>(params), params / 1e9,
+        o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
+        static_cast<long long>(n), static_cast<long long>(t));
+  });
 }
 
 }  // namespace
@@ -116,6 +116,6 @@ int main(int argc, char** argv) {
   p.AddDouble("rope-theta", &o.rope_theta, "rope_theta");
   p.AddString("axes", &o.axes, "axes_dims_rope, comma-separated (sum = head dim)");
   p.AddBool("no-guidance", &o.no_guidance, "no guidance embedder (Klein)");
-  ditserve::models::AddCommonBenchFlags(&p, &o.common);
-  return ditserve::models::BenchMain(argc, argv, p, [&] { return ditserve::models::flux2::Run(o); });
+  ditserve::bench::AddCommonBenchFlags(&p, &o.common);
+  return ditserve::bench::BenchMain(argc, argv, p, [&] { return ditserve::models::flux2::Run(o); });
 }

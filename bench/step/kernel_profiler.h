@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace ditserve::models {
+namespace ditserve::bench {
 
 // A kernel's kind by its name: cuBLAS/cuBLASLt GEMMs (nvjet, sm90 xmma/gemm, cutlass), attention
 // (cuDNN SDPA, flash, memory-efficient), ours (ditserve::cuda), everything else (elementwise,
@@ -28,11 +28,13 @@ inline std::string KernelKind(const std::string& name) {
   auto has = [&name](const char* s) { return name.find(s) != std::string::npos; };
   if (has("ditserve::cuda")) return "ours (models/cuda)";
   if (has("sdpa") || has("flash") || has("fmha") || has("attention")) return "attention";
-  if (has("nvjet") || has("gemm") || has("cutlass") || has("xmma") || has("splitKreduce")) return "GEMM";
+  if (has("nvjet") || has("gemm") || has("cutlass") || has("xmma") || has("splitKreduce"))
+    return "GEMM";
   return "other";
 }
 
-inline absl::Status ProfileKernels(const std::function<absl::Status()>& step, const std::string& path) {
+inline absl::Status ProfileKernels(const std::function<absl::Status()>& step,
+                                   const std::string& path) {
   namespace prof = torch::profiler::impl;
   namespace ap = torch::autograd::profiler;
   prof::ProfilerConfig config(prof::ProfilerState::KINETO);
@@ -55,7 +57,8 @@ inline absl::Status ProfileKernels(const std::function<absl::Status()>& step, co
     k.second += static_cast<double>(e.durationNs()) / 1e6;
     total_ms += static_cast<double>(e.durationNs()) / 1e6;
   }
-  std::vector<std::pair<std::string, std::pair<int64_t, double>>> rows(by_kernel.begin(), by_kernel.end());
+  std::vector<std::pair<std::string, std::pair<int64_t, double>>> rows(by_kernel.begin(),
+                                                                       by_kernel.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
   FILE* f = std::fopen(path.c_str(), "w");
@@ -76,7 +79,8 @@ inline absl::Status ProfileKernels(const std::function<absl::Status()>& step, co
   for (const char* kind : {"GEMM", "attention", "ours (models/cuda)", "other"}) {
     const double ms = by_kind[kind];
     char part[64];
-    std::snprintf(part, sizeof(part), "%.1f ms (%.0f%%)", ms, total_ms > 0 ? 100 * ms / total_ms : 0.0);
+    std::snprintf(part, sizeof(part), "%.1f ms (%.0f%%)", ms,
+                  total_ms > 0 ? 100 * ms / total_ms : 0.0);
     kinds += absl::StrCat(kinds.empty() ? "" : ", ", kind, " ", part);
   }
   std::printf("profile by kind: %s\n", kinds.c_str());
@@ -84,4 +88,4 @@ inline absl::Status ProfileKernels(const std::function<absl::Status()>& step, co
   return absl::OkStatus();
 }
 
-}  // namespace ditserve::models
+}  // namespace ditserve::bench

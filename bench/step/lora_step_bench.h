@@ -1,34 +1,35 @@
 // The LoRA part of the step benchmarks (--lora-rank R): a random rank-R adapter on every linear
-// layer inside the transformer blocks (what FLUX LoRAs usually adapt), written as a diffusers-format
-// file at the model's global shapes, loaded through LoraLibrary like a served adapter, then timed
-// in the same process, for both modes (lora_library.h: merged copy, runtime terms): loading, the
-// step with one and two adapters against the unadapted one, switching on (a new choice set, and
-// the cached one again) and off (restoring the base), and the unadapted step afterwards.
-// Header-only; benchmarks only.
+// layer inside the transformer blocks (what FLUX LoRAs usually adapt), written as a
+// diffusers-format file at the model's global shapes, loaded through LoraLibrary like a served
+// adapter, then timed in the same process, for both modes (lora_library.h: merged copy, runtime
+// terms): loading, the step with one and two adapters against the unadapted one, switching on (a
+// new choice set, and the cached one again) and off (restoring the base), and the unadapted step
+// afterwards. Header-only; benchmarks only.
 #pragma once
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <unistd.h>
 
 #include <torch/torch.h>
 
 #include "absl/strings/match.h"
+#include "bench/step/step_bench.h"
 #include "common/remove_tree.h"
 #include "common/torch_compat.h"
-#include "models/common/bench_support.h"
 #include "models/lora/lora_library.h"
 #include "sharding/safetensors_writer.h"
 
-namespace ditserve::models {
+namespace ditserve::bench {
 
 inline double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
 // Writes an adapter of rank `rank` on `modules` (global shapes from the layers) to `path`, bf16.
-inline absl::Status WriteRandomAdapter(const std::string& path, const LinearRegistry& layers,
+inline absl::Status WriteRandomAdapter(const std::string& path,
+                                       const models::LinearRegistry& layers,
                                        const std::vector<std::string>& modules, int64_t rank,
                                        int tp_rank, int world, uint64_t seed) {
   torch::manual_seed(seed);
@@ -50,7 +51,7 @@ inline absl::Status BenchLora(const DiffusionTransformer& model, int64_t rank,
                               const std::function<absl::StatusOr<torch::Tensor>()>& step,
                               const BenchTarget& target, const CommonBenchOptions& o,
                               const comm::Communicator& comm) {
-  const LinearRegistry& layers = model.linear_layers();
+  const models::LinearRegistry& layers = model.linear_layers();
   std::vector<std::string> blocks, attention;
   for (const auto& [path, layer] : layers.layers()) {
     if (absl::StartsWith(path, "transformer_blocks.") ||
@@ -83,10 +84,9 @@ inline absl::Status BenchLora(const DiffusionTransformer& model, int64_t rank,
   for (const lora::LoraMode mode : {lora::LoraMode::kMerge, lora::LoraMode::kRuntime}) {
     const char* name = mode == lora::LoraMode::kMerge ? "merge" : "runtime";
     t0 = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(auto lib, lora::LoraLibrary::Load({{"a", dir + "/a.safetensors"},
-                                                        {"b", dir + "/b.safetensors"}},
-                                                       layers, comm.rank(), comm.world_size(), lo,
-                                                       mode));
+    ASSIGN_OR_RETURN(auto lib, lora::LoraLibrary::Load(
+                                   {{"a", dir + "/a.safetensors"}, {"b", dir + "/b.safetensors"}},
+                                   layers, comm.rank(), comm.world_size(), lo, mode));
     compat::SynchronizeDevice(target.device);
     const double load_ms = MsSince(t0);
     // Activation and its end (restoring the base weights), each bracketed by synchronisation.
@@ -124,11 +124,12 @@ inline absl::Status BenchLora(const DiffusionTransformer& model, int64_t rank,
                 two.median_ms, two.min_ms, 100.0 * (two.median_ms / base.median_ms - 1.0));
     std::printf("lora %s: step without, afterwards  median %.3f ms (min %.3f)\n", name,
                 after.median_ms, after.min_ms);
-    std::printf("lora %s: switch on: new set %.2f ms (one adapter) / %.2f ms (two), same set again "
-                "%.2f ms; off (restore): %.2f / %.2f ms\n",
-                name, on1, on2, again, off1, off2);
+    std::printf(
+        "lora %s: switch on: new set %.2f ms (one adapter) / %.2f ms (two), same set again "
+        "%.2f ms; off (restore): %.2f / %.2f ms\n",
+        name, on1, on2, again, off1, off2);
   }
   return absl::OkStatus();
 }
 
-}  // namespace ditserve::models
+}  // namespace ditserve::bench

@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "bench/step/step_bench.h"
 #include "comm/local_communicator.h"
-#include "models/common/bench_support.h"
 #include "models/text/causal_lm_config.h"
 #include "models/text/causal_lm_encoder.h"
 
@@ -44,17 +44,19 @@ std::map<std::string, std::vector<int64_t>> Shapes(const CausalLmConfig& c) {
 }
 
 int Main(int argc, char** argv) {
-  models::CommonBenchOptions flags;
+  bench::CommonBenchOptions flags;
   int64_t layers = 40;
-  FlagParser parser("ditserve-mistral-encoder-bench", "FLUX.2-dev's Mistral text encoder, one prompt");
-  models::AddCommonBenchFlags(&parser, &flags);
+  FlagParser parser("ditserve-mistral-encoder-bench",
+                    "FLUX.2-dev's Mistral text encoder, one prompt");
+  bench::AddCommonBenchFlags(&parser, &flags);
   parser.AddInt("layers", &layers, "text-model layers (released: 40)");
   const int64_t& tokens = flags.text_tokens;  // --text-tokens: the prompt length (FLUX.2: 512)
   if (absl::Status s = parser.Parse(argc, argv); !s.ok() || parser.HelpRequested()) {
-    std::fprintf(s.ok() ? stdout : stderr, "%s\n%s", std::string(s.message()).c_str(), parser.Help().c_str());
+    std::fprintf(s.ok() ? stdout : stderr, "%s\n%s", std::string(s.message()).c_str(),
+                 parser.Help().c_str());
     return s.ok() ? 0 : 2;
   }
-  auto target = models::ResolveBenchTarget(flags);
+  auto target = bench::ResolveBenchTarget(flags);
   if (!target.ok()) {
     std::fprintf(stderr, "%s\n", target.status().ToString().c_str());
     return 2;
@@ -65,7 +67,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   int64_t params = 0;
-  auto sd = models::RandomStateDict(Shapes(*config), target->options(), flags.seed, &params);
+  auto sd = bench::RandomStateDict(Shapes(*config), target->options(), flags.seed, &params);
   auto comm = comm::MakeSingleRankCommunicator();
   auto model = CausalLmTextEncoder::Load(*config, sd, comm.get());
   if (!model.ok()) {
@@ -76,7 +78,7 @@ int Main(int argc, char** argv) {
   torch::Tensor ids = torch::randint(0, config->vocab_size, {1, tokens}, opts.dtype(torch::kInt64));
   torch::Tensor mask = torch::ones({1, tokens}, opts.dtype(torch::kInt64));
   mask.slice(1, 0, tokens / 2).zero_();  // a left-padded prompt, as FLUX.2 encodes them
-  auto times = models::TimeSteps(
+  auto times = bench::TimeSteps(
       [&]() -> absl::StatusOr<torch::Tensor> {
         ASSIGN_OR_RETURN(std::vector<torch::Tensor> h, (*model)->Forward(ids, mask, {10, 20, 30}));
         return torch::cat(h, -1);
@@ -86,15 +88,18 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", times.status().ToString().c_str());
     return 1;
   }
-  std::printf("mistral text encoder: %lld layers, %lld params (%.2f GB in %s), %lld tokens: median %.2f ms "
-              "(min %.2f, max %.2f, %zu runs)\n",
-              static_cast<long long>(layers), static_cast<long long>(params),
-              params * c10::elementSize(target->dtype) / 1e9, c10::toString(target->dtype),
-              static_cast<long long>(tokens), times->median_ms, times->min_ms, times->max_ms, times->runs);
+  std::printf(
+      "mistral text encoder: %lld layers, %lld params (%.2f GB in %s), %lld tokens: median %.2f ms "
+      "(min %.2f, max %.2f, %zu runs)\n",
+      static_cast<long long>(layers), static_cast<long long>(params),
+      params * c10::elementSize(target->dtype) / 1e9, c10::toString(target->dtype),
+      static_cast<long long>(tokens), times->median_ms, times->min_ms, times->max_ms, times->runs);
   return 0;
 }
 
 }  // namespace
 }  // namespace ditserve::text
 
-int main(int argc, char** argv) { return ditserve::text::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return ditserve::text::Main(argc, argv);
+}

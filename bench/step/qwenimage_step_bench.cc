@@ -21,15 +21,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/step/step_bench.h"
+#include "comm/local_communicator.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
-#include "models/common/bench_support.h"
 #include "models/qwenimage/qwenimage_state_dict_shapes.h"
 #include "models/qwenimage/qwenimage_transformer.h"
-#include "comm/local_communicator.h"
 
 namespace ditserve::models::qwenimage {
 namespace {
+
+using namespace ::ditserve::bench;  // NOLINT: the harness, in this benchmark binary only
 
 struct BenchOptions {
   int64_t layers = 60, heads = 24, head_dim = 128;
@@ -75,19 +77,16 @@ absl::Status Run(const BenchOptions& o) {
     a.encoder_hidden_states_mask.narrow(1, t - o.masked_text_tokens, o.masked_text_tokens).zero_();
   }
 
-  // --weights fp8: the same weights' step in the model dtype first (the FP8 load releases them).
-  ASSIGN_OR_RETURN(const ModelDtypeReference dtype_out, (ModelDtypeStep<QwenImageTransformer2DModel>(c, in, target, a)));
-  ASSIGN_OR_RETURN(auto model, QwenImageTransformer2DModel::Load(c, in.weights, in.comm.get(), target.load));
-  std::printf("Qwen-Image transformer: %lld blocks, %lld heads x %lld, %lld params (%.2f B), %s %s, "
-              "batch %lld, %lld image (%lld x %lld) + %lld text tokens (%lld masked)\n",
-              static_cast<long long>(c.num_layers), static_cast<long long>(c.num_attention_heads),
-              static_cast<long long>(c.attention_head_dim), static_cast<long long>(params),
-              params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
-              static_cast<long long>(n),
-              static_cast<long long>(n / cols), static_cast<long long>(cols),
-              static_cast<long long>(t), static_cast<long long>(o.masked_text_tokens));
-  RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, [&] { return model->Forward(a); }));
-  return TimeAndReport(*model, [&] { return model->Forward(a); }, target, o.common, in.comm.get());
+  return RunStepBench<QwenImageTransformer2DModel>(c, in, target, a, o.common, [&] {
+    std::printf(
+        "Qwen-Image transformer: %lld blocks, %lld heads x %lld, %lld params (%.2f B), %s %s, "
+        "batch %lld, %lld image (%lld x %lld) + %lld text tokens (%lld masked)\n",
+        static_cast<long long>(c.num_layers), static_cast<long long>(c.num_attention_heads),
+        static_cast<long long>(c.attention_head_dim), static_cast<long long>(params), params / 1e9,
+        o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
+        static_cast<long long>(n), static_cast<long long>(n / cols), static_cast<long long>(cols),
+        static_cast<long long>(t), static_cast<long long>(o.masked_text_tokens));
+  });
 }
 
 }  // namespace
@@ -105,7 +104,9 @@ int main(int argc, char** argv) {
   p.AddInt("out-channels", &o.out_channels, "out_channels (proj_out gives patch^2 x this)");
   p.AddInt("patch-size", &o.patch_size, "patch_size");
   p.AddString("axes", &o.axes, "axes_dims_rope, 3 comma-separated ints (sum = head dim)");
-  p.AddInt("masked-text-tokens", &o.masked_text_tokens, "trailing text tokens masked out (0: no mask)");
-  ditserve::models::AddCommonBenchFlags(&p, &o.common);
-  return ditserve::models::BenchMain(argc, argv, p, [&] { return ditserve::models::qwenimage::Run(o); });
+  p.AddInt("masked-text-tokens", &o.masked_text_tokens,
+           "trailing text tokens masked out (0: no mask)");
+  ditserve::bench::AddCommonBenchFlags(&p, &o.common);
+  return ditserve::bench::BenchMain(argc, argv, p,
+                                    [&] { return ditserve::models::qwenimage::Run(o); });
 }

@@ -1,7 +1,9 @@
-// Helpers for the transformer step benchmarks (ditserve-*-bench): the flags they share, a state
-// dict of random weights for given shapes (whole, or one rank's shard for the --tp N projection),
-// the median wall time of a forward, and the main() around it. Header-only; not used by serving code. A TU compiled with DITSERVE_BENCH_PROFILER
-// (the CUDA build's ditserve-*-profile targets) also honours --profile.
+// The step benchmarks' harness (ditserve-*-bench, bench/step/): the flags they share, a state dict
+// of random weights for given shapes (whole, or one rank's shard for the --tp N projection), the
+// median wall time of a forward, RunStepBench (the flow every transformer benchmark shares: the
+// model-dtype reference for --weights fp8, load, describe, time, report) and the main() around it.
+// Header-only; benchmarks only, never serving code. A TU compiled with DITSERVE_BENCH_PROFILER (the
+// CUDA build's ditserve-*-profile targets) also honours --profile.
 #pragma once
 
 #include <algorithm>
@@ -15,36 +17,43 @@
 
 #include <torch/torch.h>
 
+#include <execinfo.h>
+#include <ucontext.h>
+#include <unistd.h>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <execinfo.h>
-#include <ucontext.h>
-#include <unistd.h>
 
 #include <torch/cuda.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "comm/local_communicator.h"
+#include "comm/projection_communicator.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
-#include "comm/local_communicator.h"
-#include "comm/projection_communicator.h"
 #include "models/common/fp8_linear.h"
 #include "models/transformer.h"
-#include "sharding/plan_resolver.h"
 #include "sharding/loader.h"
+#include "sharding/plan_resolver.h"
 #include "sharding/slicing.h"
 #include "sharding/state_dict.h"
 #include "sharding/tp_plan.h"
 #ifdef DITSERVE_BENCH_PROFILER
-#include "models/common/bench_profiler.h"
+#include "bench/step/kernel_profiler.h"
 #endif
 
-namespace ditserve::models {
+namespace ditserve::bench {
+
+using models::CheckFp8Supported;
+using models::DiffusionTransformer;
+using models::ParseWeightFormat;
+using models::StepGraphStats;
+using models::TransformerLoadOptions;
+using models::WeightFormat;
 
 // One random weight: N(0, 0.02²), or ones for a 1-D "*norm*" tensor (an RMSNorm scale).
 inline torch::Tensor RandomWeight(const std::string& name, const std::vector<int64_t>& shape,
@@ -76,8 +85,9 @@ struct StepTimes {
 
 // Runs `step` warmup + runs times, each bracketed by device synchronisation, and returns the
 // timed runs' statistics. `step` returns its output; the first one must be finite.
-inline absl::StatusOr<StepTimes> TimeSteps(const std::function<absl::StatusOr<torch::Tensor>()>& step,
-                                           const torch::Device& device, int64_t warmup, int64_t runs) {
+inline absl::StatusOr<StepTimes> TimeSteps(
+    const std::function<absl::StatusOr<torch::Tensor>()>& step, const torch::Device& device,
+    int64_t warmup, int64_t runs) {
   if (runs < 1) return absl::InvalidArgumentError("--runs must be >= 1");
   std::vector<double> ms;
   for (int64_t i = 0; i < warmup + runs; ++i) {
@@ -96,7 +106,8 @@ inline absl::StatusOr<StepTimes> TimeSteps(const std::function<absl::StatusOr<to
   std::sort(ms.begin(), ms.end());
   StepTimes t;
   t.runs = ms.size();
-  t.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  t.median_ms =
+      ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
   t.min_ms = ms.front();
   t.max_ms = ms.back();
   return t;
@@ -112,7 +123,7 @@ struct CommonBenchOptions {
   // > 1: run rank 0's shard of a group of `tp` (the projection: see MakeBenchModelInputs).
   int64_t tp = 1;
   bool replicate_modulation = false;  // with tp > 1: the reference's plan
-  std::string weights = "dtype";       // dtype | fp8 (models/common/fp8_linear.h)
+  std::string weights = "dtype";      // dtype | fp8 (models/common/fp8_linear.h)
 };
 
 inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
@@ -124,14 +135,16 @@ inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
   p->AddInt("warmup", &o->warmup, "untimed runs first");
   p->AddInt("runs", &o->runs, "timed runs");
   p->AddUint("seed", &o->seed, "weight seed");
-  p->AddInt("tp", &o->tp,
-            "projection: run rank 0's shard of a tp group of N, all-reduces counted, not performed");
+  p->AddInt(
+      "tp", &o->tp,
+      "projection: run rank 0's shard of a tp group of N, all-reduces counted, not performed");
   p->AddBool("replicate-modulation", &o->replicate_modulation,
              "with --tp: the reference's plan (AdaLN modulation replicated)");
   p->AddString("weights", &o->weights,
                "dtype | fp8: the blocks' token GEMMs with FP8 weights (cuda, bfloat16)");
-  p->AddString("profile", &o->profile,
-               "after timing, profile one step and write a per-kernel table here (CUDA profile build)");
+  p->AddString(
+      "profile", &o->profile,
+      "after timing, profile one step and write a per-kernel table here (CUDA profile build)");
 }
 
 // What the common flags resolve to, validated.
@@ -139,15 +152,19 @@ struct BenchTarget {
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kBFloat16;
   TransformerLoadOptions load;  // --weights
-  torch::TensorOptions options() const { return torch::TensorOptions().dtype(dtype).device(device); }
+  torch::TensorOptions options() const {
+    return torch::TensorOptions().dtype(dtype).device(device);
+  }
 };
 
 inline absl::StatusOr<BenchTarget> ResolveBenchTarget(const CommonBenchOptions& o) {
   if (o.dtype != "float32" && o.dtype != "bfloat16") {
     return absl::InvalidArgumentError("--dtype must be float32 or bfloat16");
   }
-  if (o.device != "cpu" && o.device != "cuda") return absl::InvalidArgumentError("--device must be cpu or cuda");
-  if (o.device == "cuda" && !torch::cuda::is_available()) return absl::FailedPreconditionError("no CUDA device");
+  if (o.device != "cpu" && o.device != "cuda")
+    return absl::InvalidArgumentError("--device must be cpu or cuda");
+  if (o.device == "cuda" && !torch::cuda::is_available())
+    return absl::FailedPreconditionError("no CUDA device");
   if (o.image_tokens < 1 || o.text_tokens < 1 || o.batch < 1) {
     return absl::InvalidArgumentError("--image-tokens, --text-tokens and --batch must be >= 1");
   }
@@ -166,8 +183,8 @@ struct BenchModelInputs {
   std::unique_ptr<comm::Communicator> comm;
 };
 
-// --tp 1: every tensor of `shapes` random (RandomStateDict) and a group of one. --tp N > 1: rank 0's
-// shard of random weights under the model's built-in plan for `class_name` / `config` (with the
+// --tp 1: every tensor of `shapes` random (RandomStateDict) and a group of one. --tp N > 1: rank
+// 0's shard of random weights under the model's built-in plan for `class_name` / `config` (with the
 // AdaLN modulation sharded as served, unless --replicate-modulation), validated by the same
 // resolver as a checkpoint, and a projection communicator (comm/projection_communicator.h): the
 // model runs the real per-rank shapes and counts the all-reduces instead of doing them. `params`
@@ -235,18 +252,20 @@ inline absl::Status TimeAndReport(const DiffusionTransformer& model,
               times.median_ms, times.min_ms, times.max_ms, times.runs,
               static_cast<long long>(o.warmup));
   const StepGraphStats g = model.graph_stats();
-  std::printf("cuda graphs: %s (%llu captured, %llu replays, %llu op by op, %llu failed captures)\n",
-              g.captures > 0 ? "on" : "off", static_cast<unsigned long long>(g.captures),
-              static_cast<unsigned long long>(g.replays), static_cast<unsigned long long>(g.eager),
-              static_cast<unsigned long long>(g.failed_captures));
+  std::printf(
+      "cuda graphs: %s (%llu captured, %llu replays, %llu op by op, %llu failed captures)\n",
+      g.captures > 0 ? "on" : "off", static_cast<unsigned long long>(g.captures),
+      static_cast<unsigned long long>(g.replays), static_cast<unsigned long long>(g.eager),
+      static_cast<unsigned long long>(g.failed_captures));
   if (comm != nullptr && comm->world_size() > 1) {
     const comm::CommStats stats = comm->Stats();
     const double steps = static_cast<double>(o.warmup + o.runs);
-    std::printf("tp %d projection (rank 0's shard; modulation %s): %.0f all-reduces, %.3f MB per "
-                "step (counted, not performed)\n",
-                comm->world_size(), o.replicate_modulation ? "replicated" : "sharded",
-                static_cast<double>(stats.allreduce_count) / steps,
-                static_cast<double>(stats.allreduce_bytes) / steps / 1e6);
+    std::printf(
+        "tp %d projection (rank 0's shard; modulation %s): %.0f all-reduces, %.3f MB per "
+        "step (counted, not performed)\n",
+        comm->world_size(), o.replicate_modulation ? "replicated" : "sharded",
+        static_cast<double>(stats.allreduce_count) / steps,
+        static_cast<double>(stats.allreduce_bytes) / steps / 1e6);
   }
   if (o.profile.empty()) return absl::OkStatus();
 #ifdef DITSERVE_BENCH_PROFILER
@@ -263,13 +282,14 @@ inline absl::Status TimeAndReport(const DiffusionTransformer& model,
 // noise of one bf16 rounding (2^-8): random weights at these depths can amplify any perturbation,
 // and this says how much. `output` undefined without --weights fp8.
 struct ModelDtypeReference {
-  torch::Tensor output;       // float32
-  double sensitivity = 0;     // relative change of the output under 2^-8 relative input noise
+  torch::Tensor output;    // float32
+  double sensitivity = 0;  // relative change of the output under 2^-8 relative input noise
 };
 
 inline double RelativeDifference(const torch::Tensor& y, const torch::Tensor& reference) {
   return ((y.to(torch::kFloat32) - reference.to(torch::kFloat32)).norm() /
-          reference.to(torch::kFloat32).norm().clamp_min(1e-30)).item<double>();
+          reference.to(torch::kFloat32).norm().clamp_min(1e-30))
+      .item<double>();
 }
 
 template <typename Model, typename Config, typename Args>
@@ -281,31 +301,55 @@ absl::StatusOr<ModelDtypeReference> ModelDtypeStep(const Config& config, const B
   ASSIGN_OR_RETURN(torch::Tensor y, model->Forward(args));
   ref.output = y.to(torch::kFloat32);
   Args perturbed = args;
-  torch::Tensor noise = torch::randn(args.hidden_states.sizes(),
-                                     torch::TensorOptions().dtype(torch::kFloat32)
-                                         .device(args.hidden_states.device()));
-  perturbed.hidden_states =
-      (args.hidden_states.to(torch::kFloat32) * (1.0 + noise / 256.0)).to(args.hidden_states.scalar_type());
+  torch::Tensor noise = torch::randn(
+      args.hidden_states.sizes(),
+      torch::TensorOptions().dtype(torch::kFloat32).device(args.hidden_states.device()));
+  perturbed.hidden_states = (args.hidden_states.to(torch::kFloat32) * (1.0 + noise / 256.0))
+                                .to(args.hidden_states.scalar_type());
   ASSIGN_OR_RETURN(torch::Tensor yp, model->Forward(perturbed));
   ref.sensitivity = RelativeDifference(yp, ref.output);
   return ref;
 }
 
 inline absl::Status ReportAgainstModelDtype(
-    const ModelDtypeReference& reference, const std::function<absl::StatusOr<torch::Tensor>()>& step) {
+    const ModelDtypeReference& reference,
+    const std::function<absl::StatusOr<torch::Tensor>()>& step) {
   if (!reference.output.defined()) return absl::OkStatus();
   ASSIGN_OR_RETURN(torch::Tensor y, step());
-  std::printf("fp8 weights: step output relative error %.4g against the same weights in the model "
-              "dtype (for scale: 2^-8 relative noise on the input latents moves the model-dtype "
-              "output by %.4g)\n", RelativeDifference(y, reference.output), reference.sensitivity);
+  std::printf(
+      "fp8 weights: step output relative error %.4g against the same weights in the model "
+      "dtype (for scale: 2^-8 relative noise on the input latents moves the model-dtype "
+      "output by %.4g)\n",
+      RelativeDifference(y, reference.output), reference.sensitivity);
   return absl::OkStatus();
+}
+
+// The flow every transformer step benchmark shares once it has its config `c`, its weights `in`
+// and its forward arguments `a`: with --weights fp8 the same weights' step in the model dtype first
+// (loading the FP8 model quantizes and releases them), then the model is loaded, `describe` prints
+// what is being measured, and the step is checked against the model-dtype one and timed
+// (TimeAndReport). `instead`, when set, replaces the check and the timing (FLUX.1's --lora-rank).
+template <typename Model, typename Config, typename Args>
+absl::Status RunStepBench(
+    const Config& c, const BenchModelInputs& in, const BenchTarget& target, const Args& a,
+    const CommonBenchOptions& o, const std::function<void()>& describe,
+    const std::function<absl::Status(
+        const Model&, const std::function<absl::StatusOr<torch::Tensor>()>&)>& instead = nullptr) {
+  ASSIGN_OR_RETURN(const ModelDtypeReference dtype_out, (ModelDtypeStep<Model>(c, in, target, a)));
+  ASSIGN_OR_RETURN(auto model, Model::Load(c, in.weights, in.comm.get(), target.load));
+  describe();
+  const std::function<absl::StatusOr<torch::Tensor>()> step = [&] { return model->Forward(a); };
+  if (instead) return instead(*model, step);
+  RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, step));
+  return TimeAndReport(*model, step, target, o, in.comm.get());
 }
 
 // main() of a benchmark: parses the flags `add_flags` registered (plus --help), runs `run`, and
 // maps the outcome to an exit status (2 on bad flags, 1 on failure).
 // A benchmark that crashes prints where before dying: the faulting instruction and data addresses,
 // the mapping (/proc/self/maps line) that holds the instruction ("none": code already unloaded),
-// whether the benchmark had finished (then it is exit-time destruction), and the stack (addresses and symbols).
+// whether the benchmark had finished (then it is exit-time destruction), and the stack (addresses
+// and symbols).
 inline volatile sig_atomic_t g_bench_main_returned = 0;
 
 inline void WriteHex(const char* label, uintptr_t v) {
@@ -328,8 +372,9 @@ inline void PrintBacktraceOnCrash(int sig, siginfo_t* info, void* context) {
 #endif
   const char msg[] = "fatal signal\n";
   (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
-  const char* when = g_bench_main_returned ? "after the benchmark finished (exit-time destruction)\n"
-                                           : "while the benchmark ran\n";
+  const char* when = g_bench_main_returned
+                         ? "after the benchmark finished (exit-time destruction)\n"
+                         : "while the benchmark ran\n";
   (void)!write(STDERR_FILENO, when, std::strlen(when));
   WriteHex("pc ", pc);
   WriteHex("fault address ", reinterpret_cast<uintptr_t>(info->si_addr));
@@ -383,4 +428,4 @@ inline int BenchMain(int argc, char** argv, FlagParser& parser,
   return 0;
 }
 
-}  // namespace ditserve::models
+}  // namespace ditserve::bench
