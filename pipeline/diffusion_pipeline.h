@@ -43,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "comm/communicator.h"
 #include "common/status_macros.h"
 #include "models/lora/lora_library.h"
@@ -100,6 +101,9 @@ struct LatentLayout {
 //     that then cover both (position ids, img_shapes), replacing the layout's.
 //   * img2img: the encoded image in the loop's layout, noised to the step where the strength
 //     starts the shortened schedule (diffusers' get_timesteps + scale_noise).
+// A family produces it in ConditionOnImages; applying it touches diffusion_pipeline.cc alone
+// (RunUnguarded's refusal, Prepare: initial latents and first step, Forward: tokens appended and
+// reference_args, Denoise: the velocity narrowed to the latents' tokens).
 struct ImageConditioning {
   torch::Tensor reference_tokens;  // (B, R, in_channels); undefined: none
   ModelArgs reference_args;
@@ -194,6 +198,26 @@ class DiffusionPipeline : public Pipeline {
     out->emplace(std::move(component));
     weight_bytes_ += sd.TotalBytes();
     return absl::OkStatus();
+  }
+  // FLUX.2's and Qwen-Image's LLM text encoder: placed by PlaceLlmTextEncoder into *site, then
+  // Encoder::Load(tokenizer dir, text encoder dir, options, comm, sharded) into *encoder on the
+  // ranks that hold it (bytes counted; null elsewhere); FAILED_PRECONDITION when the width of its
+  // prompt embeddings (`width`, `width_name` in the message) is not the joint_attention_dim.
+  template <typename Encoder>
+  absl::Status LoadLlmTextEncoder(const sharding::PipelineIndex* index,
+                                  const PipelineOptions& options, LlmTextEncoderSite* site,
+                                  std::unique_ptr<Encoder>* encoder,
+                                  int64_t (Encoder::*width)() const, const char* width_name) {
+    ASSIGN_OR_RETURN(*site, PlaceLlmTextEncoder(index, options, *comm_));
+    if (!site->HeldBy(comm_->rank())) return absl::OkStatus();
+    ASSIGN_OR_RETURN(*encoder, Encoder::Load(site->tokenizer_dir, site->text_encoder_dir, options,
+                                             comm_, site->sharded));
+    weight_bytes_ += (*encoder)->weight_bytes();
+    const int64_t embed_width = ((**encoder).*width)();
+    if (embed_width == shape_.joint_attention_dim) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        root_, ": the text encoder gives ", embed_width, "-wide prompt embeddings (", width_name,
+        ") but the transformer's joint_attention_dim is ", shape_.joint_attention_dim));
   }
   // AgreeOnFailure of every rank's tokenizing, before a sharded encoder's collectives.
   absl::Status AgreeOnTokenizing(const absl::Status& local);

@@ -50,17 +50,8 @@ absl::StatusOr<int64_t> Flux2Pipeline::LoadVae(const std::string& vae_dir,
 
 absl::Status Flux2Pipeline::LoadTextSide(const sharding::PipelineIndex* index,
                                          const PipelineOptions& options) {
-  ASSIGN_OR_RETURN(text_site_, PlaceLlmTextEncoder(index, options, comm()));
-  if (!text_site_.HeldBy(comm().rank())) return absl::OkStatus();
-  ASSIGN_OR_RETURN(encoder_, Flux2PromptEncoder::Load(text_site_.tokenizer_dir,
-                                                      text_site_.text_encoder_dir, options,
-                                                      &comm(), text_site_.sharded));
-  AddWeightBytes(encoder_->weight_bytes());
-  if (encoder_->embed_width() == config_.joint_attention_dim) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      root(), ": the text encoder gives ", encoder_->embed_width(),
-      "-wide prompt embeddings (3 x hidden_size) but the transformer's joint_attention_dim is ",
-      config_.joint_attention_dim));
+  return LoadLlmTextEncoder(index, options, &text_site_, &encoder_,
+                            &Flux2PromptEncoder::embed_width, "3 x the encoder's hidden_size");
 }
 
 void Flux2Pipeline::FillCard(ModelCard* card) const {

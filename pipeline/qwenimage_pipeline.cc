@@ -51,16 +51,8 @@ absl::StatusOr<int64_t> QwenImagePipeline::LoadVae(const std::string& vae_dir,
 
 absl::Status QwenImagePipeline::LoadTextSide(const sharding::PipelineIndex* index,
                                              const PipelineOptions& options) {
-  ASSIGN_OR_RETURN(text_site_, PlaceLlmTextEncoder(index, options, comm()));
-  if (!text_site_.HeldBy(comm().rank())) return absl::OkStatus();
-  ASSIGN_OR_RETURN(encoder_, QwenImagePromptEncoder::Load(text_site_.tokenizer_dir,
-                                                          text_site_.text_encoder_dir, options,
-                                                          &comm(), text_site_.sharded));
-  AddWeightBytes(encoder_->weight_bytes());
-  if (encoder_->hidden_size() == config_.joint_attention_dim) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      root(), ": the text encoder's hidden_size (", encoder_->hidden_size(),
-      ") is not the transformer's joint_attention_dim (", config_.joint_attention_dim, ")"));
+  return LoadLlmTextEncoder(index, options, &text_site_, &encoder_,
+                            &QwenImagePromptEncoder::hidden_size, "the encoder's hidden_size");
 }
 
 void QwenImagePipeline::FillCard(ModelCard* card) const {
