@@ -31,10 +31,10 @@ bool IsPermanentInitError(absl::StatusCode code) {
 
 namespace {
 
-// A retry delay that doubles from `first` up to `max`.
+// A retry delay that doubles from `first` up to `max` (`first` above `max` is `max`).
 struct Backoff {
   Backoff(std::chrono::milliseconds first, std::chrono::milliseconds max)
-      : first(first), max(max), next(first) {}
+      : first(std::min(first, max)), max(max), next(this->first) {}
   std::chrono::milliseconds Next() {
     const auto d = next;
     next = std::min(next * 2, max);
@@ -310,7 +310,8 @@ bool WorkerGroup::WaitToRetry(std::chrono::milliseconds delay) {
 void WorkerGroup::RetryNow() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_ || stopping_) {
+    if (stopping_) return;
+    if (!broken_) {
       spdlog::info("the worker group is formed: nothing to retry");
       return;
     }

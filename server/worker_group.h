@@ -19,11 +19,11 @@
 // Failed formations: a rank's Init that fails with a code for which IsPermanentInitError holds
 // (the workers refuse the model folder or a setting: retrying soon cannot help) is logged once at
 // ERROR and retried after WorkerGroupOptions::permanent_retry_backoff, doubling up to
-// permanent_retry_max, with one INFO line per retry (ERROR again when the error changes). Any
-// other failure (a rank unreachable, a crashed or missing worker, a timeout, no memory at load)
-// is retried after retry_backoff, doubling up to 10 s, as transient. RetryNow() (SIGHUP) cuts a
-// wait short, for an operator who fixed the folder. formation_failure() says why the group is not
-// formed.
+// permanent_retry_max, with one INFO line per retry (ERROR again when the error changes or after
+// RetryNow()). Any other failure (a rank unreachable, a crashed or missing worker, a timeout, no
+// memory at load) is retried after retry_backoff, doubling up to 10 s, as transient. RetryNow()
+// (SIGHUP) cuts a wait short, for an operator who fixed the folder. formation_failure() says why
+// the group is not formed.
 //
 // Threads: a private control thread forms and supervises the group; it sleeps until the group
 // breaks (Run, a spawned process's exit, a missed heartbeat), RetryNow() or Shutdown(). A private
