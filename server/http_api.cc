@@ -72,6 +72,56 @@ std::string TransportErrorMessage(const httplib::Request& req, int status) {
   }
 }
 
+// A request body as the generation handler reads it.
+struct Body {
+  std::string data;
+  bool read = false;       // the reader reached its end
+  bool too_large = false;  // over `max_bytes` (data then empty)
+};
+
+// Reads a body through cpp-httplib's reader, with the limit applied as the bytes arrive (chunked
+// bodies have no Content-Length that cpp-httplib could refuse them by).
+Body ReadBody(const httplib::ContentReader& reader, size_t max_bytes) {
+  Body body;
+  size_t received = 0;
+  body.read = reader([&](const char* data, size_t n) {
+    received += n;
+    if (received > max_bytes) {
+      // Over the limit: keep nothing, but read on (up to a bound) so the client, which sends
+      // its whole body before it reads, gets the 413 rather than a reset connection.
+      body.too_large = true;
+      body.data.clear();
+      return received <= kDrainFactor * max_bytes;
+    }
+    body.data.append(data, n);
+    return true;
+  });
+  return body;
+}
+
+// Errors cpp-httplib answers itself (no route, an unreadable request) get the same JSON, and an
+// exception that escapes a handler a 500.
+void SetErrorHandlers(httplib::Server& svr) {
+  svr.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    openai::HttpError e;
+    e.http_status = res.status;
+    e.type = res.status == 404 ? "not_found_error"
+             : res.status < 500 ? "invalid_request_error"
+                                : "server_error";
+    e.code = res.status == 404 ? "not_found"
+             : res.status == 413 ? "request_too_large"
+                                 : absl::StrCat("http_", res.status);
+    res.set_content(openai::ErrorJson(TransportErrorMessage(req, res.status), e, ""), kJson);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  svr.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        SendError(res, absl::InternalError("internal error"));
+      });
+}
+
 }  // namespace
 
 HttpApiOptions MakeHttpApiOptions(const FrontendOptions& options) {
@@ -130,86 +180,16 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
 
 void HttpApi::Route() {
   httplib::Server& svr = *server_;
-
   svr.Post("/v1/images/generations", [this](const httplib::Request& req, httplib::Response& res,
                                             const httplib::ContentReader& reader) {
-    Guarded(res, [&] {
-      const Clock::time_point arrived = Clock::now();
-      if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
-        return SendError(res, s);
-      }
-      std::string body;
-      bool too_large = false;
-      size_t received = 0;
-      const bool read = reader([&](const char* data, size_t n) {
-        received += n;
-        if (received > options_.max_body_bytes) {
-          // Over the limit: keep nothing, but read on (up to a bound) so the client, which sends
-          // its whole body before it reads, gets the 413 rather than a reset connection.
-          too_large = true;
-          body.clear();
-          return received <= kDrainFactor * options_.max_body_bytes;
-        }
-        body.append(data, n);
-        return true;
-      });
-      if (!read || too_large) {
-        // The rest of the body is unread: the connection cannot carry another request.
-        res.set_header("Connection", "close");
-        if (too_large || res.status == 413) {
-          const absl::Status s = absl::InvalidArgumentError(absl::StrCat(
-              "the request body is over the limit of ", options_.max_body_bytes, " bytes"));
-          service_->RecordRefused(ApiMethod::kImagesGenerations, s, arrived);
-          openai::HttpError e = openai::HttpErrorFor(s);
-          e.http_status = 413;
-          e.code = "request_too_large";
-          return SendJson(res, 413, openai::ErrorJson(s.message(), e, ""));
-        }
-        return SendError(res, absl::InvalidArgumentError("the request body could not be read"));
-      }
-      auto info = service_->ModelInfo();  // not loaded yet: any model name passes, Serve says 503
-      auto parsed = openai::ParseImagesRequest(body, info.ok() ? info->name() : "",
-                                               options_.max_images, options_.limits);
-      if (!parsed.ok()) {
-        service_->RecordRefused(ApiMethod::kImagesGenerations, parsed.status(), arrived);
-        return SendError(res, parsed.status());
-      }
-      const NoDeadlineCallContext ctx;
-      auto responses = service_->Serve(ctx, ApiMethod::kImagesGenerations,
-                                       openai::ExpandImages(*parsed), nullptr);
-      if (!responses.ok()) return SendError(res, responses.status());
-      SendJson(res, 200, openai::ImagesResponseJson(*responses, UnixNow()));
-    });
+    Guarded(res, [&] { HandleGenerations(req, res, reader); });
   });
-
   svr.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    Guarded(res, [&] {
-      if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
-        return SendError(res, s);
-      }
-      auto info = service_->ModelInfo();
-      if (!info.ok()) return SendError(res, info.status());
-      SendJson(res, 200, openai::ModelsListJson(*info, created_));
-    });
+    Guarded(res, [&] { HandleModels(req, res); });
   });
-
   svr.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    Guarded(res, [&] {
-      if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
-        return SendError(res, s);
-      }
-      auto info = service_->ModelInfo();
-      if (!info.ok()) return SendError(res, info.status());
-      const std::string id = req.matches[1];
-      if (id != info->name()) {
-        return SendError(res, absl::NotFoundError(absl::StrCat(
-                                  "model \"", id, "\" is not served here: this server serves \"",
-                                  info->name(), "\"")));
-      }
-      SendJson(res, 200, openai::ModelJson(*info, created_));
-    });
+    Guarded(res, [&] { HandleModel(req, res); });
   });
-
   svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     Guarded(res, [&] {
       const bool serving = service_->serving();
@@ -217,26 +197,68 @@ void HttpApi::Route() {
                serving ? R"({"status":"SERVING"})" : R"({"status":"NOT_SERVING"})");
     });
   });
+  SetErrorHandlers(svr);
+}
 
-  // Errors cpp-httplib answers itself (no route, an unreadable request) get the same JSON.
-  svr.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    openai::HttpError e;
-    e.http_status = res.status;
-    e.type = res.status == 404 ? "not_found_error"
-             : res.status < 500 ? "invalid_request_error"
-                                : "server_error";
-    e.code = res.status == 404 ? "not_found"
-             : res.status == 413 ? "request_too_large"
-                                 : absl::StrCat("http_", res.status);
-    res.set_content(openai::ErrorJson(TransportErrorMessage(req, res.status), e, ""), kJson);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  svr.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        SendError(res, absl::InternalError("internal error"));
-      });
+void HttpApi::HandleGenerations(const httplib::Request& req, httplib::Response& res,
+                                const httplib::ContentReader& reader) {
+  const Clock::time_point arrived = Clock::now();
+  if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
+    return SendError(res, s);
+  }
+  const Body body = ReadBody(reader, options_.max_body_bytes);
+  if (!body.read || body.too_large) return RefuseBody(res, body.too_large, arrived);
+  auto info = service_->ModelInfo();  // not loaded yet: any model name passes, Serve says 503
+  auto parsed = openai::ParseImagesRequest(body.data, info.ok() ? info->name() : "",
+                                           options_.max_images, options_.limits);
+  if (!parsed.ok()) {
+    service_->RecordRefused(ApiMethod::kImagesGenerations, parsed.status(), arrived);
+    return SendError(res, parsed.status());
+  }
+  const NoDeadlineCallContext ctx;
+  auto responses = service_->Serve(ctx, ApiMethod::kImagesGenerations,
+                                   openai::ExpandImages(*parsed), nullptr);
+  if (!responses.ok()) return SendError(res, responses.status());
+  SendJson(res, 200, openai::ImagesResponseJson(*responses, UnixNow()));
+}
+
+void HttpApi::RefuseBody(httplib::Response& res, bool too_large, Clock::time_point arrived) {
+  // The rest of the body is unread: the connection cannot carry another request.
+  res.set_header("Connection", "close");
+  if (too_large || res.status == 413) {
+    const absl::Status s = absl::InvalidArgumentError(absl::StrCat(
+        "the request body is over the limit of ", options_.max_body_bytes, " bytes"));
+    service_->RecordRefused(ApiMethod::kImagesGenerations, s, arrived);
+    openai::HttpError e = openai::HttpErrorFor(s);
+    e.http_status = 413;
+    e.code = "request_too_large";
+    return SendJson(res, 413, openai::ErrorJson(s.message(), e, ""));
+  }
+  SendError(res, absl::InvalidArgumentError("the request body could not be read"));
+}
+
+void HttpApi::HandleModels(const httplib::Request& req, httplib::Response& res) {
+  if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
+    return SendError(res, s);
+  }
+  auto info = service_->ModelInfo();
+  if (!info.ok()) return SendError(res, info.status());
+  SendJson(res, 200, openai::ModelsListJson(*info, created_));
+}
+
+void HttpApi::HandleModel(const httplib::Request& req, httplib::Response& res) {
+  if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
+    return SendError(res, s);
+  }
+  auto info = service_->ModelInfo();
+  if (!info.ok()) return SendError(res, info.status());
+  const std::string id = req.matches[1];
+  if (id != info->name()) {
+    return SendError(res, absl::NotFoundError(absl::StrCat(
+                              "model \"", id, "\" is not served here: this server serves \"",
+                              info->name(), "\"")));
+  }
+  SendJson(res, 200, openai::ModelJson(*info, created_));
 }
 
 void HttpApi::Stop() {

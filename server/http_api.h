@@ -32,6 +32,9 @@
 #include "server/image_generation_service.h"
 
 namespace httplib {
+class ContentReader;
+struct Request;
+struct Response;
 class Server;
 }
 
@@ -72,7 +75,15 @@ class HttpApi {
 
  private:
   HttpApi() = default;
+  // Installs the routes below and the error handlers on server_.
   void Route();
+  // The routes' handlers (run under the exception guard).
+  void HandleGenerations(const httplib::Request& req, httplib::Response& res,
+                         const httplib::ContentReader& reader);
+  // A body that was not read whole: 413 when it is over the limit (counted as refused), else 400.
+  void RefuseBody(httplib::Response& res, bool too_large, Clock::time_point arrived);
+  void HandleModels(const httplib::Request& req, httplib::Response& res);
+  void HandleModel(const httplib::Request& req, httplib::Response& res);
 
   HttpApiOptions options_;
   ImageGenerationService* service_ = nullptr;

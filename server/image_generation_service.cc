@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 
 namespace ditserve::server {
 namespace {
@@ -30,6 +31,40 @@ class GrpcCallContext final : public CallContext {
  private:
   const grpc::ServerContext* const ctx_;
 };
+
+using PendingList = std::vector<std::shared_ptr<PendingRequest>>;
+
+// Why a call's requests must be cancelled now (OK: they need not be): the deadline, the client,
+// or, with several images, one that failed on its own (recorded in `failure`, once).
+absl::Status WhyCancel(const CallContext& ctx, const Deadline& deadline, bool client_gone,
+                       const PendingList& pending, absl::Status* failure) {
+  const Clock::time_point now = Clock::now();
+  if (deadline.expired(now) || (ctx.IsCancelled() && deadline.expired(now + kDeadlineSlack))) {
+    return deadline.ExceededError(now);
+  }
+  if (client_gone || ctx.IsCancelled()) return absl::CancelledError("cancelled by the client");
+  if (pending.size() > 1 && failure->ok()) {
+    for (const auto& p : pending) {
+      if (p->done() && !p->status().ok()) {
+        *failure = p->status();
+        return absl::CancelledError(
+            absl::StrCat("another image of the same call failed: ", failure->ToString()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The status of a call whose requests have all finished: the request that failed on its own
+// first (`failure`), else the first one that did not succeed.
+absl::Status CallStatus(const absl::Status& failure, const PendingList& pending) {
+  absl::Status status = failure;
+  for (const auto& p : pending) {
+    if (!status.ok()) break;
+    status = p->status();
+  }
+  return status;
+}
 
 }  // namespace
 
@@ -87,42 +122,70 @@ absl::StatusOr<std::vector<v1::GenerateResponse>> ImageGenerationService::Serve(
     }
     return s;
   };
-  if (requests.empty()) return finish(absl::InvalidArgumentError("no image requested"), 0);
-  if (draining_.load()) return finish(absl::UnavailableError("server is shutting down"), 0);
+  absl::StatusOr<PreparedCall> call = Prepare(requests, deadline);
+  if (!call.ok()) return finish(call.status(), 0);
+  const std::string& id = call->id;
+  const PendingList& pending = call->pending;
+  if (absl::Status s = Admit(id, pending); !s.ok()) return finish(s, 0);
+  admitted = true;
+
+  const absl::Status status = Await(ctx, deadline, start, pending, emit);
+  std::vector<v1::GenerateResponse> responses;
+  if (status.ok()) {
+    responses.reserve(pending.size());
+    for (const auto& p : pending) responses.push_back(p->TakeResponse());
+  }
+  EndInFlight();
+  spdlog::info("req={} finished: {}", id, status.ok() ? "OK" : status.ToString());
+  if (!status.ok()) return finish(status, 0);
+  finish(status, static_cast<int>(responses.size())).IgnoreError();
+  return responses;
+}
+
+absl::StatusOr<ImageGenerationService::PreparedCall> ImageGenerationService::Prepare(
+    const std::vector<v1::GenerateRequest>& requests, const Deadline& deadline) {
+  if (requests.empty()) return absl::InvalidArgumentError("no image requested");
+  if (draining_.load()) return absl::UnavailableError("server is shutting down");
   auto model = group_->model();
   if (!group_->ready() || !model) {
-    return finish(absl::UnavailableError(
-                      "the model is not ready (workers are loading or the group is re-forming); "
-                      "retry later"),
-                  0);
+    return absl::UnavailableError(
+        "the model is not ready (workers are loading or the group is re-forming); retry later");
   }
   ApplyServerDefaults(*options_, &*model);
-  const std::string id =
-      requests.front().request_id().empty() ? NewRequestId() : requests.front().request_id();
-  std::vector<std::shared_ptr<PendingRequest>> pending;
-  pending.reserve(requests.size());
+  PreparedCall call;
+  call.id = requests.front().request_id().empty() ? NewRequestId() : requests.front().request_id();
+  call.pending.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    auto validated = ValidateRequest(requests[i], *model, options_->limits);
-    if (!validated.ok()) return finish(validated.status(), 0);
+    ASSIGN_OR_RETURN(ValidatedRequest validated,
+                     ValidateRequest(requests[i], *model, options_->limits));
     // One image keeps the call's id; several are told apart by their index.
-    pending.push_back(std::make_shared<PendingRequest>(
-        requests.size() == 1 ? id : absl::StrCat(id, ".", i), std::move(*validated), deadline));
+    call.pending.push_back(std::make_shared<PendingRequest>(
+        requests.size() == 1 ? call.id : absl::StrCat(call.id, ".", i), std::move(validated),
+        deadline));
   }
+  return call;
+}
+
+absl::Status ImageGenerationService::Admit(const std::string& id, const PendingList& pending) {
   // Counted before it is queued, so "nothing in flight" also means "nothing queued" (drain).
   in_flight_.fetch_add(1);
   if (absl::Status s = queue_->PushAll(pending); !s.ok()) {
     EndInFlight();
     spdlog::warn("req={} rejected: {}", id, s.ToString());
-    return finish(s, 0);
+    return s;
   }
-  admitted = true;
   if (observer_.on_admitted) observer_.on_admitted();
   const auto& shape = pending.front()->request().shape;
   spdlog::info("req={} admitted ({}x{}, {} steps, seed {}{})", id, shape.width, shape.height,
                shape.steps, pending.front()->request().item.seed(),
                pending.size() == 1 ? std::string()
                                    : absl::StrCat(", ", pending.size(), " images"));
+  return absl::OkStatus();
+}
 
+absl::Status ImageGenerationService::Await(
+    const CallContext& ctx, const Deadline& deadline, Clock::time_point start,
+    const PendingList& pending, const std::function<bool(const v1::GenerateEvent&)>& emit) {
   auto send = [&](const v1::GenerateEvent& ev) { return !emit || emit(ev); };
   v1::GenerateEvent queued;
   queued.mutable_queued()->set_position(std::max(0, queue_->Position(*pending.front())));
@@ -131,33 +194,8 @@ absl::StatusOr<std::vector<v1::GenerateResponse>> ImageGenerationService::Serve(
   absl::Status failure;  // the first request that failed on its own: the call's status
   size_t current = 0;    // the request whose events are read now (only the first one's are sent)
   while (current < pending.size()) {
-    const Clock::time_point now = Clock::now();
-    absl::Status cancel;
-    if (deadline.expired(now) || (ctx.IsCancelled() && deadline.expired(now + kDeadlineSlack))) {
-      cancel = deadline.ExceededError(now);
-    } else if (client_gone || ctx.IsCancelled()) {
-      cancel = absl::CancelledError("cancelled by the client");
-    } else if (pending.size() > 1 && failure.ok()) {
-      for (const auto& p : pending) {
-        if (p->done() && !p->status().ok()) {
-          failure = p->status();
-          cancel = absl::CancelledError(
-              absl::StrCat("another image of the same call failed: ", failure.ToString()));
-          break;
-        }
-      }
-    }
-    if (!cancel.ok()) {
-      bool any = false;
-      for (const auto& p : pending) {
-        if (!p->done()) {
-          p->Cancel(cancel);
-          any = true;
-        }
-      }
-      // Frees the slots of those still queued at once.
-      if (any) queue_->DropCancelled();
-    }
+    const absl::Status cancel = WhyCancel(ctx, deadline, client_gone, pending, &failure);
+    if (!cancel.ok()) CancelUnfinished(pending, cancel);
     // Events, the result and any cancellation (the dispatcher's, the drain's) wake this at once;
     // the request's own deadline is waited for exactly.
     auto ev = pending[current]->WaitForEvent(
@@ -173,21 +211,20 @@ absl::StatusOr<std::vector<v1::GenerateResponse>> ImageGenerationService::Serve(
     }
     if (pending[current]->done()) ++current;
   }
-  absl::Status status = failure;
+  return CallStatus(failure, pending);
+}
+
+void ImageGenerationService::CancelUnfinished(const PendingList& pending,
+                                              const absl::Status& why) {
+  bool any = false;
   for (const auto& p : pending) {
-    if (!status.ok()) break;
-    status = p->status();
+    if (!p->done()) {
+      p->Cancel(why);
+      any = true;
+    }
   }
-  std::vector<v1::GenerateResponse> responses;
-  if (status.ok()) {
-    responses.reserve(pending.size());
-    for (const auto& p : pending) responses.push_back(p->TakeResponse());
-  }
-  EndInFlight();
-  spdlog::info("req={} finished: {}", id, status.ok() ? "OK" : status.ToString());
-  if (!status.ok()) return finish(status, 0);
-  finish(status, static_cast<int>(responses.size())).IgnoreError();
-  return responses;
+  // Frees the slots of those still queued at once.
+  if (any) queue_->DropCancelled();
 }
 
 absl::StatusOr<v1::ModelInfo> ImageGenerationService::ModelInfo() const {

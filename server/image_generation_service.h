@@ -100,6 +100,28 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   std::string NewRequestId();
   void EndInFlight();
 
+  // Serve's steps, in order.
+  using PendingList = std::vector<std::shared_ptr<PendingRequest>>;
+  struct PreparedCall {
+    std::string id;       // the call's id (the client's request_id, or a new one)
+    PendingList pending;  // its requests, validated, in the order of the call's
+  };
+  // Refuses a call without images or one the server cannot take now (draining, model not ready),
+  // gives it its id and validates every request; none is queued yet.
+  absl::StatusOr<PreparedCall> Prepare(const std::vector<v1::GenerateRequest>& requests,
+                                       const Deadline& deadline);
+  // Counts the call in flight and queues its requests together (AdmissionQueue::PushAll); on
+  // refusal, nothing stays counted. Tells the observer it was admitted.
+  absl::Status Admit(const std::string& id, const PendingList& pending);
+  // Sends the first request's events to `emit` until every request has finished, cancelling
+  // those not finished at the deadline, when the client goes away, or when one fails on its own.
+  // Returns the call's status.
+  absl::Status Await(const CallContext& ctx, const Deadline& deadline, Clock::time_point start,
+                     const PendingList& pending,
+                     const std::function<bool(const v1::GenerateEvent&)>& emit);
+  // Cancels every request not finished with `why` and frees the queue slots they held.
+  void CancelUnfinished(const PendingList& pending, const absl::Status& why);
+
   const FrontendOptions* const options_;
   AdmissionQueue* const queue_;
   WorkerGroup* const group_;

@@ -14,17 +14,12 @@ PendingRequest::PendingRequest(std::string id, ValidatedRequest request,
 
 void PendingRequest::MarkStarted() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!started_at_) started_at_ = Clock::now();
+  started_ = true;
 }
 
 bool PendingRequest::started() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return started_at_.has_value();
-}
-
-std::optional<Clock::time_point> PendingRequest::started_at() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return started_at_;
+  return started_;
 }
 
 void PendingRequest::PushEvent(v1::GenerateEvent event) {

@@ -62,8 +62,8 @@ class PendingRequest {
   // call SetCancelListener itself.
   void SetCancelListener(std::function<void()> listener);
 
+  // MarkStarted was called: the request left the queue.
   bool started() const;
-  std::optional<Clock::time_point> started_at() const;
 
  private:
   const std::string id_;
@@ -75,7 +75,7 @@ class PendingRequest {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<v1::GenerateEvent> events_;
-  std::optional<Clock::time_point> started_at_;
+  bool started_ = false;
   bool done_ = false;
   absl::Status status_;
   v1::GenerateResponse response_;

@@ -163,16 +163,8 @@ absl::StatusOr<std::vector<std::pair<std::string, float>>> CheckLoras(
   return out;
 }
 
-}  // namespace
-
-absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
-                                                 const worker::v1::ModelDescription& model,
-                                                 const RequestLimits& limits) {
-  ValidatedRequest out;
-  worker::v1::RunItem& item = out.item;
-  const v1::InputSpec& spec = model.inputs();
-  const v1::Defaults& defaults = model.defaults();
-
+// The four texts and request_id.
+absl::Status CheckTexts(const v1::GenerateRequest& r, const RequestLimits& limits) {
   RETURN_IF_ERROR(CheckText("prompt", r.prompt(), limits.max_prompt_bytes));
   RETURN_IF_ERROR(CheckText("prompt_2", r.prompt_2(), limits.max_prompt_bytes));
   RETURN_IF_ERROR(CheckText("negative_prompt", r.negative_prompt(), limits.max_prompt_bytes));
@@ -186,10 +178,15 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
       return Invalid("request_id must be printable ASCII without spaces");
     }
   }
+  return absl::OkStatus();
+}
 
-  // Text conditioning: a prompt for models with built-in encoders, embeddings otherwise.
-  const bool has_embeddings = r.has_prompt_embeddings();
-  if (has_embeddings) {
+// Text conditioning: a prompt for models with built-in encoders, embeddings otherwise.
+absl::Status CheckConditioning(const v1::GenerateRequest& r,
+                               const worker::v1::ModelDescription& model,
+                               const RequestLimits& limits) {
+  const v1::InputSpec& spec = model.inputs();
+  if (r.has_prompt_embeddings()) {
     const uint64_t max_seq = limits.max_sequence_length;
     RETURN_IF_ERROR(CheckEmbeddings("prompt_embeddings", r.prompt_embeddings(), spec, max_seq));
     if (r.has_negative_prompt_embeddings()) {
@@ -209,45 +206,66 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   } else if (r.has_negative_prompt_embeddings()) {
     return Invalid("negative_prompt_embeddings needs prompt_embeddings too");
   }
+  return absl::OkStatus();
+}
 
-  const uint32_t height = r.height() ? r.height() : defaults.height();
-  const uint32_t width = r.width() ? r.width() : defaults.width();
-  RETURN_IF_ERROR(CheckSize("height", height, limits, limits.max_height));
-  RETURN_IF_ERROR(CheckSize("width", width, limits, limits.max_width));
+// The sampling settings: the request's, or the model's defaults where it gives none.
+struct Sampling {
+  uint32_t height = 0;
+  uint32_t width = 0;
+  uint32_t steps = 0;
+  float guidance = 0;
+  float true_cfg = 0;
+  bool use_true_cfg = false;  // true_cfg > 1 and a negative prompt (or its embeddings)
+  uint32_t max_sequence_length = 0;
+};
 
-  const uint32_t steps = r.num_inference_steps() ? r.num_inference_steps()
-                                                 : defaults.num_inference_steps();
-  if (steps < limits.min_steps || steps > limits.max_steps) {
+absl::StatusOr<Sampling> ResolveSampling(const v1::GenerateRequest& r, const v1::Defaults& defaults,
+                                         const RequestLimits& limits) {
+  Sampling s;
+  s.height = r.height() ? r.height() : defaults.height();
+  s.width = r.width() ? r.width() : defaults.width();
+  RETURN_IF_ERROR(CheckSize("height", s.height, limits, limits.max_height));
+  RETURN_IF_ERROR(CheckSize("width", s.width, limits, limits.max_width));
+
+  s.steps = r.num_inference_steps() ? r.num_inference_steps() : defaults.num_inference_steps();
+  if (s.steps < limits.min_steps || s.steps > limits.max_steps) {
     return Invalid(absl::StrCat("num_inference_steps must be in ", limits.min_steps, "..",
-                                limits.max_steps, ", got ", steps));
+                                limits.max_steps, ", got ", s.steps));
   }
 
-  const float guidance = r.has_guidance_scale() ? r.guidance_scale() : defaults.guidance_scale();
-  if (!std::isfinite(guidance) || guidance < limits.min_guidance ||
-      guidance > limits.max_guidance) {
+  s.guidance = r.has_guidance_scale() ? r.guidance_scale() : defaults.guidance_scale();
+  if (!std::isfinite(s.guidance) || s.guidance < limits.min_guidance ||
+      s.guidance > limits.max_guidance) {
     return Invalid(absl::StrCat("guidance_scale must be in ", limits.min_guidance, "..",
-                                limits.max_guidance, ", got ", guidance));
+                                limits.max_guidance, ", got ", s.guidance));
   }
   // 0 = not given: the model's default (Qwen-Image: 4.0) applies when there is a negative prompt.
-  const float true_cfg = r.true_cfg_scale() != 0 ? r.true_cfg_scale() : defaults.true_cfg_scale();
-  if (!std::isfinite(true_cfg) || true_cfg < 0 || true_cfg > limits.max_true_cfg) {
+  s.true_cfg = r.true_cfg_scale() != 0 ? r.true_cfg_scale() : defaults.true_cfg_scale();
+  if (!std::isfinite(s.true_cfg) || s.true_cfg < 0 || s.true_cfg > limits.max_true_cfg) {
     return Invalid(absl::StrCat("true_cfg_scale must be in 0..", limits.max_true_cfg, ", got ",
-                                true_cfg));
+                                s.true_cfg));
   }
   const bool has_negative = !r.negative_prompt().empty() || r.has_negative_prompt_embeddings();
-  const bool use_true_cfg = true_cfg > 1.0f && has_negative;
+  s.use_true_cfg = s.true_cfg > 1.0f && has_negative;
 
-  const uint32_t max_seq = r.max_sequence_length() ? r.max_sequence_length()
-                                                   : defaults.max_sequence_length();
-  if (max_seq < 1 || max_seq > limits.max_sequence_length) {
+  s.max_sequence_length = r.max_sequence_length() ? r.max_sequence_length()
+                                                  : defaults.max_sequence_length();
+  if (s.max_sequence_length < 1 || s.max_sequence_length > limits.max_sequence_length) {
     return Invalid(absl::StrCat("max_sequence_length must be in 1..", limits.max_sequence_length,
-                                ", got ", max_seq));
+                                ", got ", s.max_sequence_length));
   }
+  return s;
+}
 
+// The output format: the request's, or (unspecified) PNG, or the model's first format when it
+// cannot make images (latents-only models); it must be one the model supports.
+absl::StatusOr<v1::OutputFormat> ResolveOutputFormat(const v1::GenerateRequest& r,
+                                                     const worker::v1::ModelDescription& model) {
+  const v1::InputSpec& spec = model.inputs();
   if (!v1::OutputFormat_IsValid(r.output_format())) {
     return Invalid(absl::StrCat("output_format ", r.output_format(), " is not a known format"));
   }
-  // Unspecified: PNG, or the model's first format when it cannot make images (latents-only models).
   v1::OutputFormat format = r.output_format();
   if (format == v1::OUTPUT_FORMAT_UNSPECIFIED) {
     format = v1::OUTPUT_FORMAT_PNG;
@@ -269,17 +287,20 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
                                   "' (supported: ", names, ")"));
     }
   }
+  return format;
+}
 
-  ASSIGN_OR_RETURN(auto loras, CheckLoras(r, model, limits));
+// The request's seed, or a random one.
+uint64_t PickSeed(const v1::GenerateRequest& r) {
+  if (r.has_seed()) return r.seed();
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng() >> 1;  // keep it representable as a signed 64-bit value for other clients
+}
 
-  uint64_t seed;
-  if (r.has_seed()) {
-    seed = r.seed();
-  } else {
-    static thread_local std::mt19937_64 rng{std::random_device{}()};
-    seed = rng() >> 1;  // keep it representable as a signed 64-bit value for other clients
-  }
-
+// The worker's item: the request's texts and embeddings with the resolved settings.
+worker::v1::RunItem MakeItem(const v1::GenerateRequest& r, const Sampling& s, uint64_t seed,
+                             const std::vector<std::pair<std::string, float>>& loras) {
+  worker::v1::RunItem item;
   item.set_request_id(r.request_id());
   item.set_prompt(r.prompt());
   item.set_prompt_2(r.prompt_2().empty() ? r.prompt() : r.prompt_2());
@@ -287,9 +308,9 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   item.set_negative_prompt_2(r.negative_prompt_2().empty() ? r.negative_prompt()
                                                            : r.negative_prompt_2());
   item.set_seed(seed);
-  item.set_guidance_scale(guidance);
-  item.set_true_cfg_scale(use_true_cfg ? true_cfg : 1.0f);
-  if (has_embeddings) *item.mutable_prompt_embeddings() = r.prompt_embeddings();
+  item.set_guidance_scale(s.guidance);
+  item.set_true_cfg_scale(s.use_true_cfg ? s.true_cfg : 1.0f);
+  if (r.has_prompt_embeddings()) *item.mutable_prompt_embeddings() = r.prompt_embeddings();
   if (r.has_negative_prompt_embeddings()) {
     *item.mutable_negative_prompt_embeddings() = r.negative_prompt_embeddings();
   }
@@ -298,16 +319,32 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
     choice->set_name(name);
     choice->set_scale(scale);
   }
+  return item;
+}
 
-  out.shape.height = height;
-  out.shape.width = width;
-  out.shape.steps = steps;
-  out.shape.max_sequence_length = max_seq;
+}  // namespace
+
+absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
+                                                 const worker::v1::ModelDescription& model,
+                                                 const RequestLimits& limits) {
+  RETURN_IF_ERROR(CheckTexts(r, limits));
+  RETURN_IF_ERROR(CheckConditioning(r, model, limits));
+  ASSIGN_OR_RETURN(const Sampling sampling, ResolveSampling(r, model.defaults(), limits));
+  ASSIGN_OR_RETURN(const v1::OutputFormat format, ResolveOutputFormat(r, model));
+  ASSIGN_OR_RETURN(auto loras, CheckLoras(r, model, limits));
+
+  ValidatedRequest out;
+  out.item = MakeItem(r, sampling, PickSeed(r), loras);
+  const bool has_embeddings = r.has_prompt_embeddings();
+  out.shape.height = sampling.height;
+  out.shape.width = sampling.width;
+  out.shape.steps = sampling.steps;
+  out.shape.max_sequence_length = sampling.max_sequence_length;
   out.shape.output_format = format;
   out.shape.uses_embeddings = has_embeddings;
   out.shape.embeddings_length =
       has_embeddings ? static_cast<uint32_t>(r.prompt_embeddings().prompt_embeds().shape(1)) : 0;
-  out.shape.true_cfg = use_true_cfg;
+  out.shape.true_cfg = sampling.use_true_cfg;
   out.shape.loras = std::move(loras);
   return out;
 }
