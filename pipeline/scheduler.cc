@@ -4,72 +4,39 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
 
 namespace ditserve::pipeline {
 namespace {
 
-absl::Status ReadNumber(const nlohmann::json& j, const char* key, double* out) {
-  if (!j.contains(key) || j[key].is_null()) return absl::OkStatus();
-  if (!j[key].is_number()) {
-    return absl::InvalidArgumentError(absl::StrCat("scheduler config: '", key, "' must be a number"));
-  }
-  *out = j[key].get<double>();
-  return absl::OkStatus();
-}
-
-absl::Status ReadInt(const nlohmann::json& j, const char* key, int64_t* out) {
-  if (!j.contains(key) || j[key].is_null()) return absl::OkStatus();
-  if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scheduler config: '", key, "' must be a positive integer"));
-  }
-  *out = j[key].get<int64_t>();
-  return absl::OkStatus();
-}
-
-absl::Status ReadBool(const nlohmann::json& j, const char* key, bool* out) {
-  if (!j.contains(key) || j[key].is_null()) return absl::OkStatus();
-  if (!j[key].is_boolean()) {
-    return absl::InvalidArgumentError(absl::StrCat("scheduler config: '", key, "' must be a boolean"));
-  }
-  *out = j[key].get<bool>();
-  return absl::OkStatus();
-}
+constexpr char kContext[] = "scheduler config";
 
 }  // namespace
 
 absl::StatusOr<FlowMatchSchedulerConfig> ParseFlowMatchSchedulerConfig(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("scheduler config is not a JSON object");
   FlowMatchSchedulerConfig c;
-  RETURN_IF_ERROR(ReadInt(j, "num_train_timesteps", &c.num_train_timesteps));
-  RETURN_IF_ERROR(ReadNumber(j, "shift", &c.shift));
-  RETURN_IF_ERROR(ReadBool(j, "use_dynamic_shifting", &c.use_dynamic_shifting));
-  RETURN_IF_ERROR(ReadNumber(j, "base_shift", &c.base_shift));
-  RETURN_IF_ERROR(ReadNumber(j, "max_shift", &c.max_shift));
-  RETURN_IF_ERROR(ReadInt(j, "base_image_seq_len", &c.base_image_seq_len));
-  RETURN_IF_ERROR(ReadInt(j, "max_image_seq_len", &c.max_image_seq_len));
-  if (j.contains("shift_terminal") && !j["shift_terminal"].is_null()) {
-    double st = 0;
-    RETURN_IF_ERROR(ReadNumber(j, "shift_terminal", &st));
-    // diffusers tests `if self.config.shift_terminal:`, so 0 means off.
-    if (st != 0) c.shift_terminal = st;
-  }
-  if (j.contains("time_shift_type") && !j["time_shift_type"].is_null()) {
-    if (!j["time_shift_type"].is_string()) {
-      return absl::InvalidArgumentError("scheduler config: 'time_shift_type' must be a string");
-    }
-    c.time_shift_type = j["time_shift_type"].get<std::string>();
-    if (c.time_shift_type != "exponential" && c.time_shift_type != "linear") {
-      return absl::InvalidArgumentError(absl::StrCat("scheduler config: time_shift_type '",
-                                                     c.time_shift_type, "' is not exponential/linear"));
-    }
+  RETURN_IF_ERROR(ReadPositiveInt(j, "num_train_timesteps", &c.num_train_timesteps, kContext));
+  ASSIGN_OR_RETURN(c.shift, JsonField<double>(j, "shift", c.shift));
+  RETURN_IF_ERROR(ReadBool(j, "use_dynamic_shifting", &c.use_dynamic_shifting, kContext));
+  ASSIGN_OR_RETURN(c.base_shift, JsonField<double>(j, "base_shift", c.base_shift));
+  ASSIGN_OR_RETURN(c.max_shift, JsonField<double>(j, "max_shift", c.max_shift));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "base_image_seq_len", &c.base_image_seq_len, kContext));
+  RETURN_IF_ERROR(ReadPositiveInt(j, "max_image_seq_len", &c.max_image_seq_len, kContext));
+  ASSIGN_OR_RETURN(const double shift_terminal, JsonField<double>(j, "shift_terminal", 0.0));
+  // diffusers tests `if self.config.shift_terminal:`, so 0 means off.
+  if (shift_terminal != 0) c.shift_terminal = shift_terminal;
+  ASSIGN_OR_RETURN(c.time_shift_type, JsonField<std::string>(j, "time_shift_type", c.time_shift_type));
+  if (c.time_shift_type != "exponential" && c.time_shift_type != "linear") {
+    return absl::InvalidArgumentError(absl::StrCat("scheduler config: time_shift_type '",
+                                                   c.time_shift_type, "' is not exponential/linear"));
   }
   for (const char* key : {"use_karras_sigmas", "use_exponential_sigmas", "use_beta_sigmas",
                           "invert_sigmas", "stochastic_sampling"}) {
     bool on = false;
-    RETURN_IF_ERROR(ReadBool(j, key, &on));
+    RETURN_IF_ERROR(ReadBool(j, key, &on, kContext));
     if (on) {
       return absl::UnimplementedError(absl::StrCat("scheduler config: '", key,
                                                    "' is not supported by this server"));
