@@ -17,8 +17,10 @@ namespace ditserve::cli {
 
 // Raw float32 output of a 2048x2048 image is 48 MiB: well over gRPC's 4 MiB default.
 inline constexpr int kMaxReceiveBytes = 64 << 20;
-// Servers accept client pings no more often than every 10 s (ecosystem.md §4.6); 30 s keeps a
-// margin and still notices a dead server during a minutes-long generation.
+// ditserve-frontend accepts client pings no more often than every 10 s (its
+// GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, server/frontend_server.cc; gRPC's own
+// server default is 5 minutes, and a client that pings faster is sent GOAWAY "too_many_pings");
+// 30 s keeps a margin and still notices a dead server during a minutes-long generation.
 inline constexpr int kKeepaliveTimeMs = 30000;
 inline constexpr int kKeepaliveTimeoutMs = 10000;
 

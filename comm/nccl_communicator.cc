@@ -75,20 +75,6 @@ ncclResult_t PollComm(ncclComm_t comm, Clock::time_point deadline) {
 
 }  // namespace
 
-size_t NcclDataTypeSize(NcclDataType type) {
-  switch (type) {
-    case NcclDataType::kFloat64:
-    case NcclDataType::kInt64: return 8;
-    case NcclDataType::kFloat32:
-    case NcclDataType::kInt32: return 4;
-    case NcclDataType::kFloat16:
-    case NcclDataType::kBFloat16: return 2;
-    case NcclDataType::kUInt8:
-    case NcclDataType::kInt8: return 1;
-  }
-  return 1;
-}
-
 struct NcclComm::Impl {
   ncclComm_t comm = nullptr;
   cudaEvent_t event = nullptr;  // recorded by Wait

@@ -37,8 +37,6 @@ absl::StatusOr<std::string> NcclGetUniqueId();
 enum class NcclDataType { kFloat32, kFloat16, kBFloat16, kFloat64, kInt32, kInt64, kUInt8, kInt8 };
 enum class NcclReduceOp { kSum, kMax };
 
-size_t NcclDataTypeSize(NcclDataType type);
-
 struct NcclOptions {
   int rank = 0;
   int world_size = 1;

@@ -1,6 +1,7 @@
 // The interface every diffusion transformer (FLUX.1, FLUX.2, Qwen-Image) offers to the pipeline,
 // the forward harness (ditserve-tool forward) and the benchmarks. Build one with
-// CreateTransformer (models/transformer_factory.h).
+// CreateTransformer (models/transformer_factory.h). Implementations derive from
+// DiffusionTransformerBase (models/transformer_base.h), which holds what the three families share.
 //
 // Arguments are named as in the diffusers forward signature ("hidden_states", "timestep", ...);
 // floating inputs are moved to the model's device and dtype by the model. Forward is a collective

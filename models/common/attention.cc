@@ -20,10 +20,4 @@ void DotProductAttentionHeadsFirstInto(const torch::Tensor& q, const torch::Tens
   joined.narrow(2, 0, h * d).view({b, s, h, d}).copy_(out.permute({0, 2, 1, 3}));
 }
 
-torch::Tensor DotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                  const torch::Tensor& v, const torch::Tensor& mask) {
-  return DotProductAttentionHeadsFirst(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}),
-                                       v.permute({0, 2, 1, 3}), mask);
-}
-
 }  // namespace ditserve::models

@@ -1,14 +1,15 @@
-// The attention op as diffusers' "native" backend runs it: q, k, v arrive as
-// (B, S, heads, hd), are permuted to (B, heads, S, hd) for scaled-dot-product attention with the
-// default scale 1/sqrt(hd), no dropout, not causal, and the result comes back as (B, S, heads·hd)
-// in q's dtype. Heads are whatever this rank holds (local heads under tensor parallelism).
+// The attention op as diffusers' "native" backend runs it: scaled-dot-product attention over q, k,
+// v (B, heads, S, hd) (heads first, e.g. from JointHeadsFirst) with the default scale 1/sqrt(hd),
+// no dropout, not causal, and the result comes back as (B, S, heads·hd) in q's dtype (diffusers
+// permutes its (B, S, heads, hd) projections to that layout and back). Heads are whatever this
+// rank holds (local heads under tensor parallelism).
 #pragma once
 
 #include <torch/torch.h>
 
 namespace ditserve::models {
 
-// q, k, v already heads first, (B, heads, S, hd) (e.g. from JointHeadsFirst); the same result.
+// `mask`: empty, or boolean broadcastable to (B, heads, S_q, S_k), true = attend.
 torch::Tensor DotProductAttentionHeadsFirst(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v, const torch::Tensor& mask = {});
 
@@ -17,9 +18,5 @@ torch::Tensor DotProductAttentionHeadsFirst(const torch::Tensor& q, const torch:
 // rest (FLUX.2's single blocks: the SwiGLU straight into it, models/common/swiglu_feed_forward.h).
 void DotProductAttentionHeadsFirstInto(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& v, torch::Tensor& joined);
-
-// `mask`: empty, or boolean broadcastable to (B, heads, S_q, S_k), true = attend.
-torch::Tensor DotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                  const torch::Tensor& v, const torch::Tensor& mask = {});
 
 }  // namespace ditserve::models

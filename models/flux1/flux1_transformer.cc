@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "models/common/model_checks.h"
 #include "models/common/rope.h"
-#include "common/torch_guard.h"
 #include "models/tp/modulation_bank.h"
 #include "models/tp/parallel_module_loader.h"
 
@@ -16,124 +16,91 @@ namespace {
 constexpr double kRopeTheta = 10000.0;  // hard-coded in diffusers' FluxPosEmbed
 constexpr int64_t kTimeProjChannels = 256;
 
-std::string Shape(const torch::Tensor& t) {
-  if (!t.defined()) return "(none)";
-  std::string s = "(";
-  for (int64_t i = 0; i < t.dim(); ++i) absl::StrAppend(&s, i ? ", " : "", t.size(i));
-  return s + ")";
-}
-
-// Checks that `layer` maps `in` full features to `out` full features on every rank.
-absl::Status CheckFullLinear(const LinearLayer& layer, const std::string& path, int64_t in,
-                             int64_t out) {
-  if (layer.in_features() != in || layer.out_features() != out) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " maps ", layer.in_features(), " → ",
-                                                   layer.out_features(), " features on this rank; ",
-                                                   "the config needs ", in, " → ", out));
-  }
-  return absl::OkStatus();
-}
-
 // (N, 3) ids; a 3-D (B, N, 3) tensor is accepted and its first row taken, as diffusers does.
 torch::Tensor Ids2d(const torch::Tensor& ids) { return ids.dim() == 3 ? ids[0] : ids; }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FluxTransformer2DModel>> FluxTransformer2DModel::Load(
-    const FluxTransformerConfig& config, const sharding::ShardedStateDict& sd,
-    comm::Communicator* comm, const TransformerLoadOptions& options) {
-  if (config.num_attention_heads % sd.world_size() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tp degree ", sd.world_size(),
-                                                   " must divide the number of attention heads (",
-                                                   config.num_attention_heads, ")"));
-  }
-  std::unique_ptr<FluxTransformer2DModel> m(new FluxTransformer2DModel(config));
-  tp::ParallelModuleLoader loader(sd, comm, &m->linears_, options.weights);
+FluxTransformer2DModel::FluxTransformer2DModel(FluxTransformerConfig config)
+    : DiffusionTransformerBase(
+          config, "FluxTransformer2DModel", "FLUX.1",
+          {{"hidden_states", &FluxForwardArgs::hidden_states},
+           {"encoder_hidden_states", &FluxForwardArgs::encoder_hidden_states},
+           {"pooled_projections", &FluxForwardArgs::pooled_projections},
+           {"timestep", &FluxForwardArgs::timestep},
+           {"img_ids", &FluxForwardArgs::img_ids},
+           {"txt_ids", &FluxForwardArgs::txt_ids},
+           // Without a guidance embedder: accepted and ignored, as diffusers does.
+           {"guidance", &FluxForwardArgs::guidance, /*required=*/config.guidance_embeds}}) {}
+
+absl::Status FluxTransformer2DModel::LoadLayers(const ModuleLoader& loader,
+                                                comm::Communicator* comm) {
+  const sharding::ShardedStateDict& sd = loader.state_dict();
+  const FluxTransformerConfig& config = config_;
   // Local heads from the first attention's q rows (read before any layer is built: FP8 weights
   // release the state dict's tensors); the blocks check their own against head_dim.
   ASSIGN_OR_RETURN(auto q, sd.Get(config.num_layers > 0 ? "transformer_blocks.0.attn.to_q.weight"
                                                         : "single_transformer_blocks.0.attn.to_q.weight"));
-  m->local_heads_ = q.size(0) / config.attention_head_dim;
-  if (m->local_heads_ != config.num_attention_heads &&
-      m->local_heads_ * sd.world_size() != config.num_attention_heads) {
-    return absl::InvalidArgumentError(absl::StrCat("this rank holds ", m->local_heads_,
-                                                   " heads of ", config.num_attention_heads,
-                                                   " at tp degree ", sd.world_size()));
-  }
+  RETURN_IF_ERROR(SetLocalHeads(q.size(0) / config.attention_head_dim, config.num_attention_heads,
+                                sd.world_size()));
   const int64_t d = config.inner_dim();
 
-  ASSIGN_OR_RETURN(m->x_embedder_, loader.LoadLinear("x_embedder"));
-  RETURN_IF_ERROR(CheckFullLinear(*m->x_embedder_, "x_embedder", config.in_channels, d));
-  ASSIGN_OR_RETURN(m->context_embedder_, loader.LoadLinear("context_embedder"));
-  RETURN_IF_ERROR(
-      CheckFullLinear(*m->context_embedder_, "context_embedder", config.joint_attention_dim, d));
-  m->dtype_ = m->x_embedder_->weight().scalar_type();
-  m->device_ = m->x_embedder_->weight().device();
+  ASSIGN_OR_RETURN(x_embedder_, LoadFullWidthLinear(loader, "x_embedder", config.in_channels, d));
+  ASSIGN_OR_RETURN(context_embedder_,
+                   LoadFullWidthLinear(loader, "context_embedder", config.joint_attention_dim, d));
+  TakeDtypeAndDevice(*x_embedder_);
 
-  ASSIGN_OR_RETURN(m->timestep_embedder_,
+  ASSIGN_OR_RETURN(timestep_embedder_,
                    TimestepEmbedding::Load(loader, "time_text_embed.timestep_embedder"));
-  if (m->timestep_embedder_->in_features() != kTimeProjChannels) {
+  if (timestep_embedder_->in_features() != kTimeProjChannels) {
     return absl::InvalidArgumentError("time_text_embed.timestep_embedder.linear_1 must take 256 features");
   }
   if (config.guidance_embeds) {
-    ASSIGN_OR_RETURN(m->guidance_embedder_,
+    ASSIGN_OR_RETURN(guidance_embedder_,
                      TimestepEmbedding::Load(loader, "time_text_embed.guidance_embedder"));
   }
-  ASSIGN_OR_RETURN(m->text_embedder_,
+  ASSIGN_OR_RETURN(text_embedder_,
                    PixArtAlphaTextProjection::Load(loader, "time_text_embed.text_embedder"));
-  if (m->text_embedder_->in_features() != config.pooled_projection_dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "time_text_embed.text_embedder.linear_1 takes ", m->text_embedder_->in_features(),
-        " features, pooled_projection_dim is ", config.pooled_projection_dim));
+  if (text_embedder_->in_features() != config.pooled_projection_dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("time_text_embed.text_embedder.linear_1 takes ", text_embedder_->in_features(),
+                     " features, pooled_projection_dim is ", config.pooled_projection_dim));
   }
 
   for (int64_t i = 0; i < config.num_layers; ++i) {
     ASSIGN_OR_RETURN(auto block, FluxDoubleBlock::Load(loader, absl::StrCat("transformer_blocks.", i),
                                                        config.attention_head_dim));
-    m->double_blocks_.push_back(std::move(block));
+    double_blocks_.push_back(std::move(block));
   }
   for (int64_t i = 0; i < config.num_single_layers; ++i) {
     ASSIGN_OR_RETURN(auto block,
                      FluxSingleBlock::Load(loader, absl::StrCat("single_transformer_blocks.", i),
                                            config.attention_head_dim));
-    m->single_blocks_.push_back(std::move(block));
+    single_blocks_.push_back(std::move(block));
   }
-  ASSIGN_OR_RETURN(m->norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out"));
+  ASSIGN_OR_RETURN(norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out"));
   // Every AdaLN modulation of a step in one GEMM (and one all-reduce when sharded).
   std::vector<tp::ModulationConsumer> modulation;
   auto adaln = [&modulation](auto& norm) {
     modulation.push_back({norm.linear(), [&norm](ModulationSource s) { norm.set_modulation_source(std::move(s)); }});
   };
-  for (FluxDoubleBlock& b : m->double_blocks_) {
+  for (FluxDoubleBlock& b : double_blocks_) {
     adaln(b.norm1());
     adaln(b.norm1_context());
   }
-  for (FluxSingleBlock& b : m->single_blocks_) adaln(b.norm());
-  adaln(*m->norm_out_);
-  RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, "FLUX.1 transformer"));
-  ASSIGN_OR_RETURN(m->proj_out_, loader.LoadLinear("proj_out"));
-  RETURN_IF_ERROR(CheckFullLinear(*m->proj_out_, "proj_out", d,
-                                  config.patch_size * config.patch_size * config.out_channels));
-  m->graphs_ = MakeStepGraphs("FLUX.1 transformer", &m->linears_, comm, m->device_, options.cuda_graphs);
-  return m;
-}
-
-std::vector<std::string> FluxTransformer2DModel::RequiredArguments() const {
-  std::vector<std::string> names = {"hidden_states", "encoder_hidden_states", "pooled_projections",
-                                    "timestep", "img_ids", "txt_ids"};
-  if (config_.guidance_embeds) names.push_back("guidance");
-  return names;
-}
-
-std::vector<std::string> FluxTransformer2DModel::OptionalArguments() const {
-  if (config_.guidance_embeds) return {};
-  return {"guidance"};  // accepted and ignored, as diffusers does without a guidance embedder
+  for (FluxSingleBlock& b : single_blocks_) adaln(b.norm());
+  adaln(*norm_out_);
+  RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, model_name()));
+  ASSIGN_OR_RETURN(
+      proj_out_, LoadFullWidthLinear(loader, "proj_out", d,
+                                     config.patch_size * config.patch_size * config.out_channels));
+  return absl::OkStatus();
 }
 
 absl::Status FluxTransformer2DModel::CheckArgs(const FluxForwardArgs& a) const {
   auto bad = [](const std::string& what, const torch::Tensor& t, const std::string& want) {
     return absl::InvalidArgumentError(
-        absl::StrCat("FLUX.1 forward: ", what, " has shape ", Shape(t), ", expected ", want));
+        absl::StrCat("FLUX.1 forward: ", what, " has shape ", ShapeString(t), ", expected ", want));
   };
   const auto& c = config_;
   if (!a.hidden_states.defined() || a.hidden_states.dim() != 3 ||
@@ -204,33 +171,6 @@ torch::Tensor FluxTransformer2DModel::ForwardImpl(const FluxForwardArgs& a) cons
 
   h = norm_out_->Forward(h, temb);
   return proj_out_->Forward(h);
-}
-
-absl::StatusOr<torch::Tensor> FluxTransformer2DModel::Forward(const FluxForwardArgs& args) {
-  RETURN_IF_ERROR(CheckArgs(args));
-  return GuardTorch("FLUX.1 transformer forward", [&] {
-    const std::vector<torch::Tensor> inputs = {args.hidden_states, args.encoder_hidden_states,
-                                               args.pooled_projections, args.timestep,
-                                               args.img_ids, args.txt_ids, args.guidance};
-    return graphs_->Run(inputs, device_, "", {}, [this](const std::vector<torch::Tensor>& in) {
-      return ForwardImpl(FluxForwardArgs{in[0], in[1], in[2], in[3], in[4], in[5], in[6]});
-    });
-  });
-}
-
-absl::StatusOr<torch::Tensor> FluxTransformer2DModel::Forward(
-    const std::map<std::string, torch::Tensor>& args) {
-  RETURN_IF_ERROR(CheckArgumentNames(*this, args, "FLUX.1"));
-  auto get = [&](const char* name) { return ArgumentOrUndefined(args, name); };
-  FluxForwardArgs a;
-  a.hidden_states = get("hidden_states");
-  a.encoder_hidden_states = get("encoder_hidden_states");
-  a.pooled_projections = get("pooled_projections");
-  a.timestep = get("timestep");
-  a.img_ids = get("img_ids");
-  a.txt_ids = get("txt_ids");
-  a.guidance = get("guidance");
-  return Forward(a);
 }
 
 }  // namespace ditserve::models::flux1

@@ -17,17 +17,16 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "comm/communicator.h"
 #include "models/common/ada_layer_norm.h"
 #include "models/common/linear_layer.h"
-#include "models/common/step_graphs.h"
 #include "models/common/text_projection.h"
 #include "models/common/timestep_embedding.h"
 #include "models/flux1/flux1_config.h"
 #include "models/flux1/flux1_double_block.h"
 #include "models/flux1/flux1_single_block.h"
-#include "models/transformer.h"
+#include "models/transformer_base.h"
 #include "sharding/state_dict.h"
-#include "comm/communicator.h"
 
 namespace ditserve::models::flux1 {
 
@@ -41,44 +40,23 @@ struct FluxForwardArgs {
   torch::Tensor guidance;               // (B,), required iff config.guidance_embeds
 };
 
-class FluxTransformer2DModel : public DiffusionTransformer {
- public:
-  static absl::StatusOr<std::unique_ptr<FluxTransformer2DModel>> Load(
-      const FluxTransformerConfig& config, const sharding::ShardedStateDict& sd,
-      comm::Communicator* comm, const TransformerLoadOptions& options = {});
-
-  absl::StatusOr<torch::Tensor> Forward(const FluxForwardArgs& args);
-
-  std::string class_name() const override { return "FluxTransformer2DModel"; }
-  std::vector<std::string> RequiredArguments() const override;
-  std::vector<std::string> OptionalArguments() const override;
-  torch::ScalarType dtype() const override { return dtype_; }
-  torch::Device device() const override { return device_; }
-  StepGraphStats graph_stats() const override { return graphs_->stats(); }
-  const LinearRegistry& linear_layers() const override { return linears_; }
-  absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
-
-  const FluxTransformerConfig& config() const { return config_; }
-  int64_t local_heads() const { return local_heads_; }
-
+class FluxTransformer2DModel
+    : public DiffusionTransformerBase<FluxTransformer2DModel, FluxTransformerConfig,
+                                      FluxForwardArgs> {
+  // Load, both Forwards, config() and local_heads(): DiffusionTransformerBase.
  private:
-  explicit FluxTransformer2DModel(FluxTransformerConfig config) : config_(std::move(config)) {}
-  absl::Status CheckArgs(const FluxForwardArgs& args) const;
-  torch::Tensor ForwardImpl(const FluxForwardArgs& args) const;
+  friend DiffusionTransformerBase;  // Load constructs it
+  explicit FluxTransformer2DModel(FluxTransformerConfig config);
+  absl::Status LoadLayers(const ModuleLoader& loader, comm::Communicator* comm) override;
+  absl::Status CheckArgs(const FluxForwardArgs& args) const override;
+  torch::Tensor ForwardImpl(const FluxForwardArgs& args) const override;
 
-  FluxTransformerConfig config_;
-  LinearRegistry linears_;
-  torch::ScalarType dtype_ = torch::kFloat32;
-  torch::Device device_ = torch::kCPU;
-  int64_t local_heads_ = 0;
   std::shared_ptr<LinearLayer> x_embedder_, context_embedder_, proj_out_;
   std::optional<TimestepEmbedding> timestep_embedder_, guidance_embedder_;
   std::optional<PixArtAlphaTextProjection> text_embedder_;
   std::vector<FluxDoubleBlock> double_blocks_;
   std::vector<FluxSingleBlock> single_blocks_;
   std::optional<AdaLayerNormContinuous> norm_out_;
-  std::unique_ptr<StepGraphs> graphs_;
 };
-
 
 }  // namespace ditserve::models::flux1

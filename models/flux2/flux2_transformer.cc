@@ -7,7 +7,6 @@
 #include "common/status_macros.h"
 #include "models/common/model_checks.h"
 #include "models/common/rope.h"
-#include "common/torch_guard.h"
 #include "models/tp/modulation_bank.h"
 #include "models/tp/parallel_module_loader.h"
 
@@ -19,104 +18,91 @@ torch::Tensor Ids2d(const torch::Tensor& ids) { return ids.dim() == 3 ? ids[0] :
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Flux2Transformer2DModel>> Flux2Transformer2DModel::Load(
-    const Flux2TransformerConfig& config, const sharding::ShardedStateDict& sd,
-    comm::Communicator* comm, const TransformerLoadOptions& options) {
-  if (config.num_attention_heads % sd.world_size() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tp degree ", sd.world_size(),
-                                                   " must divide the number of attention heads (",
-                                                   config.num_attention_heads, ")"));
-  }
-  if (comm == nullptr || comm->world_size() != sd.world_size() || comm->rank() != sd.rank()) {
-    return absl::InvalidArgumentError("FLUX.2: the communicator does not match the state dict's rank/size");
-  }
-  std::unique_ptr<Flux2Transformer2DModel> m(new Flux2Transformer2DModel(config));
-  tp::ParallelModuleLoader loader(sd, comm, &m->linears_, options.weights);
+Flux2Transformer2DModel::Flux2Transformer2DModel(Flux2TransformerConfig config)
+    : DiffusionTransformerBase(
+          config, "Flux2Transformer2DModel", "FLUX.2",
+          {{"hidden_states", &Flux2ForwardArgs::hidden_states},
+           {"encoder_hidden_states", &Flux2ForwardArgs::encoder_hidden_states},
+           {"timestep", &Flux2ForwardArgs::timestep},
+           {"img_ids", &Flux2ForwardArgs::img_ids},
+           {"txt_ids", &Flux2ForwardArgs::txt_ids},
+           // Without a guidance embedder: accepted and ignored, as diffusers does.
+           {"guidance", &Flux2ForwardArgs::guidance, /*required=*/config.guidance_embeds}}) {}
+
+absl::Status Flux2Transformer2DModel::LoadLayers(const ModuleLoader& loader,
+                                                 comm::Communicator* comm) {
+  const sharding::ShardedStateDict& sd = loader.state_dict();
+  const Flux2TransformerConfig& config = config_;
+  RETURN_IF_ERROR(CheckCommunicator(comm, sd.rank(), sd.world_size()));
   const int64_t d = config.inner_dim(), hd = config.attention_head_dim;
   const int64_t mh = config.mlp_hidden_dim();
 
-  ASSIGN_OR_RETURN(m->x_embedder_, loader.LoadLinear("x_embedder"));
-  RETURN_IF_ERROR(CheckLinearWidths(*m->x_embedder_, "x_embedder", config.in_channels, d));
-  ASSIGN_OR_RETURN(m->context_embedder_, loader.LoadLinear("context_embedder"));
-  RETURN_IF_ERROR(
-      CheckLinearWidths(*m->context_embedder_, "context_embedder", config.joint_attention_dim, d));
-  m->dtype_ = m->x_embedder_->weight().scalar_type();
-  m->device_ = m->x_embedder_->weight().device();
+  ASSIGN_OR_RETURN(x_embedder_, LoadFullWidthLinear(loader, "x_embedder", config.in_channels, d));
+  ASSIGN_OR_RETURN(context_embedder_,
+                   LoadFullWidthLinear(loader, "context_embedder", config.joint_attention_dim, d));
+  TakeDtypeAndDevice(*x_embedder_);
 
-  ASSIGN_OR_RETURN(m->timestep_embedder_,
+  ASSIGN_OR_RETURN(timestep_embedder_,
                    TimestepEmbedding::Load(loader, "time_guidance_embed.timestep_embedder"));
-  if (m->timestep_embedder_->in_features() != config.timestep_guidance_channels) {
+  if (timestep_embedder_->in_features() != config.timestep_guidance_channels) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "time_guidance_embed.timestep_embedder.linear_1 takes ", m->timestep_embedder_->in_features(),
+        "time_guidance_embed.timestep_embedder.linear_1 takes ", timestep_embedder_->in_features(),
         " features, timestep_guidance_channels is ", config.timestep_guidance_channels));
   }
   if (config.guidance_embeds) {
-    ASSIGN_OR_RETURN(m->guidance_embedder_,
+    ASSIGN_OR_RETURN(guidance_embedder_,
                      TimestepEmbedding::Load(loader, "time_guidance_embed.guidance_embedder"));
-    if (m->guidance_embedder_->in_features() != config.timestep_guidance_channels) {
+    if (guidance_embedder_->in_features() != config.timestep_guidance_channels) {
       return absl::InvalidArgumentError(
           "time_guidance_embed.guidance_embedder.linear_1 does not take timestep_guidance_channels");
     }
   }
-  ASSIGN_OR_RETURN(m->mod_img_, Flux2Modulation::Load(loader, "double_stream_modulation_img", d, 2));
-  ASSIGN_OR_RETURN(m->mod_txt_, Flux2Modulation::Load(loader, "double_stream_modulation_txt", d, 2));
-  ASSIGN_OR_RETURN(m->mod_single_, Flux2Modulation::Load(loader, "single_stream_modulation", d, 1));
+  ASSIGN_OR_RETURN(mod_img_, Flux2Modulation::Load(loader, "double_stream_modulation_img", d, 2));
+  ASSIGN_OR_RETURN(mod_txt_, Flux2Modulation::Load(loader, "double_stream_modulation_txt", d, 2));
+  ASSIGN_OR_RETURN(mod_single_, Flux2Modulation::Load(loader, "single_stream_modulation", d, 1));
 
   for (int64_t i = 0; i < config.num_layers; ++i) {
     ASSIGN_OR_RETURN(auto block, Flux2DoubleBlock::Load(loader, absl::StrCat("transformer_blocks.", i),
                                                         hd, config.eps));
-    m->double_blocks_.push_back(std::move(block));
+    double_blocks_.push_back(std::move(block));
   }
   for (int64_t i = 0; i < config.num_single_layers; ++i) {
     ASSIGN_OR_RETURN(auto block,
                      Flux2SingleBlock::Load(loader, absl::StrCat("single_transformer_blocks.", i), hd,
                                             d, mh, config.eps));
-    m->single_blocks_.push_back(std::move(block));
+    single_blocks_.push_back(std::move(block));
   }
-  ASSIGN_OR_RETURN(m->norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out", config.eps));
+  ASSIGN_OR_RETURN(norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out", config.eps));
   // The three shared modulations and norm_out's in one GEMM (and one all-reduce when sharded).
   std::vector<tp::ModulationConsumer> modulation;
-  for (Flux2Modulation* mod : {&*m->mod_img_, &*m->mod_txt_, &*m->mod_single_}) {
+  for (Flux2Modulation* mod : {&*mod_img_, &*mod_txt_, &*mod_single_}) {
     modulation.push_back({mod->linear(), [mod](ModulationSource s) { mod->set_modulation_source(std::move(s)); }});
   }
-  AdaLayerNormContinuous& norm_out = *m->norm_out_;
+  AdaLayerNormContinuous& norm_out = *norm_out_;
   modulation.push_back(
       {norm_out.linear(), [&norm_out](ModulationSource s) { norm_out.set_modulation_source(std::move(s)); }});
-  RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, "FLUX.2 transformer"));
-  ASSIGN_OR_RETURN(m->proj_out_, loader.LoadLinear("proj_out"));
-  RETURN_IF_ERROR(CheckLinearWidths(*m->proj_out_, "proj_out", d,
-                                    config.patch_size * config.patch_size * config.out_channels));
+  RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, model_name()));
+  ASSIGN_OR_RETURN(
+      proj_out_, LoadFullWidthLinear(loader, "proj_out", d,
+                                     config.patch_size * config.patch_size * config.out_channels));
 
   // Every block checked its own q/k/v against head_dim; the first one tells the local head count.
-  m->local_heads_ = config.num_layers > 0 ? m->double_blocks_.front().local_heads()
-                    : config.num_single_layers > 0 ? m->single_blocks_.front().local_heads()
-                                                   : config.num_attention_heads / sd.world_size();
-  if (m->local_heads_ * sd.world_size() != config.num_attention_heads &&
-      m->local_heads_ != config.num_attention_heads) {
-    return absl::InvalidArgumentError(absl::StrCat("this rank holds ", m->local_heads_,
-                                                   " heads of ", config.num_attention_heads,
-                                                   " at tp degree ", sd.world_size()));
+  const int64_t local_heads = config.num_layers > 0 ? double_blocks_.front().local_heads()
+                              : config.num_single_layers > 0
+                                  ? single_blocks_.front().local_heads()
+                                  : config.num_attention_heads / sd.world_size();
+  RETURN_IF_ERROR(SetLocalHeads(local_heads, config.num_attention_heads, sd.world_size()));
+  for (const auto& b : double_blocks_) {
+    if (b.local_heads() != local_heads_) {
+      return absl::InvalidArgumentError("blocks disagree on local heads");
+    }
   }
-  for (const auto& b : m->double_blocks_) {
-    if (b.local_heads() != m->local_heads_) return absl::InvalidArgumentError("blocks disagree on local heads");
+  for (const auto& b : single_blocks_) {
+    if (b.local_heads() != local_heads_) {
+      return absl::InvalidArgumentError("blocks disagree on local heads");
+    }
   }
-  for (const auto& b : m->single_blocks_) {
-    if (b.local_heads() != m->local_heads_) return absl::InvalidArgumentError("blocks disagree on local heads");
-  }
-  m->graphs_ = MakeStepGraphs("FLUX.2 transformer", &m->linears_, comm, m->device_, options.cuda_graphs);
-  return m;
-}
-
-std::vector<std::string> Flux2Transformer2DModel::RequiredArguments() const {
-  std::vector<std::string> names = {"hidden_states", "encoder_hidden_states", "timestep", "img_ids",
-                                    "txt_ids"};
-  if (config_.guidance_embeds) names.push_back("guidance");
-  return names;
-}
-
-std::vector<std::string> Flux2Transformer2DModel::OptionalArguments() const {
-  if (config_.guidance_embeds) return {};
-  return {"guidance"};  // accepted and ignored without a guidance embedder, as diffusers does
+  return absl::OkStatus();
 }
 
 absl::Status Flux2Transformer2DModel::CheckArgs(const Flux2ForwardArgs& a) const {
@@ -194,32 +180,6 @@ torch::Tensor Flux2Transformer2DModel::ForwardImpl(const Flux2ForwardArgs& a) co
 
   h = norm_out_->Forward(h, temb);
   return proj_out_->Forward(h);
-}
-
-absl::StatusOr<torch::Tensor> Flux2Transformer2DModel::Forward(const Flux2ForwardArgs& args) {
-  RETURN_IF_ERROR(CheckArgs(args));
-  return GuardTorch("FLUX.2 transformer forward", [&] {
-    const std::vector<torch::Tensor> inputs = {args.hidden_states, args.encoder_hidden_states,
-                                               args.timestep,      args.img_ids,
-                                               args.txt_ids,       args.guidance};
-    return graphs_->Run(inputs, device_, "", {}, [this](const std::vector<torch::Tensor>& in) {
-      return ForwardImpl(Flux2ForwardArgs{in[0], in[1], in[2], in[3], in[4], in[5]});
-    });
-  });
-}
-
-absl::StatusOr<torch::Tensor> Flux2Transformer2DModel::Forward(
-    const std::map<std::string, torch::Tensor>& args) {
-  RETURN_IF_ERROR(CheckArgumentNames(*this, args, "FLUX.2"));
-  auto get = [&](const char* name) { return ArgumentOrUndefined(args, name); };
-  Flux2ForwardArgs a;
-  a.hidden_states = get("hidden_states");
-  a.encoder_hidden_states = get("encoder_hidden_states");
-  a.timestep = get("timestep");
-  a.img_ids = get("img_ids");
-  a.txt_ids = get("txt_ids");
-  a.guidance = get("guidance");
-  return Forward(a);
 }
 
 }  // namespace ditserve::models::flux2

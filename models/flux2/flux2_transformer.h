@@ -24,6 +24,7 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "comm/communicator.h"
 #include "models/common/ada_layer_norm.h"
 #include "models/common/linear_layer.h"
 #include "models/common/timestep_embedding.h"
@@ -31,10 +32,8 @@
 #include "models/flux2/flux2_double_block.h"
 #include "models/flux2/flux2_modulation.h"
 #include "models/flux2/flux2_single_block.h"
-#include "models/common/step_graphs.h"
-#include "models/transformer.h"
+#include "models/transformer_base.h"
 #include "sharding/state_dict.h"
-#include "comm/communicator.h"
 
 namespace ditserve::models::flux2 {
 
@@ -47,44 +46,23 @@ struct Flux2ForwardArgs {
   torch::Tensor guidance;               // (B,), required iff config.guidance_embeds
 };
 
-class Flux2Transformer2DModel : public DiffusionTransformer {
- public:
-  static absl::StatusOr<std::unique_ptr<Flux2Transformer2DModel>> Load(
-      const Flux2TransformerConfig& config, const sharding::ShardedStateDict& sd,
-      comm::Communicator* comm, const TransformerLoadOptions& options = {});
-
-  absl::StatusOr<torch::Tensor> Forward(const Flux2ForwardArgs& args);
-
-  std::string class_name() const override { return "Flux2Transformer2DModel"; }
-  std::vector<std::string> RequiredArguments() const override;
-  std::vector<std::string> OptionalArguments() const override;
-  torch::ScalarType dtype() const override { return dtype_; }
-  torch::Device device() const override { return device_; }
-  StepGraphStats graph_stats() const override { return graphs_->stats(); }
-  const LinearRegistry& linear_layers() const override { return linears_; }
-  absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
-
-  const Flux2TransformerConfig& config() const { return config_; }
-  int64_t local_heads() const { return local_heads_; }
-
+class Flux2Transformer2DModel
+    : public DiffusionTransformerBase<Flux2Transformer2DModel, Flux2TransformerConfig,
+                                      Flux2ForwardArgs> {
+  // Load, both Forwards, config() and local_heads(): DiffusionTransformerBase.
  private:
-  explicit Flux2Transformer2DModel(Flux2TransformerConfig config) : config_(std::move(config)) {}
-  absl::Status CheckArgs(const Flux2ForwardArgs& args) const;
-  torch::Tensor ForwardImpl(const Flux2ForwardArgs& args) const;
+  friend DiffusionTransformerBase;  // Load constructs it
+  explicit Flux2Transformer2DModel(Flux2TransformerConfig config);
+  absl::Status LoadLayers(const ModuleLoader& loader, comm::Communicator* comm) override;
+  absl::Status CheckArgs(const Flux2ForwardArgs& args) const override;
+  torch::Tensor ForwardImpl(const Flux2ForwardArgs& args) const override;
 
-  Flux2TransformerConfig config_;
-  LinearRegistry linears_;
-  torch::ScalarType dtype_ = torch::kFloat32;
-  torch::Device device_ = torch::kCPU;
-  int64_t local_heads_ = 0;
   std::shared_ptr<LinearLayer> x_embedder_, context_embedder_, proj_out_;
   std::optional<TimestepEmbedding> timestep_embedder_, guidance_embedder_;
   std::optional<Flux2Modulation> mod_img_, mod_txt_, mod_single_;
   std::vector<Flux2DoubleBlock> double_blocks_;
   std::vector<Flux2SingleBlock> single_blocks_;
   std::optional<AdaLayerNormContinuous> norm_out_;
-  std::unique_ptr<StepGraphs> graphs_;
 };
-
 
 }  // namespace ditserve::models::flux2

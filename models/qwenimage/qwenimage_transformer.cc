@@ -18,84 +18,68 @@ constexpr double kTimeProjScale = 1000.0;  // Timesteps(..., scale=1000): inside
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<QwenImageTransformer2DModel>> QwenImageTransformer2DModel::Load(
-    const QwenImageTransformerConfig& config, const sharding::ShardedStateDict& sd,
-    comm::Communicator* comm, const TransformerLoadOptions& options) {
-  if (config.num_attention_heads % sd.world_size() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tp degree ", sd.world_size(),
-                                                   " must divide the number of attention heads (",
-                                                   config.num_attention_heads, ")"));
-  }
-  if (comm == nullptr || comm->world_size() != sd.world_size() || comm->rank() != sd.rank()) {
-    return absl::InvalidArgumentError(
-        "Qwen-Image: the communicator does not match the state dict's rank/size");
-  }
-  std::unique_ptr<QwenImageTransformer2DModel> m(new QwenImageTransformer2DModel(config));
-  tp::ParallelModuleLoader loader(sd, comm, &m->linears_, options.weights);
+QwenImageTransformer2DModel::QwenImageTransformer2DModel(QwenImageTransformerConfig config)
+    : DiffusionTransformerBase(
+          std::move(config), "QwenImageTransformer2DModel", "Qwen-Image",
+          {{"hidden_states", &QwenImageForwardArgs::hidden_states},
+           {"encoder_hidden_states", &QwenImageForwardArgs::encoder_hidden_states},
+           {"encoder_hidden_states_mask", &QwenImageForwardArgs::encoder_hidden_states_mask,
+            /*required=*/false},
+           {"timestep", &QwenImageForwardArgs::timestep},
+           {"img_shapes", &QwenImageForwardArgs::img_shapes, /*required=*/false,
+            /*device_input=*/false}}) {}
+
+absl::Status QwenImageTransformer2DModel::LoadLayers(const ModuleLoader& loader,
+                                                     comm::Communicator* comm) {
+  const sharding::ShardedStateDict& sd = loader.state_dict();
+  const QwenImageTransformerConfig& config = config_;
+  RETURN_IF_ERROR(CheckCommunicator(comm, sd.rank(), sd.world_size()));
   const int64_t d = config.inner_dim();
   const double eps = QwenImageTransformerConfig::kEps;
 
-  ASSIGN_OR_RETURN(m->img_in_, loader.LoadLinear("img_in"));
-  RETURN_IF_ERROR(CheckLinearWidths(*m->img_in_, "img_in", config.in_channels, d));
-  m->dtype_ = m->img_in_->weight().scalar_type();
-  m->device_ = m->img_in_->weight().device();
-  ASSIGN_OR_RETURN(m->txt_norm_, DiffusersRmsNorm::Load(loader, "txt_norm", eps));
-  if (m->txt_norm_->dim() != config.joint_attention_dim) {
-    return absl::InvalidArgumentError(absl::StrCat("txt_norm.weight has ", m->txt_norm_->dim(),
+  ASSIGN_OR_RETURN(img_in_, LoadFullWidthLinear(loader, "img_in", config.in_channels, d));
+  TakeDtypeAndDevice(*img_in_);
+  ASSIGN_OR_RETURN(txt_norm_, DiffusersRmsNorm::Load(loader, "txt_norm", eps));
+  if (txt_norm_->dim() != config.joint_attention_dim) {
+    return absl::InvalidArgumentError(absl::StrCat("txt_norm.weight has ", txt_norm_->dim(),
                                                    " elements, joint_attention_dim is ",
                                                    config.joint_attention_dim));
   }
-  ASSIGN_OR_RETURN(m->txt_in_, loader.LoadLinear("txt_in"));
-  RETURN_IF_ERROR(CheckLinearWidths(*m->txt_in_, "txt_in", config.joint_attention_dim, d));
-  ASSIGN_OR_RETURN(m->timestep_embedder_,
+  ASSIGN_OR_RETURN(txt_in_, LoadFullWidthLinear(loader, "txt_in", config.joint_attention_dim, d));
+  ASSIGN_OR_RETURN(timestep_embedder_,
                    TimestepEmbedding::Load(loader, "time_text_embed.timestep_embedder"));
-  if (m->timestep_embedder_->in_features() != kTimeProjChannels) {
+  if (timestep_embedder_->in_features() != kTimeProjChannels) {
     return absl::InvalidArgumentError(
         "time_text_embed.timestep_embedder.linear_1 must take 256 features");
   }
   for (int64_t i = 0; i < config.num_layers; ++i) {
     ASSIGN_OR_RETURN(auto block, QwenImageBlock::Load(loader, absl::StrCat("transformer_blocks.", i),
                                                       d, config.attention_head_dim, eps));
-    m->blocks_.push_back(std::move(block));
+    blocks_.push_back(std::move(block));
   }
-  ASSIGN_OR_RETURN(m->norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out", eps));
+  ASSIGN_OR_RETURN(norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out", eps));
   // Every modulation of a step in one GEMM (and one all-reduce when sharded).
   std::vector<tp::ModulationConsumer> modulation;
-  for (QwenImageBlock& b : m->blocks_) {
+  for (QwenImageBlock& b : blocks_) {
     modulation.push_back({b.img_mod(), [&b](ModulationSource s) { b.set_img_modulation_source(std::move(s)); }});
     modulation.push_back({b.txt_mod(), [&b](ModulationSource s) { b.set_txt_modulation_source(std::move(s)); }});
   }
-  AdaLayerNormContinuous& norm_out = *m->norm_out_;
+  AdaLayerNormContinuous& norm_out = *norm_out_;
   modulation.push_back(
       {norm_out.linear(), [&norm_out](ModulationSource s) { norm_out.set_modulation_source(std::move(s)); }});
-  RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, "Qwen-Image transformer"));
-  ASSIGN_OR_RETURN(m->proj_out_, loader.LoadLinear("proj_out"));
-  RETURN_IF_ERROR(CheckLinearWidths(*m->proj_out_, "proj_out", d, config.proj_out_channels()));
+  RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, model_name()));
+  ASSIGN_OR_RETURN(proj_out_,
+                   LoadFullWidthLinear(loader, "proj_out", d, config.proj_out_channels()));
 
-  m->local_heads_ = m->blocks_.empty() ? config.num_attention_heads / sd.world_size()
-                                       : m->blocks_.front().local_heads();
-  if (m->local_heads_ * sd.world_size() != config.num_attention_heads &&
-      m->local_heads_ != config.num_attention_heads) {
-    return absl::InvalidArgumentError(absl::StrCat("this rank holds ", m->local_heads_,
-                                                   " heads of ", config.num_attention_heads,
-                                                   " at tp degree ", sd.world_size()));
-  }
-  for (const auto& b : m->blocks_) {
-    if (b.local_heads() != m->local_heads_) {
+  const int64_t local_heads = blocks_.empty() ? config.num_attention_heads / sd.world_size()
+                                              : blocks_.front().local_heads();
+  RETURN_IF_ERROR(SetLocalHeads(local_heads, config.num_attention_heads, sd.world_size()));
+  for (const auto& b : blocks_) {
+    if (b.local_heads() != local_heads_) {
       return absl::InvalidArgumentError("blocks disagree on the local head count");
     }
   }
-  m->graphs_ = MakeStepGraphs("Qwen-Image transformer", &m->linears_, comm, m->device_,
-                              options.cuda_graphs);
-  return m;
-}
-
-std::vector<std::string> QwenImageTransformer2DModel::RequiredArguments() const {
-  return {"hidden_states", "encoder_hidden_states", "timestep"};
-}
-
-std::vector<std::string> QwenImageTransformer2DModel::OptionalArguments() const {
-  return {"encoder_hidden_states_mask", "img_shapes"};
+  return absl::OkStatus();
 }
 
 absl::Status QwenImageTransformer2DModel::CheckArgs(const QwenImageForwardArgs& a) const {
@@ -128,9 +112,41 @@ absl::Status QwenImageTransformer2DModel::CheckArgs(const QwenImageForwardArgs& 
   return absl::OkStatus();
 }
 
-torch::Tensor QwenImageTransformer2DModel::ForwardImpl(const QwenImageForwardArgs& a,
-                                                       const QwenRopeFreqs& rope) const {
+absl::StatusOr<HostInputs> QwenImageTransformer2DModel::ReadHostInputs(
+    const QwenImageForwardArgs& args) {
+  const int64_t b = args.hidden_states.size(0), n = args.hidden_states.size(1);
+  auto parsed =
+      GuardTorch("Qwen-Image img_shapes", [&]() -> absl::StatusOr<std::vector<ImageShape>> {
+        return ImageShapesFromTensor(args.img_shapes, b, n);
+      });
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->ok()) return parsed->status();
+  const std::vector<ImageShape> shapes = **std::move(parsed);
+  const int64_t text_len = args.encoder_hidden_states.size(1);
+  if (!rope_cache_ || rope_cache_->text_len != text_len || rope_cache_->shapes != shapes) {
+    rope_cache_.reset();
+    auto rope = GuardTorch("Qwen-Image RoPE", [&]() -> absl::StatusOr<QwenRopeFreqs> {
+      return QwenRopeFrequencies(shapes, text_len, config_.axes_dims_rope,
+                                 QwenImageTransformerConfig::kRopeTheta, device_);
+    });
+    if (!rope.ok()) return rope.status();
+    if (!rope->ok()) return rope->status();
+    rope_cache_ = RopeCacheEntry{shapes, text_len, **std::move(rope)};
+  }
+  // The host reads the image grid and the text length (the RoPE tables); a graph keeps the tables
+  // it read alive after the cache moves on.
+  const QwenRopeFreqs& freqs = rope_cache_->freqs;
+  HostInputs host;
+  host.key = absl::StrCat("text ", text_len);
+  for (const ImageShape& s : shapes)
+    absl::StrAppend(&host.key, " ", s.frames, "x", s.height, "x", s.width);
+  host.keep_alive = {freqs.image, freqs.text, freqs.joint.cos, freqs.joint.sin, freqs.joint.freqs};
+  return host;
+}
+
+torch::Tensor QwenImageTransformer2DModel::ForwardImpl(const QwenImageForwardArgs& a) const {
   torch::NoGradGuard no_grad;
+  const QwenRopeFreqs& rope = rope_cache_->freqs;
   auto to_model = [&](const torch::Tensor& x) { return x.to(device_, dtype_); };
 
   auto h = img_in_->Forward(to_model(a.hidden_states));
@@ -157,62 +173,6 @@ torch::Tensor QwenImageTransformer2DModel::ForwardImpl(const QwenImageForwardArg
   }
   h = norm_out_->Forward(h, temb);
   return proj_out_->Forward(h);
-}
-
-absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(const QwenImageForwardArgs& args) {
-  RETURN_IF_ERROR(CheckArgs(args));
-  const int64_t b = args.hidden_states.size(0), n = args.hidden_states.size(1);
-  auto parsed = GuardTorch("Qwen-Image img_shapes", [&]() -> absl::StatusOr<std::vector<ImageShape>> {
-    return ImageShapesFromTensor(args.img_shapes, b, n);
-  });
-  if (!parsed.ok()) return parsed.status();
-  if (!parsed->ok()) return parsed->status();
-  const std::vector<ImageShape> shapes = **std::move(parsed);
-  const int64_t text_len = args.encoder_hidden_states.size(1);
-  if (!rope_cache_ || rope_cache_->text_len != text_len || rope_cache_->shapes != shapes) {
-    rope_cache_.reset();
-    auto rope = GuardTorch("Qwen-Image RoPE", [&]() -> absl::StatusOr<QwenRopeFreqs> {
-      return QwenRopeFrequencies(shapes, text_len, config_.axes_dims_rope,
-                                 QwenImageTransformerConfig::kRopeTheta, device_);
-    });
-    if (!rope.ok()) return rope.status();
-    if (!rope->ok()) return rope->status();
-    rope_cache_ = RopeCacheEntry{shapes, text_len, **std::move(rope)};
-  }
-  const QwenRopeFreqs& freqs = rope_cache_->freqs;
-  return GuardTorch("Qwen-Image transformer forward", [&] {
-    // The host reads the image grid and the text length (the RoPE tables); a graph keeps the
-    // tables it read alive after the cache moves on.
-    std::string host_key = absl::StrCat("text ", text_len);
-    for (const ImageShape& s : shapes) absl::StrAppend(&host_key, " ", s.frames, "x", s.height, "x", s.width);
-    const std::vector<torch::Tensor> inputs = {args.hidden_states, args.encoder_hidden_states,
-                                               args.encoder_hidden_states_mask, args.timestep};
-    const std::vector<torch::Tensor> tables = {freqs.image, freqs.text, freqs.joint.cos,
-                                               freqs.joint.sin, freqs.joint.freqs};
-    return graphs_->Run(inputs, device_, host_key, tables,
-                        [this, &freqs, &args](const std::vector<torch::Tensor>& in) {
-                          QwenImageForwardArgs staged;
-                          staged.hidden_states = in[0];
-                          staged.encoder_hidden_states = in[1];
-                          staged.encoder_hidden_states_mask = in[2];
-                          staged.timestep = in[3];
-                          staged.img_shapes = args.img_shapes;
-                          return ForwardImpl(staged, freqs);
-                        });
-  });
-}
-
-absl::StatusOr<torch::Tensor> QwenImageTransformer2DModel::Forward(
-    const std::map<std::string, torch::Tensor>& args) {
-  RETURN_IF_ERROR(CheckArgumentNames(*this, args, "Qwen-Image"));
-  auto get = [&](const char* name) { return ArgumentOrUndefined(args, name); };
-  QwenImageForwardArgs a;
-  a.hidden_states = get("hidden_states");
-  a.encoder_hidden_states = get("encoder_hidden_states");
-  a.encoder_hidden_states_mask = get("encoder_hidden_states_mask");
-  a.timestep = get("timestep");
-  a.img_shapes = get("img_shapes");
-  return Forward(a);
 }
 
 }  // namespace ditserve::models::qwenimage

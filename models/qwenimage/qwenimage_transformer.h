@@ -27,16 +27,15 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "comm/communicator.h"
 #include "models/common/ada_layer_norm.h"
 #include "models/common/diffusers_rms_norm.h"
 #include "models/common/linear_layer.h"
 #include "models/common/timestep_embedding.h"
 #include "models/qwenimage/qwenimage_block.h"
 #include "models/qwenimage/qwenimage_config.h"
-#include "models/common/step_graphs.h"
-#include "models/transformer.h"
+#include "models/transformer_base.h"
 #include "sharding/state_dict.h"
-#include "comm/communicator.h"
 
 namespace ditserve::models::qwenimage {
 
@@ -48,31 +47,20 @@ struct QwenImageForwardArgs {
   torch::Tensor img_shapes;                  // optional, see above
 };
 
-class QwenImageTransformer2DModel : public DiffusionTransformer {
- public:
-  static absl::StatusOr<std::unique_ptr<QwenImageTransformer2DModel>> Load(
-      const QwenImageTransformerConfig& config, const sharding::ShardedStateDict& sd,
-      comm::Communicator* comm, const TransformerLoadOptions& options = {});
-
-  absl::StatusOr<torch::Tensor> Forward(const QwenImageForwardArgs& args);
-
-  std::string class_name() const override { return "QwenImageTransformer2DModel"; }
-  std::vector<std::string> RequiredArguments() const override;
-  std::vector<std::string> OptionalArguments() const override;
-  torch::ScalarType dtype() const override { return dtype_; }
-  torch::Device device() const override { return device_; }
-  StepGraphStats graph_stats() const override { return graphs_->stats(); }
-  const LinearRegistry& linear_layers() const override { return linears_; }
-  absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) override;
-
-  const QwenImageTransformerConfig& config() const { return config_; }
-  int64_t local_heads() const { return local_heads_; }
-
+class QwenImageTransformer2DModel
+    : public DiffusionTransformerBase<QwenImageTransformer2DModel, QwenImageTransformerConfig,
+                                      QwenImageForwardArgs> {
+  // Load, both Forwards, config() and local_heads(): DiffusionTransformerBase.
  private:
-  explicit QwenImageTransformer2DModel(QwenImageTransformerConfig config)
-      : config_(std::move(config)) {}
-  absl::Status CheckArgs(const QwenImageForwardArgs& args) const;
-  torch::Tensor ForwardImpl(const QwenImageForwardArgs& args, const QwenRopeFreqs& rope) const;
+  friend DiffusionTransformerBase;  // Load constructs it
+  explicit QwenImageTransformer2DModel(QwenImageTransformerConfig config);
+  absl::Status LoadLayers(const ModuleLoader& loader, comm::Communicator* comm) override;
+  absl::Status CheckArgs(const QwenImageForwardArgs& args) const override;
+  // img_shapes and the text length, read on the host: the RoPE tables (rope_cache_), which the body
+  // reads and a graph keeps alive.
+  absl::StatusOr<HostInputs> ReadHostInputs(const QwenImageForwardArgs& args) override;
+  // Reads rope_cache_'s tables (ReadHostInputs made them for these arguments).
+  torch::Tensor ForwardImpl(const QwenImageForwardArgs& args) const override;
 
   // The RoPE tables of the last (image shapes, text length): a request's steps all ask for the same
   // ones, and building them (on the CPU, as diffusers does, then copied) costs ~3 ms on an H200.
@@ -83,18 +71,11 @@ class QwenImageTransformer2DModel : public DiffusionTransformer {
   };
   std::optional<RopeCacheEntry> rope_cache_;
 
-  QwenImageTransformerConfig config_;
-  LinearRegistry linears_;
-  torch::ScalarType dtype_ = torch::kFloat32;
-  torch::Device device_ = torch::kCPU;
-  int64_t local_heads_ = 0;
   std::shared_ptr<LinearLayer> img_in_, txt_in_, proj_out_;
   std::optional<DiffusersRmsNorm> txt_norm_;
   std::optional<TimestepEmbedding> timestep_embedder_;
   std::vector<QwenImageBlock> blocks_;
   std::optional<AdaLayerNormContinuous> norm_out_;
-  std::unique_ptr<StepGraphs> graphs_;
 };
-
 
 }  // namespace ditserve::models::qwenimage

@@ -1,5 +1,6 @@
 // The exposition checker must reject each structural violation that promtool lets through, and
-// accept valid input (including the ecosystem.md example that real Prometheus scraped).
+// accept valid input (kValid: a counter, a histogram, escaped HELP and label values, as in the
+// exposition a real Prometheus server scraped from us).
 #include <string>
 
 #include "gtest/gtest.h"

@@ -1,7 +1,7 @@
-// Test helper: slices a full (replicated) state dict for one rank by a TP plan, following diffusers' hooks/tensor_parallel.py
-// §1.4 literally (contiguous row/column ranges, per-block for packed styles, colwise bias sliced,
-// rowwise bias replicated). Used to exercise the TP layers and models independently of the
-// production loader (sharding/loader.h).
+// Test helper: slices a full (replicated) state dict for one rank by a TP plan, following the
+// slicing of diffusers' hooks/tensor_parallel.py literally (contiguous row/column ranges, per-block
+// for packed styles, colwise bias sliced, rowwise bias replicated). Used to exercise the TP layers
+// and models independently of the production loader (sharding/loader.h).
 #pragma once
 
 #include <string>
