@@ -12,7 +12,7 @@
 #include "ditserve/v1/ditserve.grpc.pb.h"
 #include "sharding/safetensors.h"
 #include "sharding/torch_tensor.h"
-#include "tests/integration/cli_subprocess.h"
+#include "tests/support/cli_subprocess.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/server_process.h"
 

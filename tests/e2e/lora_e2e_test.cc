@@ -13,7 +13,7 @@
 
 #include "ditserve/v1/ditserve.grpc.pb.h"
 #include "sharding/torch_tensor.h"
-#include "tests/integration/cli_subprocess.h"
+#include "tests/support/cli_subprocess.h"
 #include "tests/support/fixture_requests.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/reference_png.h"

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/integration/cli_subprocess.h"
+#include "tests/support/cli_subprocess.h"
 #include "tests/support/fixture_requests.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/reference_png.h"

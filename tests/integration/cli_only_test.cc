@@ -17,8 +17,8 @@
 #include "nlohmann/json.hpp"
 #include "sharding/safetensors_writer.h"
 #include "tests/integration/cli_fake_server.h"
-#include "tests/integration/cli_subprocess.h"
 #include "tests/integration/cli_test_env.h"
+#include "tests/support/cli_subprocess.h"
 
 namespace ditserve::testing {
 namespace {

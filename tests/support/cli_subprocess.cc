@@ -1,4 +1,4 @@
-#include "tests/integration/cli_subprocess.h"
+#include "tests/support/cli_subprocess.h"
 
 #include <poll.h>
 #include <signal.h>
