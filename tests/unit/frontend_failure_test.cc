@@ -1,12 +1,15 @@
 // The frontend's failure paths, through its public gRPC API, against an in-process fake worker
 // group (tests/support/fake_worker.h) in --workers mode: a rank that dies or hangs mid-job, a
-// cancel, the client's deadline and the default timeout, the SIGTERM drain, and --max-batch.
+// cancel, the client's deadline and the default timeout, the SIGTERM drain, --max-batch, failed
+// formations (transient, permanent, RetryNow) and the rank's call thread (WorkerRank).
 // Every wait is woken by the event it waits for (stream events, the group's readiness listener,
-// the fake cluster's change notifications); the time bounds are only there to fail, not to pace.
+// the fake cluster's change notifications), except one look every 10 ms at formation_failure(),
+// which nothing notifies; the time bounds are only there to fail, not to pace.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -606,6 +609,40 @@ TEST_F(FrontendFailureTest, FailedInitIsRetriedUntilTheGroupForms) {
   s = Generate(Request(2), &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_FALSE(server_->group().formation_failure().has_value());
+}
+
+// The rank's thread that carries its Init and Run calls: one call at a time, in order, on one
+// thread that is not the caller's; the destructor runs the calls already posted, then joins.
+TEST(WorkerRank, PostedCallsRunInOrderOnTheRanksOwnThreadAndAllRunBeforeItGoes) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::vector<int> order;
+  std::set<std::thread::id> threads;
+  {
+    WorkerRank rank("127.0.0.1:1", nullptr);  // never connects: the calls do not use the stub
+    rank.Post([&] {
+      // Holds the thread until every call is queued behind it.
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return release; });
+    });
+    for (int i = 0; i < 50; ++i) {
+      rank.Post([&, i] {
+        std::lock_guard<std::mutex> lock(mu);
+        order.push_back(i);
+        threads.insert(std::this_thread::get_id());
+      });
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+  }
+  ASSERT_EQ(order.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_EQ(threads.size(), 1u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
 }
 
 TEST(PermanentInitError, RefusedModelsAndSettingsArePermanentTheRestTransient) {
