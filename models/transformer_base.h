@@ -1,12 +1,12 @@
 // DiffusionTransformerBase<Model, Config, Args>: what FLUX.1, FLUX.2 and Qwen-Image share around
 // their networks.
 //
-// A family `Model` derives from it (CRTP) with its typed config and its argument struct `Args` (one
-// torch::Tensor member per diffusers forward argument) and keeps only what is its own: the argument
-// table (names ↔ members, which are required), LoadLayers, CheckArgs and ForwardImpl. The base owns
-// the members every family has (the config, the linear registry, the weights' dtype and device,
-// the local head count, the StepGraphs) with their accessors, the argument names (from the table),
-// Load, and both forwards:
+// A family `Model` derives from it (CRTP) with its typed config (which has num_attention_heads) and
+// its argument struct `Args` (one torch::Tensor member per diffusers forward argument) and keeps
+// only what is its own: the argument table (names ↔ members, which are required), LoadLayers,
+// CheckArgs and ForwardImpl. The base owns the members every family has (the config, the linear
+// registry, the weights' dtype and device, the local head count, the StepGraphs) with their
+// accessors, the argument names (from the table), Load, and both forwards:
 //   * Load: the tp degree must divide the heads; the model, then its layers through a
 //     tp::ParallelModuleLoader of the state dict's plan (LoadLayers), then its StepGraphs.
 //   * Forward(map) (DiffusionTransformer's): CheckArgumentNames, then each table name's tensor (or
@@ -191,6 +191,7 @@ class DiffusionTransformerBase : public DiffusionTransformer {
     }
     return absl::OkStatus();
   }
+
   const Config config_;
   LinearRegistry linears_;
   torch::ScalarType dtype_ = torch::kFloat32;
