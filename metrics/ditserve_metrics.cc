@@ -100,6 +100,11 @@ DitserveMetrics::DitserveMetrics(const BuildInfo& build) {
               "Requests removed from the queue without running, by reason.");
   lora_requests_ = counter("ditserve_lora_requests_total",
                            "Requests dispatched to the workers with a LoRA adapter applied, by adapter.");
+  permanent_formation_failures_ =
+      &counter("ditserve_worker_group_permanent_failures_total",
+               "Formations of the worker group that failed with a permanent load error (a bad or "
+               "missing model file): retried with backoff; the reason is in GetModelInfo.")
+           ->Add({});
   prometheus::Family<prometheus::Gauge>* build_info =
       gauge("ditserve_build_info", "Build and model information; the value is always 1.");
 
@@ -125,6 +130,14 @@ DitserveMetrics::DitserveMetrics(const BuildInfo& build) {
              {"tp_degree", std::to_string(build.tp_degree)},
              {"dtype", build.dtype}})
       .Set(1);
+}
+
+void DitserveMetrics::ReportPermanentFormationFailures(uint64_t total) {
+  std::lock_guard<std::mutex> lock(formation_mu_);
+  if (total <= permanent_formation_failures_seen_) return;
+  permanent_formation_failures_->Increment(
+      static_cast<double>(total - permanent_formation_failures_seen_));
+  permanent_formation_failures_seen_ = total;
 }
 
 void DitserveMetrics::RequestFinished(RpcMethod method, absl::StatusCode code, double seconds) {

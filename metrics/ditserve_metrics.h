@@ -20,6 +20,8 @@
 //   ditserve_images_generated_total                  counter   images returned to clients.
 //   ditserve_queue_dropped_total{reason}             counter   requests removed from the queue
 //       without running: deadline_expired, cancelled, shutdown.
+//   ditserve_worker_group_permanent_failures_total   counter   group formations that failed with a
+//       permanent load error (server/worker_group.h; reason in GetModelInfo's not_serving_reason).
 //   ditserve_lora_requests_total{adapter}            counter   requests dispatched to the workers
 //       with that LoRA adapter applied (one series per adapter loaded at start, from 0).
 //   ditserve_build_info{version,model,tp_degree,dtype} gauge   always 1 (the _info pattern).
@@ -119,6 +121,10 @@ class DitserveMetrics final : public prometheus::Collectable {
   prometheus::Gauge& requests_in_flight() { return *in_flight_; }
   prometheus::Gauge& queue_depth() { return *queue_depth_; }
   prometheus::Gauge& queue_capacity() { return *queue_capacity_; }
+  // The worker group's count of formations that failed with a permanent load error (a bad or
+  // missing model file; server/worker_group.h), a running total: the counter advances by what it
+  // grew since the last report (a smaller total is ignored).
+  void ReportPermanentFormationFailures(uint64_t total);
 
   // --- workers ---
   // Copies one worker's report into the rank's series (creating them on the first report) and
@@ -146,6 +152,9 @@ class DitserveMetrics final : public prometheus::Collectable {
   prometheus::Counter* images_generated_ = nullptr;
   prometheus::Counter* queue_dropped_[3] = {};
   prometheus::Family<prometheus::Counter>* lora_requests_ = nullptr;
+  prometheus::Counter* permanent_formation_failures_ = nullptr;
+  std::mutex formation_mu_;
+  uint64_t permanent_formation_failures_seen_ = 0;  // guarded by formation_mu_
 
   std::mutex lora_mu_;
   std::map<std::string, prometheus::Counter*> lora_children_;  // guarded by lora_mu_

@@ -43,6 +43,7 @@ FrontendMetrics::~FrontendMetrics() { Stop(); }
 
 void FrontendMetrics::RefreshOnScrape() {
   metrics_->queue_depth().Set(static_cast<double>(queue_->size()));
+  metrics_->ReportPermanentFormationFailures(group_->permanent_failures());
   for (const auto& st : group_->CollectStatus(std::chrono::milliseconds(500))) {
     metrics::WorkerFigures f;
     f.ready = st.ready();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/health_reason.h"
 
 namespace ditserve::server {
 namespace {
@@ -280,8 +281,17 @@ grpc::Status ImageGenerationService::GetModelInfo(grpc::ServerContext* ctx,
                                                   v1::ModelInfo* resp) {
   if (absl::Status s = Authorize(*ctx); !s.ok()) return ToGrpcStatus(s);
   auto info = ModelInfo();
-  if (!info.ok()) return ToGrpcStatus(info.status());
-  *resp = *std::move(info);
+  // Not serving because the worker group could not be formed: say why (with the model's
+  // description when one was loaded before, else the group's size alone), not "still loading".
+  const std::optional<v1::NotServingReason> reason = NotServingReasonOf(*group_);
+  if (!info.ok() && !reason) return ToGrpcStatus(info.status());
+  if (info.ok()) {
+    *resp = *std::move(info);
+  } else {
+    resp->set_version(DITSERVE_VERSION);
+    resp->set_tp_degree(group_->world_size());
+  }
+  if (reason) *resp->mutable_not_serving_reason() = *reason;
   return grpc::Status::OK;
 }
 

@@ -100,6 +100,14 @@ TEST_F(LoadFailureE2E, RefusedModelIsReportedOnceRetriedSlowlyAndFormsAfterSighu
       {BinaryDir() + "/cli/ditserve-cli", "health", "--server", server_->address(), "--timeout", "5"});
   EXPECT_EQ(health.exit_code, 1) << health.err;
   EXPECT_EQ(health.out, "NOT_SERVING\n") << health.err;
+  EXPECT_NE(health.err.find("reason: INVALID_ARGUMENT"), std::string::npos) << health.err;
+  EXPECT_NE(health.err.find("num_layers"), std::string::npos) << health.err;
+  ProcessResult info = RunProcess(
+      {BinaryDir() + "/cli/ditserve-cli", "info", "--server", server_->address(), "--timeout", "5"});
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("\"not_serving_reason\""), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("\"code\": \"INVALID_ARGUMENT\""), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("transformer/config.json"), std::string::npos) << info.out;
   std::string log = ReadFile(server_->log_path());
   EXPECT_NE(log.find("INVALID_ARGUMENT"), std::string::npos) << log;
   EXPECT_NE(log.find("transformer/config.json"), std::string::npos)
@@ -116,6 +124,13 @@ TEST_F(LoadFailureE2E, RefusedModelIsReportedOnceRetriedSlowlyAndFormsAfterSighu
   EXPECT_LE(Count(log, kFailed), 2u) << log;
   EXPECT_EQ(Count(log, kPermanent), 1u) << "the same error logged at ERROR again: " << log;
   EXPECT_EQ(server_->Health(), "NOT_SERVING");
+  // Both permanent failures are counted for the operators' alerts.
+  ProcessResult scrape = RunProcess(
+      {"/usr/bin/curl", "-s",
+       "http://127.0.0.1:" + std::to_string(server_->metrics_port()) + "/metrics"});
+  EXPECT_NE(scrape.out.find("\nditserve_worker_group_permanent_failures_total 2\n"),
+            std::string::npos)
+      << scrape.out;
 
   // Fixed, and SIGHUP: formed at once, not after the 20 s backoff.
   WriteFile(config_, good_config_);

@@ -31,7 +31,7 @@ TEST(DitserveMetrics, NamesFollowPrometheusConventions) {
   DitserveMetrics m({"0.1.0", "flux1", 2, "bfloat16"});
   m.ReportWorker(0, {});  // so worker families have series
   const ParsedExposition p = Scrape(m);
-  EXPECT_EQ(p.types.size(), 27u);
+  EXPECT_EQ(p.types.size(), 28u);  // 11 frontend families + 16 worker families + the group's
   for (const auto& [name, type] : p.types) {
     EXPECT_TRUE(absl::StartsWith(name, "ditserve_")) << name;
     EXPECT_EQ(absl::EndsWith(name, "_total"), type == "counter") << name << " " << type;
@@ -122,6 +122,18 @@ TEST(DitserveMetrics, FrontendHelpersHitTheRightSeries) {
   EXPECT_EQ(Value(p, "ditserve_queue_capacity", {}), 16);
   EXPECT_EQ(Value(p, "ditserve_lora_requests_total", {{"adapter", "style"}}), 2);
   EXPECT_EQ(p.Find("ditserve_lora_requests_total", {{"adapter", "undeclared"}}), nullptr);
+}
+
+TEST(DitserveMetrics, PermanentFormationFailuresFollowTheGroupsTotal) {
+  DitserveMetrics m({"0.1.0", "flux1", 1, "float32"});
+  EXPECT_EQ(Value(Scrape(m), "ditserve_worker_group_permanent_failures_total", {}), 0);
+  m.ReportPermanentFormationFailures(2);
+  EXPECT_EQ(Value(Scrape(m), "ditserve_worker_group_permanent_failures_total", {}), 2);
+  m.ReportPermanentFormationFailures(2);  // the same total again: no change
+  m.ReportPermanentFormationFailures(1);  // a smaller total is ignored
+  EXPECT_EQ(Value(Scrape(m), "ditserve_worker_group_permanent_failures_total", {}), 2);
+  m.ReportPermanentFormationFailures(5);
+  EXPECT_EQ(Value(Scrape(m), "ditserve_worker_group_permanent_failures_total", {}), 5);
 }
 
 TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
