@@ -23,6 +23,79 @@ std::string LorasText(const RequestShape& shape) {
   return out;
 }
 
+bool AllCancelled(const std::vector<std::shared_ptr<PendingRequest>>& batch) {
+  for (const auto& r : batch) {
+    if (!r->cancelled()) return false;
+  }
+  return true;
+}
+
+Clock::time_point LastDeadline(const std::vector<std::shared_ptr<PendingRequest>>& batch) {
+  Clock::time_point last = Clock::time_point::min();
+  for (const auto& r : batch) last = std::max(last, r->deadline().when());
+  return last;
+}
+
+// Sends a job step to every request of its batch (each with its own elapsed time) and the observer.
+void RelayProgress(const std::vector<std::shared_ptr<PendingRequest>>& batch,
+                   const worker::v1::StepProgress& p, const DispatchObserver& observer) {
+  const auto now = Clock::now();
+  v1::GenerateEvent ev;
+  ev.mutable_progress()->set_step(p.step());
+  ev.mutable_progress()->set_total_steps(p.total_steps());
+  ev.mutable_progress()->set_step_seconds(p.step_seconds());
+  for (const auto& r : batch) {
+    v1::GenerateEvent copy = ev;
+    copy.mutable_progress()->set_elapsed_seconds(SecondsBetween(r->enqueued_at(), now));
+    r->PushEvent(std::move(copy));
+  }
+  if (observer.on_step) observer.on_step(p.step_seconds(), p.step());
+}
+
+// The job of a batch: the first request's shape, every request's item, job id "ID#N".
+worker::v1::RunRequest MakeRunRequest(const std::vector<std::shared_ptr<PendingRequest>>& batch,
+                                      uint64_t job_number) {
+  const RequestShape& shape = batch.front()->request().shape;
+  worker::v1::RunRequest run;
+  run.set_job_id(absl::StrCat(batch.front()->id(), "#", job_number));
+  run.set_height(shape.height);
+  run.set_width(shape.width);
+  run.set_num_inference_steps(shape.steps);
+  run.set_max_sequence_length(shape.max_sequence_length);
+  run.set_output_format(static_cast<v1::OutputFormat>(shape.output_format));
+  for (const auto& r : batch) {
+    *run.add_items() = r->request().item;
+    run.mutable_items()->rbegin()->set_request_id(r->id());
+  }
+  return run;
+}
+
+// Hands each request its result of a successful job, with its timings. When rank 0 returned another
+// number of results, fails every request with INTERNAL instead and returns false.
+bool FinishBatch(const std::vector<std::shared_ptr<PendingRequest>>& batch,
+                 worker::v1::RunResult result, Clock::time_point start, Clock::time_point end) {
+  if (result.items_size() != static_cast<int>(batch.size())) {
+    for (const auto& r : batch) {
+      r->Finish(absl::InternalError(absl::StrCat("rank 0 returned ", result.items_size(),
+                                                 " results for ", batch.size(), " requests")));
+    }
+    return false;
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& r = batch[i];
+    v1::GenerateResponse resp = std::move(*result.mutable_items(static_cast<int>(i)));
+    resp.set_request_id(r->id());
+    v1::Timings* t = resp.mutable_timings();
+    t->set_queue_seconds(SecondsBetween(r->enqueued_at(), start));
+    t->set_encode_seconds(result.encode_seconds());
+    t->set_denoise_seconds(result.denoise_seconds());
+    t->set_decode_seconds(result.decode_seconds());
+    t->set_total_seconds(SecondsBetween(r->enqueued_at(), end));
+    r->Finish(absl::OkStatus(), std::move(resp));
+  }
+  return true;
+}
+
 }  // namespace
 
 Dispatcher::Dispatcher(AdmissionQueue* queue, WorkerGroup* group, size_t max_batch,
@@ -90,15 +163,9 @@ void Dispatcher::Loop() {
 }
 
 void Dispatcher::RunBatch(const std::vector<std::shared_ptr<PendingRequest>>& batch) {
-  auto all_cancelled = [&] {
-    for (const auto& r : batch) {
-      if (!r->cancelled()) return false;
-    }
-    return true;
-  };
+  auto all_cancelled = [&] { return AllCancelled(batch); };
   // The job is worth running until the last request's deadline.
-  Clock::time_point last_deadline = Clock::time_point::min();
-  for (const auto& r : batch) last_deadline = std::max(last_deadline, r->deadline().when());
+  const Clock::time_point last_deadline = LastDeadline(batch);
 
   // Wait for the group (it may be re-forming after a failure) as long as a client still waits.
   wakeup_.WaitUntil(last_deadline, [&] { return group_->ready() || all_cancelled(); });
@@ -114,36 +181,15 @@ void Dispatcher::RunBatch(const std::vector<std::shared_ptr<PendingRequest>>& ba
     return;
   }
 
+  const worker::v1::RunRequest run = MakeRunRequest(batch, ++job_counter_);
   const RequestShape& shape = batch.front()->request().shape;
-  worker::v1::RunRequest run;
-  run.set_job_id(absl::StrCat(batch.front()->id(), "#", ++job_counter_));
-  run.set_height(shape.height);
-  run.set_width(shape.width);
-  run.set_num_inference_steps(shape.steps);
-  run.set_max_sequence_length(shape.max_sequence_length);
-  run.set_output_format(static_cast<v1::OutputFormat>(shape.output_format));
-  for (const auto& r : batch) {
-    *run.add_items() = r->request().item;
-    run.mutable_items()->rbegin()->set_request_id(r->id());
-  }
   spdlog::info("job {}: {} request(s), {}x{}, {} steps{}", run.job_id(), batch.size(), shape.width,
                shape.height, shape.steps, LorasText(shape));
 
-  auto on_progress = [&](const worker::v1::StepProgress& p) {
-    const auto now = Clock::now();
-    v1::GenerateEvent ev;
-    ev.mutable_progress()->set_step(p.step());
-    ev.mutable_progress()->set_total_steps(p.total_steps());
-    ev.mutable_progress()->set_step_seconds(p.step_seconds());
-    for (const auto& r : batch) {
-      v1::GenerateEvent copy = ev;
-      copy.mutable_progress()->set_elapsed_seconds(SecondsBetween(r->enqueued_at(), now));
-      r->PushEvent(std::move(copy));
-    }
-    if (observer_.on_step) observer_.on_step(p.step_seconds(), p.step());
-  };
   RunControl control;
-  control.on_progress = on_progress;
+  control.on_progress = [&](const worker::v1::StepProgress& p) {
+    RelayProgress(batch, p, observer_);
+  };
   control.should_cancel = all_cancelled;
   control.wakeup = &wakeup_;
   control.cancel_at = last_deadline;
@@ -160,25 +206,7 @@ void Dispatcher::RunBatch(const std::vector<std::shared_ptr<PendingRequest>>& ba
     }
     return;
   }
-  if (result->items_size() != static_cast<int>(batch.size())) {
-    for (const auto& r : batch) {
-      r->Finish(absl::InternalError(absl::StrCat("rank 0 returned ", result->items_size(),
-                                                 " results for ", batch.size(), " requests")));
-    }
-    return;
-  }
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const auto& r = batch[i];
-    v1::GenerateResponse resp = std::move(*result->mutable_items(static_cast<int>(i)));
-    resp.set_request_id(r->id());
-    v1::Timings* t = resp.mutable_timings();
-    t->set_queue_seconds(SecondsBetween(r->enqueued_at(), start));
-    t->set_encode_seconds(result->encode_seconds());
-    t->set_denoise_seconds(result->denoise_seconds());
-    t->set_decode_seconds(result->decode_seconds());
-    t->set_total_seconds(SecondsBetween(r->enqueued_at(), end));
-    r->Finish(absl::OkStatus(), std::move(resp));
-  }
+  if (!FinishBatch(batch, *std::move(result), start, end)) return;
   spdlog::info("job {}: done in {:.3f} s", run.job_id(), SecondsBetween(start, end));
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/host_port.h"
 #include "common/model_flags.h"
+#include "common/status_macros.h"
 #include "models/lora/lora_files.h"
 
 namespace ditserve::server {
@@ -231,24 +232,31 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("log-format", &o.log.format, "text or json");
 }
 
-absl::Status ValidateFrontendOptions(FrontendOptions& o) {
-  auto bad = [](const std::string& msg) { return absl::InvalidArgumentError(msg); };
-  if (o.model_dir.empty() && o.workers.empty()) return bad("--model is required");
-  if (o.listen.empty()) return bad("--listen must be HOST:PORT");
+namespace {
+
+absl::Status Bad(const std::string& msg) {
+  return absl::InvalidArgumentError(msg);
+}
+
+// The model, the public listeners, the workers and how they load the model.
+absl::Status ValidateModelOptions(const FrontendOptions& o) {
+  if (o.model_dir.empty() && o.workers.empty()) return Bad("--model is required");
+  if (o.listen.empty()) return Bad("--listen must be HOST:PORT");
   if (!o.http_listen.empty()) {
     if (auto address = ParseHostPort(o.http_listen, "--http-listen"); !address.ok()) {
       return address.status();
     }
   }
   if (o.workers.empty() && (o.spawn_workers < 1 || o.spawn_workers > 64)) {
-    return bad(absl::StrCat("--spawn-workers must be in 1..64, got ", o.spawn_workers));
+    return Bad(absl::StrCat("--spawn-workers must be in 1..64, got ", o.spawn_workers));
   }
   absl::StatusOr<DeviceKind> device = ParseDeviceKind(o.device, "--device");
   if (!device.ok()) return device.status();
   if (o.warmup != "auto" && o.warmup != "on" && o.warmup != "off") {
-    return bad(absl::StrCat("--warmup must be auto, on or off, got '", o.warmup, "'"));
+    return Bad(absl::StrCat("--warmup must be auto, on or off, got '", o.warmup, "'"));
   }
-  if (auto placement = ParseTextEncoderPlacement(o.text_encoder_placement, "--text-encoder-placement");
+  if (auto placement =
+          ParseTextEncoderPlacement(o.text_encoder_placement, "--text-encoder-placement");
       !placement.ok()) {
     return placement.status();
   }
@@ -258,53 +266,73 @@ absl::Status ValidateFrontendOptions(FrontendOptions& o) {
   if (!weights.ok()) return weights.status();
   if (*weights == WeightFormat::kFp8 &&
       (*device != DeviceKind::kCuda || *dtype != ModelDtype::kBFloat16)) {
-    return bad(absl::StrCat("--weights fp8 needs --device cuda and --dtype bfloat16 (got --device ",
+    return Bad(absl::StrCat("--weights fp8 needs --device cuda and --dtype bfloat16 (got --device ",
                             o.device, " --dtype ", o.dtype, ")"));
   }
   if (o.cuda_graphs > kMaxCudaGraphs) {
-    return bad(absl::StrCat("--cuda-graphs must be in 0..", kMaxCudaGraphs, ", got ", o.cuda_graphs));
+    return Bad(
+        absl::StrCat("--cuda-graphs must be in 0..", kMaxCudaGraphs, ", got ", o.cuda_graphs));
   }
+  return absl::OkStatus();
+}
+
+// TLS and the API token, worker supervision, the queue and the drain.
+absl::Status ValidateServingOptions(const FrontendOptions& o) {
   if (absl::Status s = ValidateSecurityOptions(o.security); !s.ok()) return s;
-  if (o.metrics_tls && o.security.tls_cert_file.empty()) return bad("--metrics-tls needs --tls-cert and --tls-key");
+  if (o.metrics_tls && o.security.tls_cert_file.empty()) {
+    return Bad("--metrics-tls needs --tls-cert and --tls-key");
+  }
   if (o.heartbeat_interval_ms < 100 || o.heartbeat_interval_ms > 3600000) {
-    return bad("--heartbeat-interval-ms must be in 100..3600000");
+    return Bad("--heartbeat-interval-ms must be in 100..3600000");
   }
-  if (o.heartbeat_timeout_ms != 0 && (o.heartbeat_timeout_ms < 100 || o.heartbeat_timeout_ms > 3600000)) {
-    return bad("--heartbeat-timeout-ms must be 0 (off) or in 100..3600000");
+  if (o.heartbeat_timeout_ms != 0 &&
+      (o.heartbeat_timeout_ms < 100 || o.heartbeat_timeout_ms > 3600000)) {
+    return Bad("--heartbeat-timeout-ms must be 0 (off) or in 100..3600000");
   }
-  if (o.max_queue < 1) return bad("--max-queue must be at least 1");
-  if (o.max_batch < 1 || o.max_batch > 64) return bad("--max-batch must be in 1..64");
-  if (o.default_timeout_seconds <= 0) return bad("--default-timeout must be positive");
-  if (o.drain_seconds < 0) return bad("--drain-seconds must not be negative");
+  if (o.max_queue < 1) return Bad("--max-queue must be at least 1");
+  if (o.max_batch < 1 || o.max_batch > 64) return Bad("--max-batch must be in 1..64");
+  if (o.default_timeout_seconds <= 0) return Bad("--default-timeout must be positive");
+  if (o.drain_seconds < 0) return Bad("--drain-seconds must not be negative");
+  return absl::OkStatus();
+}
+
+// The request limits and the defaults they bound (the LoRA limits are ValidateLoraOptions').
+absl::Status ValidateRequestLimits(const FrontendOptions& o) {
   const RequestLimits& l = o.limits;
   if (l.max_height < l.size_multiple || l.max_height % l.size_multiple != 0) {
-    return bad(absl::StrCat("--max-height must be a positive multiple of ", l.size_multiple));
+    return Bad(absl::StrCat("--max-height must be a positive multiple of ", l.size_multiple));
   }
   if (l.max_width < l.size_multiple || l.max_width % l.size_multiple != 0) {
-    return bad(absl::StrCat("--max-width must be a positive multiple of ", l.size_multiple));
+    return Bad(absl::StrCat("--max-width must be a positive multiple of ", l.size_multiple));
   }
   if (o.default_height != 0 &&
       (o.default_height % l.size_multiple != 0 || o.default_height > l.max_height)) {
-    return bad(absl::StrCat("--default-height must be a multiple of ", l.size_multiple, " up to ",
+    return Bad(absl::StrCat("--default-height must be a multiple of ", l.size_multiple, " up to ",
                             l.max_height));
   }
   if (o.default_width != 0 &&
       (o.default_width % l.size_multiple != 0 || o.default_width > l.max_width)) {
-    return bad(absl::StrCat("--default-width must be a multiple of ", l.size_multiple, " up to ",
+    return Bad(absl::StrCat("--default-width must be a multiple of ", l.size_multiple, " up to ",
                             l.max_width));
   }
-  if (o.default_steps > l.max_steps) return bad("--default-steps must not exceed --max-steps");
-  if (l.max_steps < l.min_steps || l.max_steps > 1000) return bad("--max-steps must be in 1..1000");
-  if (l.max_guidance < l.min_guidance) return bad("--max-guidance must not be negative");
+  if (o.default_steps > l.max_steps) return Bad("--default-steps must not exceed --max-steps");
+  if (l.max_steps < l.min_steps || l.max_steps > 1000) return Bad("--max-steps must be in 1..1000");
+  if (l.max_guidance < l.min_guidance) return Bad("--max-guidance must not be negative");
   if (l.max_sequence_length < 1 || l.max_sequence_length > 512) {
-    return bad("--max-sequence-length must be in 1..512");
+    return Bad("--max-sequence-length must be in 1..512");
   }
+  return absl::OkStatus();
+}
+
+// The LoRA limits and mode, then the adapters (--lora, --lora-dir) into o.lora_adapters.
+absl::Status ValidateLoraOptions(FrontendOptions& o) {
+  const RequestLimits& l = o.limits;
   if (l.max_loras_per_request < 1 || l.max_loras_per_request > kMaxLorasPerRequestCeiling) {
-    return bad(absl::StrCat("--max-loras-per-request must be in 1..", kMaxLorasPerRequestCeiling,
+    return Bad(absl::StrCat("--max-loras-per-request must be in 1..", kMaxLorasPerRequestCeiling,
                             ", got ", l.max_loras_per_request));
   }
   if (!(l.max_lora_scale > 0) || l.max_lora_scale > kLoraScaleCeiling) {
-    return bad(absl::StrCat("--max-lora-scale must be above 0 and at most ", kLoraScaleCeiling,
+    return Bad(absl::StrCat("--max-lora-scale must be above 0 and at most ", kLoraScaleCeiling,
                             " (the workers' bound), got ", l.max_lora_scale));
   }
   if (auto mode = ParseLoraMode(o.lora_mode, "--lora-mode"); !mode.ok()) return mode.status();
@@ -312,6 +340,15 @@ absl::Status ValidateFrontendOptions(FrontendOptions& o) {
   if (!adapters.ok()) return adapters.status();
   o.lora_adapters = *std::move(adapters);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateFrontendOptions(FrontendOptions& o) {
+  RETURN_IF_ERROR(ValidateModelOptions(o));
+  RETURN_IF_ERROR(ValidateServingOptions(o));
+  RETURN_IF_ERROR(ValidateRequestLimits(o));
+  return ValidateLoraOptions(o);
 }
 
 }  // namespace ditserve::server

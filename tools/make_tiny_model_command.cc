@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 #include "tools/dtype_flag.h"
 #include "tools/tiny_model/tiny_model.h"
 #include "tools/tool_registry.h"
@@ -27,11 +28,7 @@ struct MakeTinyModelOptions {
   std::string spm_trainer;
 };
 
-int MakeTinyModelMain(int argc, const char* const* argv) {
-  MakeTinyModelOptions o;
-  FlagParser p("ditserve-tool make-tiny-model DIR",
-               "Writes a tiny random-weight FLUX.1 pipeline (diffusers format, tokenizers "
-               "included) into DIR: the default model the server runs with no download.");
+void AddMakeTinyModelFlags(FlagParser& p, MakeTinyModelOptions& o) {
   p.AddInt("seed", &o.seed, "seed of the random weights (same seed, same bytes)");
   p.AddString("dtype", &o.dtype, "weight dtype: float32 | bfloat16");
   p.AddBool("force", &o.force, "replace DIR if it already exists");
@@ -50,50 +47,37 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
   p.AddString("spm-trainer", &o.spm_trainer,
               "path of ditserve-spm-train (default: $DITSERVE_SPM_TRAIN, next to this binary, "
               "then $PATH)");
-  absl::Status parsed = p.Parse(argc, argv);
-  if (parsed.ok() && p.HelpRequested()) {
-    std::fprintf(stdout, "%s", p.Help().c_str());
-    return 0;
-  }
-  if (parsed.ok() && p.Positional().size() != 1) {
-    parsed = absl::InvalidArgumentError("exactly one model folder DIR is required");
+}
+
+// The generator's options from parsed flags, checked in this order: one DIR, --dtype, --preset,
+// the layer counts, --threads, --seed, --transformer-shards.
+absl::StatusOr<tiny_model::TinyModelOptions> TinyModelOptionsFromFlags(
+    const FlagParser& p, const MakeTinyModelOptions& o) {
+  if (p.Positional().size() != 1) {
+    return absl::InvalidArgumentError("exactly one model folder DIR is required");
   }
   tiny_model::TinyModelOptions options;
-  if (parsed.ok()) {
-    auto dtype = ParseDTypeFlag(o.dtype, {sharding::DType::kF32, sharding::DType::kBF16});
-    if (dtype.ok()) {
-      options.dtype = *dtype;
-    } else {
-      parsed = dtype.status();
-    }
+  ASSIGN_OR_RETURN(options.dtype,
+                   ParseDTypeFlag(o.dtype, {sharding::DType::kF32, sharding::DType::kBF16}));
+  if (o.preset == "flux1-dev-size") {
+    options.configs = tiny_model::Flux1DevSizeConfigs();
+  } else if (o.preset != "tiny") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--preset must be tiny or flux1-dev-size, got '", o.preset, "'"));
   }
-  if (parsed.ok()) {
-    if (o.preset == "flux1-dev-size") {
-      options.configs = tiny_model::Flux1DevSizeConfigs();
-    } else if (o.preset != "tiny") {
-      parsed = absl::InvalidArgumentError(
-          absl::StrCat("--preset must be tiny or flux1-dev-size, got '", o.preset, "'"));
-    }
+  if (o.num_layers < 0 || o.num_single_layers < 0) {
+    return absl::InvalidArgumentError("--num-layers and --num-single-layers must be >= 0");
   }
-  if (parsed.ok() && (o.num_layers < 0 || o.num_single_layers < 0)) {
-    parsed = absl::InvalidArgumentError("--num-layers and --num-single-layers must be >= 0");
-  }
-  if (parsed.ok() && o.num_layers > 0) options.configs.transformer["num_layers"] = o.num_layers;
-  if (parsed.ok() && o.num_single_layers > 0) {
+  if (o.num_layers > 0) options.configs.transformer["num_layers"] = o.num_layers;
+  if (o.num_single_layers > 0) {
     options.configs.transformer["num_single_layers"] = o.num_single_layers;
   }
-  if (parsed.ok() && (o.threads < 0 || o.threads > 1024)) {
-    parsed = absl::InvalidArgumentError("--threads must be in [0, 1024]");
+  if (o.threads < 0 || o.threads > 1024) {
+    return absl::InvalidArgumentError("--threads must be in [0, 1024]");
   }
-  if (parsed.ok() && o.seed < 0) {
-    parsed = absl::InvalidArgumentError("--seed must be >= 0");
-  }
-  if (parsed.ok() && (o.transformer_shards < 1 || o.transformer_shards > 99999)) {
-    parsed = absl::InvalidArgumentError("--transformer-shards must be in [1, 99999]");
-  }
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", std::string(parsed.message()).c_str(), p.Help().c_str());
-    return 2;
+  if (o.seed < 0) return absl::InvalidArgumentError("--seed must be >= 0");
+  if (o.transformer_shards < 1 || o.transformer_shards > 99999) {
+    return absl::InvalidArgumentError("--transformer-shards must be in [1, 99999]");
   }
   options.seed = static_cast<uint64_t>(o.seed);
   options.force = o.force;
@@ -101,9 +85,32 @@ int MakeTinyModelMain(int argc, const char* const* argv) {
   options.spm_trainer = o.spm_trainer;
   options.threads = static_cast<int>(o.threads);
   if (o.vae_mid_attention) options.configs.vae["mid_block_add_attention"] = true;
+  return options;
+}
+
+// Prints `error` and the usage to stderr; returns the exit code of bad arguments.
+int BadArguments(const absl::Status& error, const FlagParser& p) {
+  std::fprintf(stderr, "%s\n\n%s", std::string(error.message()).c_str(), p.Help().c_str());
+  return 2;
+}
+
+int MakeTinyModelMain(int argc, const char* const* argv) {
+  MakeTinyModelOptions o;
+  FlagParser p("ditserve-tool make-tiny-model DIR",
+               "Writes a tiny random-weight FLUX.1 pipeline (diffusers format, tokenizers "
+               "included) into DIR: the default model the server runs with no download.");
+  AddMakeTinyModelFlags(p, o);
+  absl::Status parsed = p.Parse(argc, argv);
+  if (!parsed.ok()) return BadArguments(parsed, p);
+  if (p.HelpRequested()) {
+    std::fprintf(stdout, "%s", p.Help().c_str());
+    return 0;
+  }
+  absl::StatusOr<tiny_model::TinyModelOptions> options = TinyModelOptionsFromFlags(p, o);
+  if (!options.ok()) return BadArguments(options.status(), p);
 
   const std::string& dir = p.Positional()[0];
-  auto summary = tiny_model::GenerateTinyModel(dir, options);
+  auto summary = tiny_model::GenerateTinyModel(dir, *options);
   if (!summary.ok()) {
     std::fprintf(stderr, "ditserve-tool make-tiny-model: %s\n",
                  summary.status().ToString().c_str());
