@@ -7,13 +7,13 @@ namespace ditserve::comm {
 
 absl::StatusOr<int32_t> AgreeOnMax(Communicator& comm, int32_t local_value, torch::Device device) {
   torch::Tensor value;
-  RETURN_IF_ERROR(compat::GuardTorchStatus("AgreeOnMax", [&] {
+  RETURN_IF_ERROR(GuardTorchStatus("AgreeOnMax", [&] {
     value = torch::full({1}, local_value,
                         torch::TensorOptions().dtype(torch::kInt32).device(device));
   }));
   RETURN_IF_ERROR(comm.AllReduceMax(value));
   // item() synchronises with the device stream on CUDA, which is what a decision needs.
-  return compat::GuardTorch("AgreeOnMax", [&] { return value.item<int32_t>(); });
+  return GuardTorch("AgreeOnMax", [&] { return value.item<int32_t>(); });
 }
 
 absl::StatusOr<bool> AgreeOnFlag(Communicator& comm, bool local_flag, torch::Device device) {

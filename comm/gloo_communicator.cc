@@ -159,9 +159,9 @@ class GlooCommunicator final : public Communicator {
     // LibTorch 1.13's Gloo has no bfloat16 arithmetic: reduce in float32 and round once. For two
     // ranks this is bit-identical to a bfloat16 add; for more it rounds less often.
     torch::Tensor wide;
-    RETURN_IF_ERROR(Fail(compat::GuardTorchStatus(what, [&] { wide = tensor.to(torch::kFloat32); })));
+    RETURN_IF_ERROR(Fail(GuardTorchStatus(what, [&] { wide = tensor.to(torch::kFloat32); })));
     RETURN_IF_ERROR(InPlace(what, wide, issue));
-    return Fail(compat::GuardTorchStatus(what, [&] { tensor.copy_(wide); }));
+    return Fail(GuardTorchStatus(what, [&] { tensor.copy_(wide); }));
   }
 
   // Pure data movement does not care about the element type: bfloat16 travels as float16 bits.
@@ -179,7 +179,7 @@ class GlooCommunicator final : public Communicator {
       return issue(buf);
     }));
     if (direct) return absl::OkStatus();
-    return Fail(compat::GuardTorchStatus(what, [&] { tensor.copy_(buf[0]); }));
+    return Fail(GuardTorchStatus(what, [&] { tensor.copy_(buf[0]); }));
   }
 
   // Issues one Gloo work and waits for it; any failure breaks this communicator.

@@ -118,7 +118,7 @@ class LocalGroup {
   absl::Status Complete() {
     RETURN_IF_ERROR(CheckSameCall());
     const Op op = slots_[0].op;
-    return compat::GuardTorchStatus(OpName(op), [&] {
+    return GuardTorchStatus(OpName(op), [&] {
       switch (op) {
         case Op::kBarrier:
           break;

@@ -74,14 +74,14 @@ class NcclTorchCommunicator final : public Communicator {
     if (!on_host) RETURN_IF_ERROR(CheckDevice("AllGather", input));
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
     torch::Tensor in, out;
-    RETURN_IF_ERROR(compat::GuardTorchStatus("AllGather", [&] {
+    RETURN_IF_ERROR(GuardTorchStatus("AllGather", [&] {
       in = input.to(device_).contiguous();
       out = on_host ? torch::empty(output.sizes(), output.options().device(device_)) : output;
     }));
     RETURN_IF_ERROR(core_->AllGather(in.data_ptr(), out.data_ptr(), in.numel(), type, stream));
     if (!on_host) return absl::OkStatus();
     RETURN_IF_ERROR(core_->Wait(stream));
-    return compat::GuardTorchStatus("AllGather", [&] { output.copy_(out); });
+    return GuardTorchStatus("AllGather", [&] { output.copy_(out); });
   }
 
   absl::Status Barrier() override {
@@ -115,14 +115,14 @@ class NcclTorchCommunicator final : public Communicator {
     const bool direct = !on_host && tensor.is_contiguous();
     torch::Tensor work = tensor;
     if (!direct) {
-      RETURN_IF_ERROR(compat::GuardTorchStatus(what, [&] {
+      RETURN_IF_ERROR(GuardTorchStatus(what, [&] {
         work = tensor.to(device_).contiguous();
       }));
     }
     RETURN_IF_ERROR(op(work, type, stream));
     if (direct) return absl::OkStatus();
     if (on_host) RETURN_IF_ERROR(core_->Wait(stream));  // bounded: never a blind D2H sync
-    return compat::GuardTorchStatus(what, [&] { tensor.copy_(work); });
+    return GuardTorchStatus(what, [&] { tensor.copy_(work); });
   }
 
   std::unique_ptr<NcclComm> core_;

@@ -17,6 +17,7 @@
 #include <exception>
 #include <new>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include <c10/util/Exception.h>
@@ -65,9 +66,24 @@ inline absl::Status CurrentException(const char* what) {
 }
 }  // namespace guard_internal
 
-// Runs `fn` (returning a value or an absl::StatusOr) and converts any exception into a Status.
+namespace guard_internal {
+// T for an absl::StatusOr<T>, else the type itself: GuardTorch never nests StatusOrs.
+template <typename T>
+struct Unwrapped {
+  using type = T;
+};
+template <typename T>
+struct Unwrapped<absl::StatusOr<T>> {
+  using type = T;
+};
+}  // namespace guard_internal
+
+// Runs `fn` and converts any exception into a Status. `fn` returns a value T or an
+// absl::StatusOr<T>; either way the result is one absl::StatusOr<T> (a returned error passes
+// through unchanged).
 template <typename Fn>
-auto GuardTorch(const char* what, Fn&& fn) -> absl::StatusOr<decltype(fn())> {
+auto GuardTorch(const char* what, Fn&& fn)
+    -> absl::StatusOr<typename guard_internal::Unwrapped<std::decay_t<decltype(fn())>>::type> {
   try {
     return fn();
   } catch (...) {
@@ -89,10 +105,5 @@ absl::Status GuardTorchStatus(const char* what, Fn&& fn) {
     return guard_internal::CurrentException(what);
   }
 }
-
-namespace compat {
-using ::ditserve::GuardTorch;
-using ::ditserve::GuardTorchStatus;
-}  // namespace compat
 
 }  // namespace ditserve

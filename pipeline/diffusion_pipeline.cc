@@ -143,10 +143,8 @@ absl::StatusOr<GenerationResult> DiffusionPipeline::Run(const GenerationJob& job
                                                         const StepCallback& on_step,
                                                         const CancelPredicate& cancel_requested) {
   RETURN_IF_ERROR(CheckRun(job));
-  auto result = GuardTorch(absl::StrCat(family_.display_name, " pipeline").c_str(),
-                           [&] { return RunUnguarded(job, on_step, cancel_requested); });
-  if (!result.ok()) return result.status();
-  return *std::move(result);
+  return GuardTorch(absl::StrCat(family_.display_name, " pipeline").c_str(),
+                    [&] { return RunUnguarded(job, on_step, cancel_requested); });
 }
 
 absl::StatusOr<GenerationResult> DiffusionPipeline::RunUnguarded(

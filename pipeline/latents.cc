@@ -15,7 +15,7 @@ int64_t LatentSide(int64_t pixels, int64_t vae_scale_factor) {
 
 absl::StatusOr<torch::Tensor> InitialNoise(const std::vector<int64_t>& shape, uint64_t seed,
                                            torch::ScalarType dtype, torch::Device device) {
-  return compat::GuardTorch("initial noise", [&] {
+  return GuardTorch("initial noise", [&] {
     auto gen = compat::SeededCpuGenerator(seed);
     auto noise = torch::randn(shape, gen, torch::TensorOptions().dtype(dtype).device(torch::kCPU));
     return noise.to(device);
@@ -27,7 +27,7 @@ absl::StatusOr<torch::Tensor> PackLatents(const torch::Tensor& x) {
     return absl::InvalidArgumentError("PackLatents: expected (B, C, h, w) with even h and w");
   }
   const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-  return compat::GuardTorch("pack latents", [&] {
+  return GuardTorch("pack latents", [&] {
     return x.reshape({b, c, h / 2, 2, w / 2, 2})
         .permute({0, 2, 4, 1, 3, 5})
         .reshape({b, (h / 2) * (w / 2), c * 4});
@@ -41,7 +41,7 @@ absl::StatusOr<torch::Tensor> UnpackLatents(const torch::Tensor& p, int64_t h, i
         "UnpackLatents: expected (B, ", (h / 2) * (w / 2), ", 4C) for a ", h, "x", w, " latent"));
   }
   const int64_t b = p.size(0), c = p.size(2) / 4;
-  return compat::GuardTorch("unpack latents", [&] {
+  return GuardTorch("unpack latents", [&] {
     return p.reshape({b, h / 2, w / 2, c, 2, 2}).permute({0, 3, 1, 4, 2, 5}).reshape({b, c, h, w});
   });
 }

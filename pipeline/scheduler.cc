@@ -130,7 +130,7 @@ absl::StatusOr<torch::Tensor> FlowMatchEulerScheduler::Step(const torch::Tensor&
     return absl::InvalidArgumentError("scheduler: velocity and sample shapes differ");
   }
   const float dt = sigmas_[index + 1].item<float>() - sigmas_[index].item<float>();
-  return compat::GuardTorch("scheduler step", [&] {
+  return GuardTorch("scheduler step", [&] {
     // dt rounded to v's dtype, product in v's dtype, sum in float32 (diffusers scheduling_flow_match_euler_discrete.py).
     auto dt_t = torch::scalar_tensor(dt, torch::TensorOptions().dtype(torch::kFloat32))
                     .to(v.device(), v.scalar_type());

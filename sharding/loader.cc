@@ -81,7 +81,7 @@ class SliceReader {
     auto flush = [&]() -> absl::Status {
       if (fill == 0) return absl::OkStatus();
       const int64_t count = static_cast<int64_t>(fill / esize);
-      RETURN_IF_ERROR(compat::GuardTorchStatus("loading a tensor slice", [&] {
+      RETURN_IF_ERROR(GuardTorchStatus("loading a tensor slice", [&] {
         torch::Tensor src = torch::from_blob(staging_.get(), {count},
                                              torch::TensorOptions().dtype(job.src_type));
         // Synchronous copy (converts dtype and crosses devices); the staging buffer is reused
@@ -185,7 +185,7 @@ absl::StatusOr<ShardedStateDict> LoadShard(const ComponentCheckpoint& ckpt, cons
   SliceReader reader(opts.staging_buffer_bytes, opts, total);
   std::map<std::string, torch::Tensor> tensors;
   for (const LoadJob& job : jobs) {
-    ASSIGN_OR_RETURN(torch::Tensor dst, compat::GuardTorch("allocating a tensor slice", [&] {
+    ASSIGN_OR_RETURN(torch::Tensor dst, GuardTorch("allocating a tensor slice", [&] {
                        return torch::empty(job.slice.local_shape, torch::TensorOptions()
                                                                       .dtype(job.dst_type)
                                                                       .device(opts.device));
@@ -244,7 +244,7 @@ absl::StatusOr<torch::Tensor> ReadTensorSlice(const SafetensorsFile& file, const
   planned.name = info.name;
   LoadJob job{&file, &info, &planned, slice, src_type, dst_type,
               slice.numel() * DTypeSize(info.dtype)};
-  ASSIGN_OR_RETURN(torch::Tensor dst, compat::GuardTorch("allocating a tensor slice", [&] {
+  ASSIGN_OR_RETURN(torch::Tensor dst, GuardTorch("allocating a tensor slice", [&] {
                      return torch::empty(slice.local_shape,
                                          torch::TensorOptions().dtype(dst_type).device(opts.device));
                    }));
@@ -279,7 +279,7 @@ absl::Status SaveShardedStateDict(const ShardedStateDict& state, const std::stri
   }
   std::vector<torch::Tensor> keep;  // CPU contiguous copies, alive until written
   std::vector<TensorToWrite> out;
-  RETURN_IF_ERROR(compat::GuardTorchStatus("preparing tensors to save", [&] {
+  RETURN_IF_ERROR(GuardTorchStatus("preparing tensors to save", [&] {
     for (const auto& [name, t] : state.tensors()) keep.push_back(t.cpu().contiguous());
   }));
   size_t i = 0;

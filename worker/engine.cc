@@ -104,10 +104,10 @@ absl::StatusOr<GroupRendezvous> Engine::MakeRendezvous(uint32_t world_size) {
 std::future<absl::StatusOr<InitReport>> Engine::Init(InitConfig config,
                                                      ProgressQueue<InitProgress>* progress) {
   return engine_.Submit([this, config = std::move(config), progress]() {
-    absl::StatusOr<absl::StatusOr<InitReport>> guarded =
+    absl::StatusOr<InitReport> report =
         GuardTorch("worker init", [&] { return InitOnEngineThread(config, progress); });
     if (progress != nullptr) progress->Close();
-    return guarded.ok() ? *std::move(guarded) : absl::StatusOr<InitReport>(guarded.status());
+    return report;
   });
 }
 
@@ -201,11 +201,8 @@ std::future<absl::StatusOr<pipeline::GenerationResult>> Engine::Run(
     std::function<bool()> client_cancelled) {
   return engine_.Submit([this, job = std::move(job), progress,
                          client_cancelled = std::move(client_cancelled)]() {
-    absl::StatusOr<absl::StatusOr<pipeline::GenerationResult>> guarded =
-        GuardTorch("job", [&] { return RunOnEngineThread(job, progress, client_cancelled); });
     absl::StatusOr<pipeline::GenerationResult> result =
-        guarded.ok() ? *std::move(guarded)
-                     : absl::StatusOr<pipeline::GenerationResult>(guarded.status());
+        GuardTorch("job", [&] { return RunOnEngineThread(job, progress, client_cancelled); });
     if (!GroupSurvives(result.status().code())) {
       // A failed collective or device error leaves the group unusable until re-formed.
       ready_.store(false);

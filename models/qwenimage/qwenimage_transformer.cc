@@ -120,8 +120,7 @@ absl::StatusOr<HostInputs> QwenImageTransformer2DModel::ReadHostInputs(
         return ImageShapesFromTensor(args.img_shapes, b, n);
       });
   if (!parsed.ok()) return parsed.status();
-  if (!parsed->ok()) return parsed->status();
-  const std::vector<ImageShape> shapes = **std::move(parsed);
+  const std::vector<ImageShape> shapes = *std::move(parsed);
   const int64_t text_len = args.encoder_hidden_states.size(1);
   if (!rope_cache_ || rope_cache_->text_len != text_len || rope_cache_->shapes != shapes) {
     rope_cache_.reset();
@@ -130,8 +129,7 @@ absl::StatusOr<HostInputs> QwenImageTransformer2DModel::ReadHostInputs(
                                  QwenImageTransformerConfig::kRopeTheta, device_);
     });
     if (!rope.ok()) return rope.status();
-    if (!rope->ok()) return rope->status();
-    rope_cache_ = RopeCacheEntry{shapes, text_len, **std::move(rope)};
+    rope_cache_ = RopeCacheEntry{shapes, text_len, *std::move(rope)};
   }
   // The host reads the image grid and the text length (the RoPE tables); a graph keeps the tables
   // it read alive after the cache moves on.

@@ -100,7 +100,7 @@ ClipTextOutput ClipTextModel::ForwardUnguarded(const torch::Tensor& input_ids) c
 absl::StatusOr<ClipTextOutput> ClipTextModel::Forward(const torch::Tensor& input_ids) const {
   RETURN_IF_ERROR(ValidateInputIds(input_ids, config_.vocab_size,
                                    config_.max_position_embeddings, "CLIP"));
-  return compat::GuardTorch("CLIPTextModel forward", [&] { return ForwardUnguarded(input_ids); });
+  return GuardTorch("CLIPTextModel forward", [&] { return ForwardUnguarded(input_ids); });
 }
 
 }  // namespace ditserve::text

@@ -19,7 +19,7 @@ absl::Status ValidateInputIds(const torch::Tensor& ids, int64_t vocab_size, int6
     return absl::InvalidArgumentError(absl::StrCat(model, ": sequence length ", ids.size(1),
                                                    " exceeds the maximum ", max_len));
   }
-  auto range = compat::GuardTorch("input id range", [&] {
+  auto range = GuardTorch("input id range", [&] {
     return std::make_pair(ids.min().item<int64_t>(), ids.max().item<int64_t>());
   });
   if (!range.ok()) return range.status();

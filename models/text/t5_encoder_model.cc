@@ -118,7 +118,7 @@ torch::Tensor T5EncoderModel::ForwardUnguarded(const torch::Tensor& input_ids) c
 
 absl::StatusOr<torch::Tensor> T5EncoderModel::Forward(const torch::Tensor& input_ids) const {
   RETURN_IF_ERROR(ValidateInputIds(input_ids, config_.vocab_size, /*max_len=*/0, "T5"));
-  return compat::GuardTorch("T5EncoderModel forward", [&] { return ForwardUnguarded(input_ids); });
+  return GuardTorch("T5EncoderModel forward", [&] { return ForwardUnguarded(input_ids); });
 }
 
 }  // namespace ditserve::text

@@ -41,7 +41,7 @@ absl::StatusOr<std::shared_ptr<ModulationBank>> ModulationBank::Stack(
     if (with_bias) biases.push_back(p.bias());
     bank->widths_.push_back(w.size(0));
   }
-  auto stacked = compat::GuardTorch("stacking the modulation layers", [&] {
+  auto stacked = GuardTorch("stacking the modulation layers", [&] {
     torch::NoGradGuard no_grad;
     bank->weight_ = StackAndRebind(weights);
     if (with_bias) bank->bias_ = StackAndRebind(biases);

@@ -14,7 +14,7 @@ absl::StatusOr<std::unique_ptr<LinearLayer>> ParallelModuleLoader::LoadLinear(
   ASSIGN_OR_RETURN(std::unique_ptr<LinearLayer> layer, Build(path));
   if (weights_ == WeightFormat::kFp8 && IsFp8BlockLinear(path)) {
     const std::string what = absl::StrCat("quantizing ", path, " to FP8");
-    RETURN_IF_ERROR(compat::GuardTorchStatus(what.c_str(), [&] { layer->QuantizeToFp8(); }));
+    RETURN_IF_ERROR(GuardTorchStatus(what.c_str(), [&] { layer->QuantizeToFp8(); }));
   }
   if (registry_ != nullptr) registry_->Add(path, layer.get());
   return layer;

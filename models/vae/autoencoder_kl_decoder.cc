@@ -75,13 +75,13 @@ torch::Tensor AutoencoderKLDecoder::DecodeUnguarded(const torch::Tensor& z) cons
 
 absl::StatusOr<torch::Tensor> AutoencoderKLDecoder::Decode(const torch::Tensor& z) const {
   RETURN_IF_ERROR(ValidateLatents(z));
-  return compat::GuardTorch("AutoencoderKL decode", [&] { return DecodeUnguarded(z); });
+  return GuardTorch("AutoencoderKL decode", [&] { return DecodeUnguarded(z); });
 }
 
 absl::StatusOr<torch::Tensor> AutoencoderKLDecoder::DecodeLatents(
     const torch::Tensor& latents) const {
   RETURN_IF_ERROR(ValidateLatents(latents));
-  return compat::GuardTorch("AutoencoderKL decode", [&] {
+  return GuardTorch("AutoencoderKL decode", [&] {
     torch::NoGradGuard no_grad;
     auto z = latents.to(device(), dtype()) / config_.scaling_factor + config_.shift_factor;
     return DecodeUnguarded(z);

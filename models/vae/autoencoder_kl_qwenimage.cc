@@ -74,7 +74,7 @@ torch::Tensor AutoencoderKLQwenImage::DecodeFrame(const torch::Tensor& z) const 
 
 absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::Decode(const torch::Tensor& z) const {
   RETURN_IF_ERROR(ValidateLatents(z));
-  return compat::GuardTorch("AutoencoderKLQwenImage decode",
+  return GuardTorch("AutoencoderKLQwenImage decode",
                             [&] { return DecodeFrame(z.select(2, 0)).unsqueeze(2); });
 }
 
@@ -84,7 +84,7 @@ absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::DecodeLatents(
   ASSIGN_OR_RETURN(auto z, DenormalizeQwenImageLatents(latents, config_.latents_mean,
                                                        config_.latents_std, dtype()));
   // vae.decode(z)[:, :, 0]: the single decoded frame.
-  return compat::GuardTorch("AutoencoderKLQwenImage decode",
+  return GuardTorch("AutoencoderKLQwenImage decode",
                             [&] { return DecodeFrame(z.select(2, 0)); });
 }
 

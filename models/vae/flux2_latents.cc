@@ -32,7 +32,7 @@ absl::StatusOr<torch::Tensor> UnpackFlux2TokensWithIds(const torch::Tensor& toke
         absl::StrCat("FLUX.2 latents: ids ", Shape(latent_ids), " do not fit tokens ",
                      Shape(tokens), " (expected (B, L, 4) rows (t, y, x, l))"));
   }
-  return compat::GuardTorch("FLUX.2 unpack latents", [&] {
+  return GuardTorch("FLUX.2 unpack latents", [&] {
     torch::NoGradGuard no_grad;
     auto ids = latent_ids.to(torch::kCPU, torch::kLong);
     if (ids.select(2, 1).min().item<int64_t>() < 0 || ids.select(2, 2).min().item<int64_t>() < 0) {
@@ -63,7 +63,7 @@ absl::StatusOr<torch::Tensor> UnpackFlux2Tokens(const torch::Tensor& tokens, int
                                                    " tokens do not form a ", height, " x ",
                                                    width, " grid"));
   }
-  return compat::GuardTorch("FLUX.2 unpack latents", [&] {
+  return GuardTorch("FLUX.2 unpack latents", [&] {
     const int64_t b = tokens.size(0), ch = tokens.size(2);
     return tokens.reshape({b, height, width, ch}).permute({0, 3, 1, 2});
   });
@@ -84,7 +84,7 @@ absl::StatusOr<torch::Tensor> DenormalizeFlux2Latents(const torch::Tensor& z,
         "FLUX.2 latents: BatchNorm statistics ", Shape(running_mean), " / ", Shape(running_var),
         " do not match ", c, " latent channels"));
   }
-  return compat::GuardTorch("FLUX.2 de-normalise latents", [&] {
+  return GuardTorch("FLUX.2 de-normalise latents", [&] {
     torch::NoGradGuard no_grad;
     auto mean = running_mean.view({1, -1, 1, 1}).to(z.device(), z.scalar_type());
     auto std = torch::sqrt(running_var.view({1, -1, 1, 1}) + batch_norm_eps)
@@ -98,7 +98,7 @@ absl::StatusOr<torch::Tensor> UnpatchifyFlux2Latents(const torch::Tensor& z) {
     return absl::InvalidArgumentError(absl::StrCat(
         "FLUX.2 un-patchify: expected (B, 4C, h, w), got ", Shape(z)));
   }
-  return compat::GuardTorch("FLUX.2 un-patchify latents", [&] {
+  return GuardTorch("FLUX.2 un-patchify latents", [&] {
     const int64_t b = z.size(0), c = z.size(1) / 4, h = z.size(2), w = z.size(3);
     return z.reshape({b, c, 2, 2, h, w})
         .permute({0, 1, 4, 2, 5, 3})

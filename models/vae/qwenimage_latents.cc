@@ -33,7 +33,7 @@ absl::StatusOr<torch::Tensor> UnpackQwenImageTokens(const torch::Tensor& tokens,
         "Qwen-Image latents: ", tokens.size(1), " tokens do not form a ", latent_height, " x ",
         latent_width, " latent (even sides, one token per 2x2 patch)"));
   }
-  return compat::GuardTorch("Qwen-Image unpack latents", [&] {
+  return GuardTorch("Qwen-Image unpack latents", [&] {
     const int64_t b = tokens.size(0), c = tokens.size(2) / 4;
     return tokens.reshape({b, latent_height / 2, latent_width / 2, c, 2, 2})
         .permute({0, 3, 1, 4, 2, 5})
@@ -52,7 +52,7 @@ absl::StatusOr<torch::Tensor> DenormalizeQwenImageLatents(const torch::Tensor& z
         "Qwen-Image latents: expected floating (B, ", latents_mean.size(), ", T, h, w), got ",
         Shape(z)));
   }
-  return compat::GuardTorch("Qwen-Image de-normalise latents", [&] {
+  return GuardTorch("Qwen-Image de-normalise latents", [&] {
     torch::NoGradGuard no_grad;
     auto x = z.to(dtype);
     const int64_t c = z.size(1);
