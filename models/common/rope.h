@@ -13,6 +13,10 @@
 
 namespace ditserve::models {
 
+// Position ids as the FLUX transformers take them: (N, axes), or a 3-D (B, N, axes) tensor whose
+// first row is taken, as diffusers does (with a deprecation warning).
+inline torch::Tensor PositionIds2d(const torch::Tensor& ids) { return ids.dim() == 3 ? ids[0] : ids; }
+
 struct RopeTables {
   torch::Tensor cos;  // (S, Σ d_a) float32
   torch::Tensor sin;

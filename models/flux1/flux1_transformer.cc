@@ -16,9 +16,6 @@ namespace {
 constexpr double kRopeTheta = 10000.0;  // hard-coded in diffusers' FluxPosEmbed
 constexpr int64_t kTimeProjChannels = 256;
 
-// (N, 3) ids; a 3-D (B, N, 3) tensor is accepted and its first row taken, as diffusers does.
-torch::Tensor Ids2d(const torch::Tensor& ids) { return ids.dim() == 3 ? ids[0] : ids; }
-
 }  // namespace
 
 FluxTransformer2DModel::FluxTransformer2DModel(FluxTransformerConfig config)
@@ -126,8 +123,8 @@ absl::Status FluxTransformer2DModel::CheckArgs(const FluxForwardArgs& a) const {
     return bad("guidance", a.guidance, absl::StrCat("(", b, ",) (the model embeds guidance)"));
   }
   const int64_t axes = static_cast<int64_t>(c.axes_dims_rope.size());
-  auto img = a.img_ids.defined() ? Ids2d(a.img_ids) : a.img_ids;
-  auto txt = a.txt_ids.defined() ? Ids2d(a.txt_ids) : a.txt_ids;
+  auto img = a.img_ids.defined() ? PositionIds2d(a.img_ids) : a.img_ids;
+  auto txt = a.txt_ids.defined() ? PositionIds2d(a.txt_ids) : a.txt_ids;
   if (!img.defined() || img.dim() != 2 || img.size(0) != n || img.size(1) < axes) {
     return bad("img_ids", a.img_ids, absl::StrCat("(", n, ", ", axes, ")"));
   }
@@ -158,7 +155,7 @@ torch::Tensor FluxTransformer2DModel::ForwardImpl(const FluxForwardArgs& a) cons
   TORCH_CHECK(temb.size(0) == b, "conditioning batch mismatch");
 
   auto context = context_embedder_->Forward(to_model(a.encoder_hidden_states));
-  auto ids = torch::cat({Ids2d(a.txt_ids).to(device_), Ids2d(a.img_ids).to(device_)}, 0);
+  auto ids = torch::cat({PositionIds2d(a.txt_ids).to(device_), PositionIds2d(a.img_ids).to(device_)}, 0);
   const RopeTables rope = FluxRopeTables(ids, config_.axes_dims_rope, kRopeTheta);
 
   for (const auto& block : double_blocks_) {

@@ -11,12 +11,6 @@
 #include "models/tp/parallel_module_loader.h"
 
 namespace ditserve::models::flux2 {
-namespace {
-
-// (N, axes) ids; a 3-D (B, N, axes) tensor is accepted and its first row taken, as diffusers does.
-torch::Tensor Ids2d(const torch::Tensor& ids) { return ids.dim() == 3 ? ids[0] : ids; }
-
-}  // namespace
 
 Flux2Transformer2DModel::Flux2Transformer2DModel(Flux2TransformerConfig config)
     : DiffusionTransformerBase(
@@ -132,7 +126,7 @@ absl::Status Flux2Transformer2DModel::CheckArgs(const Flux2ForwardArgs& a) const
   const int64_t axes = static_cast<int64_t>(c.axes_dims_rope.size());
   auto ids_ok = [&](const torch::Tensor& ids, int64_t len) {
     if (!ids.defined() || (ids.dim() != 2 && ids.dim() != 3)) return false;
-    auto two = Ids2d(ids);
+    auto two = PositionIds2d(ids);
     return two.size(0) == len && two.size(1) >= axes;
   };
   if (!ids_ok(a.img_ids, n)) return bad("img_ids", a.img_ids, absl::StrCat("(", n, ", ", axes, ")"));
@@ -163,9 +157,9 @@ torch::Tensor Flux2Transformer2DModel::ForwardImpl(const Flux2ForwardArgs& a) co
   auto context = context_embedder_->Forward(to_model(a.encoder_hidden_states));
 
   // RoPE evaluated separately on image and text ids, then [text, image].
-  const auto img_rope = FluxRopeTables(Ids2d(a.img_ids).to(device_), config_.axes_dims_rope,
+  const auto img_rope = FluxRopeTables(PositionIds2d(a.img_ids).to(device_), config_.axes_dims_rope,
                                        config_.rope_theta);
-  const auto txt_rope = FluxRopeTables(Ids2d(a.txt_ids).to(device_), config_.axes_dims_rope,
+  const auto txt_rope = FluxRopeTables(PositionIds2d(a.txt_ids).to(device_), config_.axes_dims_rope,
                                        config_.rope_theta);
   const RopeTables rope = MakeRopeTables(torch::cat({txt_rope.cos, img_rope.cos}, 0),
                                          torch::cat({txt_rope.sin, img_rope.sin}, 0));
