@@ -33,7 +33,10 @@ class CudaLoraTest
 
 TEST_P(CudaLoraTest, AdaptedForwardMatchesDiffusersAndTheBaseIsRestored) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to torch";
-  const auto [world, dtype, mode] = GetParam();
+  // Not a structured binding: the lambdas below capture these (C++17 forbids capturing bindings).
+  const auto world = std::get<0>(GetParam());
+  const auto dtype = std::get<1>(GetParam());
+  const auto mode = std::get<2>(GetParam());
   const std::string dir = FixturesDir() + "/flux1-tiny/transformer";
   std::mutex mu;
   std::map<std::string, torch::Tensor> outs;

@@ -212,7 +212,9 @@ class CudaStepGraphsTest
 TEST_P(CudaStepGraphsTest, ReplaysMatchOpByOpAndFollowLoraTerms) {
   SKIP_WITHOUT_CUDA();
   if (!models::CudaGraphsAllowed()) GTEST_SKIP() << "DITSERVE_CUDA_GRAPHS=0";
-  const auto& [model_case, dtype] = GetParam();
+  // Not a structured binding: the lambda below captures these (C++17 forbids capturing bindings).
+  const auto& model_case = std::get<0>(GetParam());
+  const auto dtype = std::get<1>(GetParam());
   absl::Status s = comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
     std::unique_ptr<models::DiffusionTransformer> models_[2];
     for (int graphs = 0; graphs < 2; ++graphs) {
