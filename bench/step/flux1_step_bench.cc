@@ -35,9 +35,8 @@ namespace {
 using namespace ::ditserve::bench;  // NOLINT: the harness, in this benchmark binary only
 
 struct BenchOptions {
-  int64_t layers = 19, single_layers = 38, heads = 24, head_dim = 128;
-  int64_t joint_dim = 4096, pooled_dim = 768, in_channels = 64;
-  std::string axes = "16,56,56";
+  TransformerShapeOptions shape{19, 24, 128, 4096, 64, "16,56,56"};
+  int64_t single_layers = 38, pooled_dim = 768;
   bool no_guidance = false;
   int64_t lora_rank = 0;
   CommonBenchOptions common;
@@ -92,15 +91,11 @@ std::map<std::string, std::vector<int64_t>> StateDictShapes(const FluxTransforme
 
 absl::Status Run(const BenchOptions& o) {
   FluxTransformerConfig c;
-  c.num_layers = o.layers;
+  RETURN_IF_ERROR(ApplyTransformerShape(o.shape, &c));
+  c.out_channels = c.in_channels;
   c.num_single_layers = o.single_layers;
-  c.num_attention_heads = o.heads;
-  c.attention_head_dim = o.head_dim;
-  c.joint_attention_dim = o.joint_dim;
   c.pooled_projection_dim = o.pooled_dim;
-  c.in_channels = c.out_channels = o.in_channels;
   c.guidance_embeds = !o.no_guidance;
-  ASSIGN_OR_RETURN(c.axes_dims_rope, ParseAxesFlag(o.axes));
   // Re-validate through the same parser the checkpoints go through.
   nlohmann::json j = {{"num_layers", c.num_layers},
                       {"num_single_layers", c.num_single_layers},
@@ -168,14 +163,9 @@ int main(int argc, char** argv) {
   BenchOptions o;
   ditserve::FlagParser p("ditserve-flux1-bench",
                          "Median ms per FLUX.1 transformer forward with random weights.");
-  p.AddInt("layers", &o.layers, "double-stream blocks");
+  ditserve::bench::AddTransformerShapeFlags(&p, &o.shape, "double-stream blocks");
   p.AddInt("single-layers", &o.single_layers, "single-stream blocks");
-  p.AddInt("heads", &o.heads, "attention heads");
-  p.AddInt("head-dim", &o.head_dim, "attention head dim");
-  p.AddInt("joint-dim", &o.joint_dim, "joint_attention_dim (T5 width)");
   p.AddInt("pooled-dim", &o.pooled_dim, "pooled_projection_dim (CLIP width)");
-  p.AddInt("in-channels", &o.in_channels, "packed latent channels");
-  p.AddString("axes", &o.axes, "axes_dims_rope, comma-separated (sum = head dim)");
   p.AddBool("no-guidance", &o.no_guidance, "no guidance embedder (schnell)");
   p.AddInt("lora-rank", &o.lora_rank,
            "> 0: time the step with and without a random LoRA of this rank on every block linear, "

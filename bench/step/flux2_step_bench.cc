@@ -32,27 +32,22 @@ namespace {
 using namespace ::ditserve::bench;  // NOLINT: the harness, in this benchmark binary only
 
 struct BenchOptions {
-  int64_t layers = 8, single_layers = 48, heads = 48, head_dim = 128;
-  int64_t joint_dim = 15360, in_channels = 128, timestep_channels = 256;
+  TransformerShapeOptions shape{8, 48, 128, 15360, 128, "32,32,32,32"};
+  int64_t single_layers = 48, timestep_channels = 256;
   double mlp_ratio = 3.0, rope_theta = 2000;
-  std::string axes = "32,32,32,32";
   bool no_guidance = false;
   CommonBenchOptions common;
 };
 
 absl::Status Run(const BenchOptions& o) {
   Flux2TransformerConfig c;
-  c.num_layers = o.layers;
+  RETURN_IF_ERROR(ApplyTransformerShape(o.shape, &c));
+  c.out_channels = c.in_channels;
   c.num_single_layers = o.single_layers;
-  c.num_attention_heads = o.heads;
-  c.attention_head_dim = o.head_dim;
-  c.joint_attention_dim = o.joint_dim;
-  c.in_channels = c.out_channels = o.in_channels;
   c.timestep_guidance_channels = o.timestep_channels;
   c.mlp_ratio = o.mlp_ratio;
   c.rope_theta = o.rope_theta;
   c.guidance_embeds = !o.no_guidance;
-  ASSIGN_OR_RETURN(c.axes_dims_rope, ParseAxesFlag(o.axes));
   // Re-validate through the same parser the checkpoints go through.
   ASSIGN_OR_RETURN(c, ParseFlux2TransformerConfig(Flux2ConfigToJson(c)));
 
@@ -105,16 +100,11 @@ int main(int argc, char** argv) {
   ditserve::models::flux2::BenchOptions o;
   ditserve::FlagParser p("ditserve-flux2-bench",
                          "Median ms per FLUX.2 transformer forward with random weights.");
-  p.AddInt("layers", &o.layers, "double-stream blocks");
+  ditserve::bench::AddTransformerShapeFlags(&p, &o.shape, "double-stream blocks");
   p.AddInt("single-layers", &o.single_layers, "single-stream blocks");
-  p.AddInt("heads", &o.heads, "attention heads");
-  p.AddInt("head-dim", &o.head_dim, "attention head dim");
-  p.AddInt("joint-dim", &o.joint_dim, "joint_attention_dim (text encoder width)");
-  p.AddInt("in-channels", &o.in_channels, "latent channels per token");
   p.AddInt("timestep-channels", &o.timestep_channels, "timestep_guidance_channels");
   p.AddDouble("mlp-ratio", &o.mlp_ratio, "mlp_ratio (Mh = int(D * ratio))");
   p.AddDouble("rope-theta", &o.rope_theta, "rope_theta");
-  p.AddString("axes", &o.axes, "axes_dims_rope, comma-separated (sum = head dim)");
   p.AddBool("no-guidance", &o.no_guidance, "no guidance embedder (Klein)");
   ditserve::bench::AddCommonBenchFlags(&p, &o.common);
   return ditserve::bench::BenchMain(argc, argv, p, [&] { return ditserve::models::flux2::Run(o); });

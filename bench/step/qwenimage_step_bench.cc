@@ -34,23 +34,17 @@ namespace {
 using namespace ::ditserve::bench;  // NOLINT: the harness, in this benchmark binary only
 
 struct BenchOptions {
-  int64_t layers = 60, heads = 24, head_dim = 128;
-  int64_t joint_dim = 3584, in_channels = 64, out_channels = 16, patch_size = 2;
-  std::string axes = "16,56,56";
+  TransformerShapeOptions shape{60, 24, 128, 3584, 64, "16,56,56"};
+  int64_t out_channels = 16, patch_size = 2;
   int64_t masked_text_tokens = 0;
   CommonBenchOptions common;
 };
 
 absl::Status Run(const BenchOptions& o) {
   QwenImageTransformerConfig c;
-  c.num_layers = o.layers;
-  c.num_attention_heads = o.heads;
-  c.attention_head_dim = o.head_dim;
-  c.joint_attention_dim = o.joint_dim;
-  c.in_channels = o.in_channels;
+  RETURN_IF_ERROR(ApplyTransformerShape(o.shape, &c));
   c.out_channels = o.out_channels;
   c.patch_size = o.patch_size;
-  ASSIGN_OR_RETURN(c.axes_dims_rope, ParseAxesFlag(o.axes));
   // Re-validate through the same parser the checkpoints go through.
   ASSIGN_OR_RETURN(c, ParseQwenImageTransformerConfig(QwenImageConfigToJson(c)));
 
@@ -96,14 +90,9 @@ int main(int argc, char** argv) {
   ditserve::models::qwenimage::BenchOptions o;
   ditserve::FlagParser p("ditserve-qwenimage-bench",
                          "Median ms per Qwen-Image transformer forward with random weights.");
-  p.AddInt("layers", &o.layers, "transformer blocks");
-  p.AddInt("heads", &o.heads, "attention heads");
-  p.AddInt("head-dim", &o.head_dim, "attention head dim");
-  p.AddInt("joint-dim", &o.joint_dim, "joint_attention_dim (text encoder width)");
-  p.AddInt("in-channels", &o.in_channels, "packed latent channels per token");
+  ditserve::bench::AddTransformerShapeFlags(&p, &o.shape, "transformer blocks");
   p.AddInt("out-channels", &o.out_channels, "out_channels (proj_out gives patch^2 x this)");
   p.AddInt("patch-size", &o.patch_size, "patch_size");
-  p.AddString("axes", &o.axes, "axes_dims_rope, 3 comma-separated ints (sum = head dim)");
   p.AddInt("masked-text-tokens", &o.masked_text_tokens,
            "trailing text tokens masked out (0: no mask)");
   ditserve::bench::AddCommonBenchFlags(&p, &o.common);

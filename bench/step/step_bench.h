@@ -147,6 +147,23 @@ inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
       "after timing, profile one step and write a per-kernel table here (CUDA profile build)");
 }
 
+// The shape flags every transformer benchmark has (its own come on top); defaults are the model's
+// released sizes. `layers_help` says what a layer is for the model.
+struct TransformerShapeOptions {
+  int64_t layers = 0, heads = 0, head_dim = 0, joint_dim = 0, in_channels = 0;
+  std::string axes;  // axes_dims_rope, "16,56,56"
+};
+
+inline void AddTransformerShapeFlags(FlagParser* p, TransformerShapeOptions* o,
+                                     const char* layers_help) {
+  p->AddInt("layers", &o->layers, layers_help);
+  p->AddInt("heads", &o->heads, "attention heads");
+  p->AddInt("head-dim", &o->head_dim, "attention head dim");
+  p->AddInt("joint-dim", &o->joint_dim, "joint_attention_dim (the text encoder's width)");
+  p->AddInt("in-channels", &o->in_channels, "latent channels per token (packed)");
+  p->AddString("axes", &o->axes, "axes_dims_rope, comma-separated (sum = head dim)");
+}
+
 // What the common flags resolve to, validated.
 struct BenchTarget {
   torch::Device device = torch::kCPU;
@@ -231,6 +248,19 @@ inline absl::StatusOr<std::vector<int64_t>> ParseAxesFlag(const std::string& tex
     axes.push_back(v);
   }
   return axes;
+}
+
+// Sets the fields every transformer config names alike (num_layers, num_attention_heads,
+// attention_head_dim, joint_attention_dim, in_channels, axes_dims_rope) from the shape flags.
+template <typename Config>
+absl::Status ApplyTransformerShape(const TransformerShapeOptions& o, Config* c) {
+  c->num_layers = o.layers;
+  c->num_attention_heads = o.heads;
+  c->attention_head_dim = o.head_dim;
+  c->joint_attention_dim = o.joint_dim;
+  c->in_channels = o.in_channels;
+  ASSIGN_OR_RETURN(c->axes_dims_rope, ParseAxesFlag(o.axes));
+  return absl::OkStatus();
 }
 
 // The column count of the most square rows × cols grid holding n tokens (rows = n / cols).
