@@ -64,12 +64,52 @@ absl::StatusOr<nlohmann::json> ReadJsonObjectFile(const std::string& path) {
   return j;
 }
 
+std::string JsonTypePhrase(const nlohmann::json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::object:
+      return "an object";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+      return "an integer";
+    case nlohmann::json::value_t::number_float:
+      return "a number with a fraction";
+    case nlohmann::json::value_t::null:
+      return "null";
+    default:
+      return "an unsupported value";
+  }
+}
+
+absl::Status JsonTypeError(absl::string_view file, absl::string_view field,
+                           absl::string_view expected, const nlohmann::json& got) {
+  return absl::InvalidArgumentError(absl::StrCat(file, file.empty() ? "" : ": ", "field '", field,
+                                                 "' must be ", expected, ", got ",
+                                                 JsonTypePhrase(got)));
+}
+
+std::string JsonFieldPath(absl::string_view parent, absl::string_view key) {
+  if (parent.empty()) return std::string(key);
+  return absl::StrCat(parent, ".", key);
+}
+
+absl::Status WithFile(const absl::Status& status, absl::string_view file) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(file, ": ", status.message()));
+}
+
 absl::Status ReadPositiveInt(const nlohmann::json& j, const char* key, int64_t* out,
                              const char* context) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_number_integer()) {
-    return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be an integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": '", key, "' must be an integer, got ", JsonTypePhrase(*it)));
   }
   // An unsigned value beyond int64_t is too large, not negative.
   if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(kMaxConfigInt)) {
@@ -91,7 +131,8 @@ absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_number()) {
-    return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be a number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": '", key, "' must be a number, got ", JsonTypePhrase(*it)));
   }
   const double value = it->get<double>();
   if (!std::isfinite(value)) {
@@ -106,7 +147,8 @@ absl::Status ReadBool(const nlohmann::json& j, const char* key, bool* out, const
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_boolean()) {
-    return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be a boolean"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": '", key, "' must be a boolean, got ", JsonTypePhrase(*it)));
   }
   *out = it->get<bool>();
   return absl::OkStatus();
@@ -117,14 +159,17 @@ absl::Status ReadPositiveEvenIntList(const nlohmann::json& j, const char* key,
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_array() || it->empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be a non-empty list"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": '", key, "' must be a non-empty list, got ",
+                     it->is_array() ? "an empty one" : JsonTypePhrase(*it)));
   }
   std::vector<int64_t> values;
   for (const auto& v : *it) {
     if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() % 2 != 0 ||
         v.get<int64_t>() > kMaxConfigInt) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          context, ": '", key, "' entries must be positive even integers up to ", kMaxConfigInt));
+      return absl::InvalidArgumentError(
+          absl::StrCat(context, ": '", key, "' entries must be positive even integers up to ",
+                       kMaxConfigInt, ", got ", v.is_number() ? v.dump() : JsonTypePhrase(v)));
     }
     values.push_back(v.get<int64_t>());
   }

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace ditserve {
 
@@ -124,8 +125,26 @@ bool JsonValueAs(const nlohmann::json& v, T* out, std::string* expected) {
 
 }  // namespace config_json_internal
 
+// What a JSON value is, for messages: "an object", "an array", "a string", "a boolean",
+// "an integer", "a number with a fraction", "null".
+std::string JsonTypePhrase(const nlohmann::json& v);
+
+// INVALID_ARGUMENT "<file>: field '<field>' must be <expected>, got <JsonTypePhrase(got)>" (no
+// "<file>: " when `file` is empty). `field` is the dotted path from the document's root
+// ("text_config.model_type", "model.vocab[\"a\"]").
+absl::Status JsonTypeError(absl::string_view file, absl::string_view field,
+                           absl::string_view expected, const nlohmann::json& got);
+
+// "<parent>.<key>", or `key` when `parent` is empty: the dotted field paths of messages.
+std::string JsonFieldPath(absl::string_view parent, absl::string_view key);
+
+// `status` with "<file>: " before its message, same code; OK stays OK. For the callers of the
+// parsers that take a JSON object and so cannot name the file themselves.
+absl::Status WithFile(const absl::Status& status, absl::string_view file);
+
 // j[key] as T, or `fallback` when absent or null; INVALID_ARGUMENT "config field 'key': expected
-// <what>, got <JSON type>" when the value does not convert exactly (see JsonValueAs).
+// <what>, got <JSON type phrase>" when the value does not convert exactly (see JsonValueAs). The
+// Load* wrappers put the file in front.
 template <typename T>
 absl::StatusOr<T> JsonField(const nlohmann::json& j, const char* key, T fallback) {
   auto it = j.find(key);
@@ -134,7 +153,24 @@ absl::StatusOr<T> JsonField(const nlohmann::json& j, const char* key, T fallback
   std::string expected;
   if (!config_json_internal::JsonValueAs(*it, &value, &expected)) {
     return absl::InvalidArgumentError(absl::StrCat("config field '", key, "': expected ", expected,
-                                                   ", got ", it->type_name()));
+                                                   ", got ", JsonTypePhrase(*it)));
+  }
+  return value;
+}
+
+// The path-naming variant: j[key] as T (checked as JsonField does), or `fallback` when absent or
+// null; otherwise JsonTypeError(file, JsonFieldPath(parent, key), ...). `j` that is not an object
+// has no fields: `fallback`.
+template <typename T>
+absl::StatusOr<T> JsonFieldAt(const nlohmann::json& j, const char* key, T fallback,
+                              absl::string_view file, absl::string_view parent = "") {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  T value{};
+  std::string expected;
+  if (!config_json_internal::JsonValueAs(*it, &value, &expected)) {
+    return JsonTypeError(file, JsonFieldPath(parent, key), expected, *it);
   }
   return value;
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 #include "models/flux1/flux1_transformer.h"
 #include "models/flux2/flux2_transformer.h"
@@ -46,10 +47,15 @@ const std::map<std::string, Factory>& Factories() {
 absl::StatusOr<std::unique_ptr<DiffusionTransformer>> CreateTransformer(
     const nlohmann::json& config, const sharding::ShardedStateDict& sd, comm::Communicator* comm,
     const TransformerLoadOptions& options) {
-  if (!config.is_object() || !config.contains("_class_name") || !config["_class_name"].is_string()) {
+  if (!config.is_object()) {
     return absl::InvalidArgumentError("transformer config has no string \"_class_name\"");
   }
-  const std::string name = config["_class_name"].get<std::string>();
+  auto cls = config.find("_class_name");
+  if (cls == config.end() || cls->is_null()) {
+    return absl::InvalidArgumentError("transformer config has no string \"_class_name\"");
+  }
+  if (!cls->is_string()) return JsonTypeError("transformer config", "_class_name", "a string", *cls);
+  const std::string name = cls->get<std::string>();
   auto it = Factories().find(name);
   if (it == Factories().end()) {
     return absl::UnimplementedError(absl::StrCat("unknown transformer class '", name,

@@ -12,6 +12,7 @@
 #include "common/config_json.h"
 #include "common/status_macros.h"
 #include "sharding/model_files.h"
+#include "sharding/model_json.h"
 
 namespace ditserve::sharding {
 namespace fs = std::filesystem;
@@ -105,36 +106,7 @@ absl::StatusOr<WeightsChoice> ChooseWeights(const std::string& dir) {
 // Parses an index file into tensor -> shard file name.
 absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::string& index_path) {
   ASSIGN_OR_RETURN(nlohmann::json index, ReadJsonObjectFile(index_path));
-  auto wm = index.find("weight_map");
-  if (wm == index.end() || !wm->is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(index_path, ": missing object 'weight_map'"));
-  }
-  std::map<std::string, std::string> out;
-  for (auto it = wm->begin(); it != wm->end(); ++it) {
-    if (!it.value().is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          index_path, ": weight_map entry for tensor '", it.key(), "' is not a file name"));
-    }
-    const std::string shard = it.value().get<std::string>();
-    // Shards live next to the index: refuse anything that would reach elsewhere.
-    if (shard.empty() || shard == "." || shard == ".." ||
-        shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(index_path, ": weight_map entry for tensor '",
-                                                     it.key(), "' names '", shard,
-                                                     "', which is not a plain file name"));
-    }
-    if (!absl::EndsWith(shard, ".safetensors")) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          index_path, ": weight_map entry for tensor '", it.key(), "' names '", shard,
-          "', which is not a safetensors file (pickle weights are refused)"));
-    }
-    out[it.key()] = shard;
-  }
-  if (out.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(index_path, ": weight_map is empty"));
-  }
-  return out;
+  return ParseWeightMap(index, index_path);
 }
 
 }  // namespace
@@ -147,16 +119,7 @@ absl::StatusOr<nlohmann::json> ReadComponentConfig(const std::string& dir) {
   // Symbolic links in the folder must stay inside the model folder (model_files.h).
   RETURN_IF_ERROR(CheckComponentFolderLinks(dir));
   ASSIGN_OR_RETURN(nlohmann::json config, ReadJsonObjectFile(path));
-  auto q = config.find("quantization_config");
-  if (q != config.end() && !q->is_null()) {
-    std::string method;
-    if (q->is_object() && q->contains("quant_method") && (*q)["quant_method"].is_string()) {
-      method = absl::StrCat(" (quant_method '", (*q)["quant_method"].get<std::string>(), "')");
-    }
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": has a quantization_config", method,
-                     "; quantized checkpoints are not supported"));
-  }
+  RETURN_IF_ERROR(CheckComponentConfig(config, path));
   return config;
 }
 

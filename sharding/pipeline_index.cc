@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config_json.h"
 #include "sharding/model_files.h"
+#include "sharding/model_json.h"
 
 namespace ditserve::sharding {
 namespace fs = std::filesystem;
@@ -39,34 +40,7 @@ absl::StatusOr<PipelineIndex> ReadPipelineIndex(const std::string& root) {
   }
   absl::StatusOr<nlohmann::json> read = ReadJsonObjectFile(path);
   if (!read.ok()) return read.status();
-  const nlohmann::json& j = *read;
-  PipelineIndex index;
-  index.root = root;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& key = it.key();
-    if (key == "_class_name") {
-      if (it.value().is_string()) index.class_name = it.value().get<std::string>();
-      continue;
-    }
-    if (!key.empty() && key[0] == '_') continue;  // _diffusers_version, _name_or_path, ...
-    const auto& v = it.value();
-    // Components are [library, class]; other keys are pipeline options (e.g. booleans).
-    if (!v.is_array()) continue;
-    if (v.size() != 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": component '", key, "' must be [library, class]"));
-    }
-    if (v[0].is_null() && v[1].is_null()) continue;
-    if (!v[0].is_string() || !v[1].is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": component '", key, "' must be [library, class] strings"));
-    }
-    index.components.push_back({key, v[0].get<std::string>(), v[1].get<std::string>()});
-  }
-  if (index.class_name.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": missing '_class_name'"));
-  }
-  return index;
+  return ParsePipelineIndex(*read, root, path);
 }
 
 absl::StatusOr<std::string> ResolveComponentDir(const std::string& path,

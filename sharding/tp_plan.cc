@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 
 namespace ditserve::sharding {
@@ -243,7 +244,9 @@ absl::StatusOr<TpPlan> ParseTpPlanJson(const nlohmann::json& json, absl::string_
       if (!style.ok()) return where(style.status().message());
       rule.style = *style;
       if (v.contains("blocks") && !v["blocks"].is_null()) {
-        if (!v["blocks"].is_array()) return where("'blocks' must be an array");
+        if (!v["blocks"].is_array()) {
+          return where(absl::StrCat("'blocks' must be an array, got ", JsonTypePhrase(v["blocks"])));
+        }
         for (const auto& b : v["blocks"]) {
           if (!b.is_number_integer() || b.get<int64_t>() <= 0) {
             return where("'blocks' must be positive integers");
@@ -252,7 +255,11 @@ absl::StatusOr<TpPlan> ParseTpPlanJson(const nlohmann::json& json, absl::string_
         }
       }
     } else {
-      return where("value must be a style name or {\"style\": ..., \"blocks\": [...]}");
+      const bool has_style = v.is_object() && v.contains("style");
+      return where(absl::StrCat(
+          has_style ? "'style' must be a style name"
+                    : "value must be a style name or {\"style\": ..., \"blocks\": [...]}",
+          ", got ", JsonTypePhrase(has_style ? v["style"] : v)));
     }
     const bool packed =
         rule.style == TpStyle::kPackedColwise || rule.style == TpStyle::kPackedRowwise;

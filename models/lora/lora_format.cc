@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 
 namespace ditserve::lora {
@@ -255,7 +256,9 @@ absl::StatusOr<ConfigView> ReadConfig(const nlohmann::json* config, const std::s
   }
   auto number = [&](const char* key, double* out) -> absl::Status {
     if (!c.contains(key)) return absl::OkStatus();
-    if (!c[key].is_number()) return bad(absl::StrCat("'", key, "' must be a number"));
+    if (!c[key].is_number()) {
+      return bad(absl::StrCat("'", key, "' must be a number, got ", JsonTypePhrase(c[key])));
+    }
     *out = c[key].get<double>();
     return absl::OkStatus();
   };
@@ -269,20 +272,37 @@ absl::StatusOr<ConfigView> ReadConfig(const nlohmann::json* config, const std::s
   v.present = true;
   v.r = static_cast<int64_t>(r);
   v.alpha = alpha;
-  for (const char* key : {"use_dora", "lora_bias"}) {
-    if (c.contains(key) && c[key].is_boolean() && c[key].get<bool>()) {
-      return bad(absl::StrCat("'", key, "' adapters are not supported"));
+  // Booleans (null: peft's default, false); another type is refused naming the field.
+  auto flag = [&](const char* key, bool* out) -> absl::Status {
+    if (!c.contains(key) || c[key].is_null()) return absl::OkStatus();
+    if (!c[key].is_boolean()) {
+      return bad(absl::StrCat("'", key, "' must be a boolean, got ", JsonTypePhrase(c[key])));
     }
+    *out = c[key].get<bool>();
+    return absl::OkStatus();
+  };
+  for (const char* key : {"use_dora", "lora_bias"}) {
+    bool set = false;
+    RETURN_IF_ERROR(flag(key, &set));
+    if (set) return bad(absl::StrCat("'", key, "' adapters are not supported"));
   }
-  if (c.contains("use_rslora") && c["use_rslora"].is_boolean()) v.rslora = c["use_rslora"].get<bool>();
+  RETURN_IF_ERROR(flag("use_rslora", &v.rslora));
   for (const char* key : {"rank_pattern", "alpha_pattern"}) {
     if (!c.contains(key) || c[key].is_null()) continue;
-    if (!c[key].is_object()) return bad(absl::StrCat("'", key, "' must be an object"));
+    if (!c[key].is_object()) {
+      return bad(absl::StrCat("'", key, "' must be an object, got ", JsonTypePhrase(c[key])));
+    }
     for (auto it = c[key].begin(); it != c[key].end(); ++it) {
-      if (!it.value().is_number()) return bad(absl::StrCat("'", key, "' values must be numbers"));
+      if (!it.value().is_number()) {
+        return bad(absl::StrCat("'", key, ".", it.key(), "' must be a number, got ",
+                                JsonTypePhrase(it.value())));
+      }
       const double x = it.value().get<double>();
       if (key[0] == 'r') {
-        if (x < 1 || x != std::floor(x)) return bad(absl::StrCat("rank_pattern '", it.key(), "' must be a positive integer"));
+        // Bounded as 'r' is (a larger value would not even convert to int64_t).
+        if (!(x >= 1 && x <= (1 << 20)) || x != std::floor(x)) {
+          return bad(absl::StrCat("rank_pattern '", it.key(), "' must be a positive integer"));
+        }
         v.rank_pattern[it.key()] = static_cast<int64_t>(x);
       } else {
         if (!std::isfinite(x)) return bad(absl::StrCat("alpha_pattern '", it.key(), "' must be finite"));

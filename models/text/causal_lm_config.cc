@@ -41,6 +41,7 @@ class TextFields {
     }
     return nullptr;
   }
+  const std::string& where() const { return where_; }
   bool Has(const char* key) const {
     std::string name;
     return Find(key, &name) != nullptr;
@@ -104,7 +105,8 @@ absl::Status ReadRope(const TextFields& f, CausalLmFamily family, CausalLmConfig
   for (const char* key : {"rope_type", "type"}) {
     auto t = params->find(key);
     if (t == params->end() || t->is_null()) continue;
-    const std::string type = t->is_string() ? t->get<std::string>() : t->dump();
+    if (!t->is_string()) return JsonTypeError(f.where(), absl::StrCat(name, ".", key), "a string", *t);
+    const std::string type = t->get<std::string>();
     if (type != "default" && !(qwen && type == "mrope")) {
       return f.Error(absl::StrCat(name, ".", key),
                      absl::StrCat("'", type, "' is not supported (only the default RoPE",
@@ -133,18 +135,28 @@ absl::Status ReadRope(const TextFields& f, CausalLmFamily family, CausalLmConfig
   return absl::OkStatus();
 }
 
-absl::StatusOr<CausalLmConfig> Parse(const json& j, const std::string& where) {
-  CausalLmConfig c;
-  c.class_name = [&]() -> std::string {
-    auto arch = j.find("architectures");
-    if (arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string()) {
+// The model class: architectures[0], else the one model_type names. Wrong-typed fields are refused
+// naming them (a model_type that is an object must not reach an unchecked conversion).
+absl::StatusOr<std::string> ClassName(const json& j, const std::string& where) {
+  if (auto arch = j.find("architectures"); arch != j.end() && !arch->is_null()) {
+    if (!arch->is_array()) return JsonTypeError(where, "architectures", "a list of strings", *arch);
+    if (!arch->empty()) {
+      if (!(*arch)[0].is_string()) {
+        return JsonTypeError(where, "architectures[0]", "a string", (*arch)[0]);
+      }
       return (*arch)[0].get<std::string>();
     }
-    const std::string type = j.value("model_type", std::string());
-    if (type == "mistral3") return "Mistral3ForConditionalGeneration";
-    if (type == "qwen2_5_vl") return "Qwen2_5_VLForConditionalGeneration";
-    return "";
-  }();
+  }
+  ASSIGN_OR_RETURN(const std::string type,
+                   JsonFieldAt<std::string>(j, "model_type", std::string(), where));
+  if (type == "mistral3") return std::string("Mistral3ForConditionalGeneration");
+  if (type == "qwen2_5_vl") return std::string("Qwen2_5_VLForConditionalGeneration");
+  return std::string();
+}
+
+absl::StatusOr<CausalLmConfig> Parse(const json& j, const std::string& where) {
+  CausalLmConfig c;
+  ASSIGN_OR_RETURN(c.class_name, ClassName(j, where));
   if (c.class_name == "Mistral3ForConditionalGeneration") {
     c.family = CausalLmFamily::kMistral3;
   } else if (c.class_name == "Qwen2_5_VLForConditionalGeneration") {
@@ -174,7 +186,8 @@ absl::StatusOr<CausalLmConfig> Parse(const json& j, const std::string& where) {
   if (text != nullptr) {
     auto mt = text->find("model_type");
     if (mt != text->end() && !mt->is_null()) {
-      const std::string type = mt->is_string() ? mt->get<std::string>() : mt->dump();
+      if (!mt->is_string()) return JsonTypeError(where, "text_config.model_type", "a string", *mt);
+      const std::string type = mt->get<std::string>();
       const bool ok = qwen ? (type == "qwen2_5_vl_text" || type == "qwen2_5_vl") : type == "mistral";
       if (!ok) {
         return f.Error("text_config.model_type",

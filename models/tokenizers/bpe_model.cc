@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 #include "models/tokenizers/tokenizer_files.h"
 
@@ -97,6 +98,10 @@ absl::StatusOr<BpeModel> BpeModel::Create(
 
 absl::StatusOr<BpeVocab> BpeModel::ReadVocabFile(const std::string& vocab_path) {
   ASSIGN_OR_RETURN(std::string vocab_text, ReadWholeFile(vocab_path));
+  if (JsonNestingExceeds(vocab_text)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(vocab_path, ": nests deeper than ", kMaxJsonDepth, " levels"));
+  }
   const nlohmann::json vocab =
       nlohmann::json::parse(vocab_text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (vocab.is_discarded() || !vocab.is_object()) {
@@ -108,7 +113,8 @@ absl::StatusOr<BpeVocab> BpeModel::ReadVocabFile(const std::string& vocab_path) 
   for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
       return absl::InvalidArgumentError(
-          absl::StrCat(vocab_path, ": id of token \"", token, "\" is not an integer in [0, 2^31)"));
+          absl::StrCat(vocab_path, ": id of token \"", token, "\" is not an integer in [0, 2^31), got ",
+                       id.is_number() ? id.dump() : JsonTypePhrase(id)));
     }
     out[token] = id.get<int64_t>();
   }

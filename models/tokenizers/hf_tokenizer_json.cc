@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 #include "models/tokenizers/tokenizer_files.h"
 
@@ -45,7 +46,8 @@ class Reader {
                                      const std::string& where) const {
     ASSIGN_OR_RETURN(const Json* value, Required(obj, key, where));
     if (!value->is_string()) {
-      return Error(Field(where, key), absl::StrCat("expected a string, got ", value->type_name()));
+      return Error(Field(where, key),
+                   absl::StrCat("expected a string, got ", JsonTypePhrase(*value)));
     }
     return value->get<std::string>();
   }
@@ -55,7 +57,7 @@ class Reader {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return std::optional<std::string>();
     if (!it->is_string()) {
-      return Error(Field(where, key), absl::StrCat("expected a string, got ", it->type_name()));
+      return Error(Field(where, key), absl::StrCat("expected a string, got ", JsonTypePhrase(*it)));
     }
     return std::optional<std::string>(it->get<std::string>());
   }
@@ -65,7 +67,8 @@ class Reader {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return fallback;
     if (!it->is_boolean()) {
-      return Error(Field(where, key), absl::StrCat("expected a boolean, got ", it->type_name()));
+      return Error(Field(where, key),
+                   absl::StrCat("expected a boolean, got ", JsonTypePhrase(*it)));
     }
     return it->get<bool>();
   }
@@ -82,7 +85,8 @@ class Reader {
                                     const std::string& where) const {
     ASSIGN_OR_RETURN(const Json* value, Required(obj, key, where));
     if (!value->is_array()) {
-      return Error(Field(where, key), absl::StrCat("expected an array, got ", value->type_name()));
+      return Error(Field(where, key),
+                   absl::StrCat("expected an array, got ", JsonTypePhrase(*value)));
     }
     return value;
   }
@@ -90,7 +94,7 @@ class Reader {
   // A component: an object with a string "type".
   absl::StatusOr<std::string> Type(const Json& component, const std::string& where) const {
     if (!component.is_object()) {
-      return Error(where, absl::StrCat("expected an object, got ", component.type_name()));
+      return Error(where, absl::StrCat("expected an object, got ", JsonTypePhrase(component)));
     }
     return String(component, "type", where);
   }
@@ -251,7 +255,7 @@ absl::StatusOr<BpeModel> ReadModel(const Reader& r, const Json& root) {
   ASSIGN_OR_RETURN(const Json* vocab_json, r.Required(*model, "vocab", where));
   if (!vocab_json->is_object()) {
     return r.Error("model.vocab",
-                   absl::StrCat("expected an object token -> id, got ", vocab_json->type_name()));
+                   absl::StrCat("expected an object token -> id, got ", JsonTypePhrase(*vocab_json)));
   }
   BpeVocab vocab;
   vocab.reserve(vocab_json->size());
@@ -271,14 +275,14 @@ absl::Status ReadAddedTokens(const Reader& r, const Json& root, const BpeModel& 
   auto it = root.find("added_tokens");
   if (it == root.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_array()) {
-    return r.Error("added_tokens", absl::StrCat("expected an array, got ", it->type_name()));
+    return r.Error("added_tokens", absl::StrCat("expected an array, got ", JsonTypePhrase(*it)));
   }
   std::vector<HfAddedToken> tokens;
   for (size_t i = 0; i < it->size(); ++i) {
     const Json& entry = (*it)[i];
     const std::string where = Reader::Index("added_tokens", i);
     if (!entry.is_object()) {
-      return r.Error(where, absl::StrCat("expected an object, got ", entry.type_name()));
+      return r.Error(where, absl::StrCat("expected an object, got ", JsonTypePhrase(entry)));
     }
     HfAddedToken token;
     ASSIGN_OR_RETURN(token.content, r.String(entry, "content", where));
@@ -401,6 +405,11 @@ absl::StatusOr<HfPostProcessor> ReadPostProcessor(const Reader& r, const Json& j
 
 absl::StatusOr<HfTokenizer::Parts> ReadHfTokenizerJson(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path));
+  // Deeper documents are refused before parsing: messages dump() values, which recurses per level.
+  if (JsonNestingExceeds(text)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": nests deeper than ", kMaxJsonDepth, " levels"));
+  }
   const Json root = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));

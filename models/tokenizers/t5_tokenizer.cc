@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 #include "models/tokenizers/spm_model_proto.h"
 #include "models/tokenizers/tokenizer_files.h"
@@ -19,14 +20,22 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Finds the Metaspace pre-tokenizer (alone or inside a Sequence); null if there is none.
-const Json* FindMetaspace(const Json& pre_tokenizer) {
+// Finds the Metaspace pre-tokenizer (alone or inside a Sequence); null if there is none. *field is
+// its path in tokenizer.json ("pre_tokenizer", "pre_tokenizer.pretokenizers[1]").
+const Json* FindMetaspace(const Json& pre_tokenizer, const std::string& where, std::string* field) {
   if (!pre_tokenizer.is_object()) return nullptr;
-  if (pre_tokenizer.value("type", "") == "Metaspace") return &pre_tokenizer;
+  if (auto type = pre_tokenizer.find("type");
+      type != pre_tokenizer.end() && type->is_string() && type->get<std::string>() == "Metaspace") {
+    *field = where;
+    return &pre_tokenizer;
+  }
   auto it = pre_tokenizer.find("pretokenizers");
   if (it == pre_tokenizer.end() || !it->is_array()) return nullptr;
-  for (const Json& child : *it) {
-    if (const Json* found = FindMetaspace(child)) return found;
+  for (size_t i = 0; i < it->size(); ++i) {
+    if (const Json* found =
+            FindMetaspace((*it)[i], absl::StrCat(where, ".pretokenizers[", i, "]"), field)) {
+      return found;
+    }
   }
   return nullptr;
 }
@@ -36,6 +45,10 @@ const Json* FindMetaspace(const Json& pre_tokenizer) {
 absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ReadTokenizerJson(
     const std::string& path, const UnigramModel& model, const std::string& model_path) {
   ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  if (JsonNestingExceeds(text)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": nests deeper than ", kMaxJsonDepth, " levels"));
+  }
   const Json json = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
@@ -56,7 +69,9 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ReadTokenizerJson(
     }
   }
   if (auto it = json.find("model"); it != json.end() && it->is_object() &&
-                                    it->value("type", "") == "Unigram" && it->contains("vocab")) {
+                                    it->contains("type") && (*it)["type"].is_string() &&
+                                    (*it)["type"].get<std::string>() == "Unigram" &&
+                                    it->contains("vocab")) {
     const Json& vocab = (*it)["vocab"];
     if (!vocab.is_array() || vocab.size() < model.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -73,9 +88,12 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ReadTokenizerJson(
     }
   }
   if (auto it = json.find("pre_tokenizer"); it != json.end()) {
-    if (const Json* metaspace = FindMetaspace(*it)) {
-      const std::string scheme = metaspace->value("prepend_scheme", "always");
-      const bool prefix = metaspace->value("add_prefix_space", true);
+    std::string field;
+    if (const Json* metaspace = FindMetaspace(*it, "pre_tokenizer", &field)) {
+      ASSIGN_OR_RETURN(const std::string scheme,
+                       JsonFieldAt<std::string>(*metaspace, "prepend_scheme", "always", path, field));
+      ASSIGN_OR_RETURN(const bool prefix,
+                       JsonFieldAt<bool>(*metaspace, "add_prefix_space", true, path, field));
       if (scheme != "always" || !prefix) {
         return absl::UnimplementedError(absl::StrCat(
             path, ": Metaspace prepend_scheme \"", scheme,

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/config_json.h"
 #include "common/status_macros.h"
 
 namespace ditserve::tokenizers {
@@ -25,8 +26,7 @@ absl::StatusOr<std::optional<std::string>> TokenContent(const Json& value, const
       return std::optional<std::string>(it->get<std::string>());
     }
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, ": \"", what, "\" is neither a string nor {\"content\": string}"));
+  return JsonTypeError(path, what, "a string or {\"content\": string}", value);
 }
 
 }  // namespace
@@ -55,6 +55,10 @@ absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path) {
   TokenizerConfig config;
   if (!FileExists(path)) return config;
   ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  if (JsonNestingExceeds(text)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": nests deeper than ", kMaxJsonDepth, " levels"));
+  }
   Json json = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
@@ -75,19 +79,18 @@ absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path) {
     if (it == json.end() || it->is_null()) continue;
     // A list (transformers 4.x), or name -> token (transformers 5's extra_special_tokens).
     if (!it->is_array() && !it->is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": \"", key, "\" is neither an array nor an object"));
+      return JsonTypeError(path, key, "an array or an object", *it);
     }
-    for (const Json& item : *it) {
-      ASSIGN_OR_RETURN(std::optional<std::string> content, TokenContent(item, key, path));
+    size_t index = 0;
+    for (auto item = it->begin(); item != it->end(); ++item, ++index) {
+      const std::string field = it->is_array() ? absl::StrCat(key, "[", index, "]")
+                                               : absl::StrCat(key, ".", item.key());
+      ASSIGN_OR_RETURN(std::optional<std::string> content, TokenContent(*item, field, path));
       if (content) config.extra_special_tokens.push_back(*content);
     }
   }
   if (auto it = json.find("added_tokens_decoder"); it != json.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": \"added_tokens_decoder\" is not an object"));
-    }
+    if (!it->is_object()) return JsonTypeError(path, "added_tokens_decoder", "an object", *it);
     for (const auto& [id_text, token] : it->items()) {
       int64_t id = -1;
       if (id_text.empty() || id_text.size() > 18 ||
@@ -97,7 +100,7 @@ absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path) {
       }
       id = std::stoll(id_text);
       ASSIGN_OR_RETURN(std::optional<std::string> content,
-                       TokenContent(token, "added_tokens_decoder", path));
+                       TokenContent(token, absl::StrCat("added_tokens_decoder.", id_text), path));
       if (!content) continue;
       AddedTokenEntry entry;
       entry.id = id;
@@ -110,16 +113,16 @@ absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path) {
           auto flag = token.find(key);
           if (flag == token.end() || flag->is_null()) continue;
           if (!flag->is_boolean()) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                path, ": added_tokens_decoder[\"", id_text, "\"].", key, " is not a boolean"));
+            return JsonTypeError(path, absl::StrCat("added_tokens_decoder.", id_text, ".", key),
+                                 "a boolean", *flag);
           }
           *field = flag->get<bool>();
         }
         entry.normalized = !entry.special;
         if (auto flag = token.find("normalized"); flag != token.end() && !flag->is_null()) {
           if (!flag->is_boolean()) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                path, ": added_tokens_decoder[\"", id_text, "\"].normalized is not a boolean"));
+            return JsonTypeError(path, absl::StrCat("added_tokens_decoder.", id_text, ".normalized"),
+                                 "a boolean", *flag);
           }
           entry.normalized = flag->get<bool>();
         }
@@ -129,15 +132,17 @@ absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path) {
       config.added_tokens_decoder.push_back(std::move(entry));
     }
   }
-  if (auto it = json.find("model_max_length"); it != json.end() && it->is_number()) {
+  if (auto it = json.find("model_max_length"); it != json.end() && !it->is_null()) {
+    if (!it->is_number()) return JsonTypeError(path, "model_max_length", "a number", *it);
     // transformers writes int(1e30) for "no limit"; anything that does not fit is "absent".
     const double value = it->get<double>();
     if (value >= 1 && value < 1e15) config.model_max_length = static_cast<int64_t>(value);
   }
   if (auto it = json.find("extra_ids"); it != json.end()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": \"extra_ids\" is not a non-negative integer"));
+    if (!it->is_number_integer()) return JsonTypeError(path, "extra_ids", "a non-negative integer", *it);
+    if (it->get<int64_t>() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": field 'extra_ids' must be a non-negative integer, got ", it->dump()));
     }
     config.extra_ids = it->get<int64_t>();
   }

@@ -23,6 +23,10 @@ absl::StatusOr<VaeActivation> ParseAct(const std::string& name) {
 }  // namespace
 
 absl::StatusOr<AutoencoderKLConfig> ParseAutoencoderKLConfig(const std::string& json_text) {
+  if (JsonNestingExceeds(json_text)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("VAE config nests deeper than ", kMaxJsonDepth, " levels"));
+  }
   nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError("VAE config is not a JSON object");

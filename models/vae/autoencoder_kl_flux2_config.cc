@@ -35,7 +35,10 @@ absl::StatusOr<std::vector<int64_t>> PositiveIntList(const nlohmann::json& j, co
                                                      std::vector<int64_t> fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_array() || it->empty()) return FieldError(key, "must be a non-empty list");
+  if (!it->is_array() || it->empty()) {
+    return FieldError(key, absl::StrCat("must be a non-empty list, got ",
+                                        it->is_array() ? "an empty one" : JsonTypePhrase(*it)));
+  }
   std::vector<int64_t> out;
   for (const auto& v : *it) {
     if (!v.is_number_integer() || v.get<int64_t>() <= 0) {

@@ -19,7 +19,10 @@ absl::StatusOr<std::vector<int64_t>> PositiveIntList(const nlohmann::json& j, co
                                                      std::vector<int64_t> fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_array() || it->empty()) return FieldError(key, "must be a non-empty list");
+  if (!it->is_array() || it->empty()) {
+    return FieldError(key, absl::StrCat("must be a non-empty list, got ",
+                                        it->is_array() ? "an empty one" : JsonTypePhrase(*it)));
+  }
   std::vector<int64_t> out;
   for (const auto& v : *it) {
     if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
@@ -34,10 +37,15 @@ absl::StatusOr<std::vector<double>> NumberList(const nlohmann::json& j, const ch
                                                std::vector<double> fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_array()) return FieldError(key, "must be a list of numbers");
+  if (!it->is_array()) {
+    return FieldError(key, absl::StrCat("must be a list of numbers, got ", JsonTypePhrase(*it)));
+  }
   std::vector<double> out;
   for (const auto& v : *it) {
-    if (!v.is_number()) return FieldError(key, "must be a list of numbers");
+    if (!v.is_number()) {
+      return FieldError(key, absl::StrCat("must be a list of numbers, got ", JsonTypePhrase(v),
+                                          " in it"));
+    }
     out.push_back(v.get<double>());
   }
   return out;
@@ -47,10 +55,15 @@ absl::StatusOr<std::vector<bool>> BoolList(const nlohmann::json& j, const char* 
                                            std::vector<bool> fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_array()) return FieldError(key, "must be a list of booleans");
+  if (!it->is_array()) {
+    return FieldError(key, absl::StrCat("must be a list of booleans, got ", JsonTypePhrase(*it)));
+  }
   std::vector<bool> out;
   for (const auto& v : *it) {
-    if (!v.is_boolean()) return FieldError(key, "must be a list of booleans");
+    if (!v.is_boolean()) {
+      return FieldError(key, absl::StrCat("must be a list of booleans, got ", JsonTypePhrase(v),
+                                          " in it"));
+    }
     out.push_back(v.get<bool>());
   }
   return out;

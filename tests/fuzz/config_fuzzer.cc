@@ -1,14 +1,17 @@
-// libFuzzer target: the JSON readers of a model folder, fed arbitrary text. Each input is used as
-//   - model_index.json of a pipeline root (ReadPipelineIndex, ResolveComponentDir),
-//   - config.json of a component folder (ReadComponentConfig: the quantization_config check), then
-//     parsed as every transformer config (FLUX.1, FLUX.2, Qwen-Image) the way the loaders do,
-//   - the text of every text-encoder and VAE config parser (CLIP, T5, the LLM encoders, AutoencoderKL,
-//     AutoencoderKLFlux2, AutoencoderKLQwenImage),
-//   - diffusion_pytorch_model.safetensors.index.json of a component folder (ComponentCheckpoint::Open:
-//     the weight_map reader; the shards it names do not exist, so it ends in NOT_FOUND at best).
-// The files go through the real file readers (written into a private temporary folder first), so
-// the path a downloaded file takes is the path fuzzed. Every call must return a Status: no crash,
-// no exception, no sanitizer report, no unbounded time or memory.
+// libFuzzer target: the JSON readers of a model folder, fed arbitrary text, from memory. Each
+// input is parsed once (ParseJsonObject: nesting limit, object check) and, when it is an object,
+// checked as
+//   - model_index.json of a pipeline root (ParsePipelineIndex, then ComponentDir of each entry),
+//   - config.json of a component folder (CheckComponentConfig: _class_name, quantization_config),
+//     then parsed as every transformer config (FLUX.1, FLUX.2, Qwen-Image) the way the loaders do,
+//   - diffusion_pytorch_model.safetensors.index.json (ParseWeightMap: the weight_map reader);
+// and its text goes to every text-encoder and VAE config parser (CLIP, T5, the LLM encoders,
+// AutoencoderKL, AutoencoderKLFlux2, AutoencoderKLQwenImage), which take the file's text.
+// One input in 16 (by size, so the choice is part of the input) also goes through the real file
+// readers (ReadPipelineIndex, ResolveComponentDir, ReadComponentConfig, ComponentCheckpoint::Open:
+// written into a private temporary folder first), so the path a downloaded file takes stays
+// fuzzed: writing three files per input made every input cost 1-2 ms. Every call must return a
+// Status: no crash, no exception, no sanitizer report, no unbounded time or memory.
 #include <unistd.h>
 
 #include <cstddef>
@@ -30,7 +33,9 @@
 #include "models/vae/autoencoder_kl_flux2_config.h"
 #include "models/vae/autoencoder_kl_qwenimage_config.h"
 #include "sharding/checkpoint.h"
+#include "sharding/model_json.h"
 #include "sharding/pipeline_index.h"
+#include "tests/fuzz/fuzz_workdir.h"
 
 namespace {
 
@@ -51,15 +56,37 @@ void RemoveRoot() {
   fs::remove_all(g_root, ec);
 }
 
+void TransformerParsers(const nlohmann::json& config) {
+  (void)ditserve::models::flux1::ParseFluxTransformerConfig(config);
+  (void)ditserve::models::flux2::ParseFlux2TransformerConfig(config);
+  (void)ditserve::models::qwenimage::ParseQwenImageTransformerConfig(config);
+}
+
+// The real file readers on the input written as each file.
+void ThroughFiles(const char* bytes, size_t size) {
+  WriteFile(g_root + "/model_index.json", bytes, size);
+  auto index = ditserve::sharding::ReadPipelineIndex(g_root);
+  if (index.ok()) {
+    for (const auto& c : index->components) {
+      if (c.name.empty() || !index->ComponentDir(c.name).ok()) __builtin_trap();
+    }
+    (void)ditserve::sharding::ResolveComponentDir(g_root, "transformer");
+  }
+  WriteFile(g_component + "/config.json", bytes, size);
+  auto config = ditserve::sharding::ReadComponentConfig(g_component);
+  if (config.ok()) {
+    if (!config->is_object()) __builtin_trap();
+    TransformerParsers(*config);
+  }
+  WriteFile(g_indexed + "/diffusion_pytorch_model.safetensors.index.json", bytes, size);
+  auto ckpt = ditserve::sharding::ComponentCheckpoint::Open(g_indexed);
+  if (ckpt.ok()) __builtin_trap();  // no shard exists, so it can never open
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  std::string tmpl = (fs::temp_directory_path() / "ditserve-config-fuzz-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    std::perror("mkdtemp");
-    std::abort();
-  }
-  g_root = tmpl;
+  g_root = ditserve_fuzz::MakeFuzzWorkdir("ditserve-config-fuzz");
   g_component = g_root + "/transformer";
   g_indexed = g_root + "/indexed";
   fs::create_directories(g_component);
@@ -73,28 +100,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char* bytes = reinterpret_cast<const char*>(data);
   const std::string text(bytes, size);
 
-  // model_index.json.
-  WriteFile(g_root + "/model_index.json", bytes, size);
-  auto index = ditserve::sharding::ReadPipelineIndex(g_root);
-  if (index.ok()) {
-    for (const auto& c : index->components) {
-      if (c.name.empty() || !index->ComponentDir(c.name).ok()) __builtin_trap();
+  auto json = ditserve::ParseJsonObject(text);
+  if (json.ok()) {
+    if (!json->is_object()) __builtin_trap();
+    // model_index.json.
+    auto index = ditserve::sharding::ParsePipelineIndex(*json, "/root", "model_index.json");
+    if (index.ok()) {
+      if (index->class_name.empty()) __builtin_trap();
+      for (const auto& c : index->components) {
+        if (c.name.empty() || !index->ComponentDir(c.name).ok()) __builtin_trap();
+      }
     }
-    (void)ditserve::sharding::ResolveComponentDir(g_root, "transformer");
+    // config.json of a transformer folder: the folder reader's check, then each parser.
+    if (ditserve::sharding::CheckComponentConfig(*json, "config.json").ok()) {
+      TransformerParsers(*json);
+    }
+    // A sharded checkpoint's index file.
+    auto weight_map = ditserve::sharding::ParseWeightMap(*json, "index.json");
+    if (weight_map.ok() && weight_map->empty()) __builtin_trap();
   }
-
-  // config.json of a transformer folder, through the reader and each transformer config parser.
-  WriteFile(g_component + "/config.json", bytes, size);
-  auto config = ditserve::sharding::ReadComponentConfig(g_component);
-  if (config.ok()) {
-    if (!config->is_object()) __builtin_trap();
-    (void)ditserve::models::flux1::ParseFluxTransformerConfig(*config);
-    (void)ditserve::models::flux2::ParseFlux2TransformerConfig(*config);
-    (void)ditserve::models::qwenimage::ParseQwenImageTransformerConfig(*config);
-  }
-  // The same parsers on any JSON value (they are public and check is_object themselves).
-  auto any = ditserve::ParseJsonObject(text);
-  if (any.ok() && !any->is_object()) __builtin_trap();
 
   // Text-encoder and VAE config parsers (each takes the file's text).
   (void)ditserve::text::ParseCausalLmConfig(text, "config.json");
@@ -104,9 +128,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)ditserve::vae::ParseAutoencoderKLFlux2Config(text);
   (void)ditserve::vae::ParseAutoencoderKLQwenImageConfig(text);
 
-  // A sharded checkpoint's index file.
-  WriteFile(g_indexed + "/diffusion_pytorch_model.safetensors.index.json", bytes, size);
-  auto ckpt = ditserve::sharding::ComponentCheckpoint::Open(g_indexed);
-  if (ckpt.ok()) __builtin_trap();  // no shard exists, so it can never open
+  if (size % 16 == 0) ThroughFiles(bytes, size);
   return 0;
 }

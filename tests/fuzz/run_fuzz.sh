@@ -1,32 +1,56 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan, compiled directly by this script, not by
-# the CMake build) and runs one or all of them for a fixed time each, seeded with the repository's
-# real files. Registered in ctest (label unit), one test per target:
+# the CMake build) and runs one or all of them, seeded with the repository's real files and the
+# committed regression inputs (tests/fuzz/seeds/<target>/). Registered in ctest (label unit), one
+# test per target, in the deterministic CI mode:
 #
 #   target              ctest                    fuzzes
 #   safetensors_header  sharding_fuzz            ParseSafetensorsHeader (sharding/safetensors)
-#   config              config_fuzz              model_index.json, config.json and index readers and
-#                                                every transformer / text encoder / VAE config parser
+#   config              config_fuzz              model_index.json, config.json and index checks and
+#                                                every transformer / text encoder / VAE config parser,
+#                                                from memory (sharding/model_json.h); 1 input in 16
+#                                                also through the real file readers
 #   tokenizer           tokenizer_fuzz           LoadHfTokenizer(tokenizer.json [+ tokenizer_config.json])
 #                                                then Encode of a fuzzer-chosen text
 #   request_validator   request_validator_fuzz   ValidateRequest on a serialized ditserve.v1.GenerateRequest
 #
-#   tests/fuzz/run_fuzz.sh [--target NAME|all] [--seconds N] [--build-dir DIR] [--cxx clang++-14]
-#                          [--fixtures DIR] [--proto-gen DIR] [--jobs N] [--nice N] [--build-only]
-#                          [-- extra libFuzzer flags]
+#   tests/fuzz/run_fuzz.sh [--target NAME|all] [--runs M] [--seed N]            (CI mode, default)
+#   tests/fuzz/run_fuzz.sh --explore [--target NAME|all] [--seconds N]          (exploration)
+#       common: [--build-dir DIR] [--cxx clang++-14] [--fixtures DIR] [--proto-gen DIR] [--jobs N]
+#               [--nice N] [--build-only] [-- extra libFuzzer flags]
 #
-# --seconds is per target (default 60). Each target lives in DIR/<target>/ (default build-fuzz/):
-# the binary, its objects (rebuilt when a source or a header it includes changes), seeds/
-# (regenerated every run), corpus/ (kept between runs) and, after a failure, the crash-*/leak-*/
-# timeout-* input. The last run's libFuzzer output is DIR/<target>/last_run.log. Reproduce a
-# finding with `DIR/<target>/<target>_fuzzer FILE`.
+# CI mode (what ctest runs): the same inputs every time. Its corpus folder (corpus-ci/) is emptied
+# first, so the run starts from the seeds alone (the fixture files, the hand-made cases and every
+# committed regression input; all of them are run, a crash on one fails the test), then libFuzzer
+# mutates with a fixed seed (-seed=N, default 1) for a fixed number of executions (-runs=M; default
+# per target below, each about 10-20 s on the idle 2-core development machine), with no time bound,
+# no corpus reloading, address-space randomisation off (setarch -R), an empty environment (PATH,
+# TMPDIR, a fixed folder for the files the targets write), a command line of relative paths and
+# no trace-cmp guided mutation (compared pointers are not repeatable): two runs execute the same
+# inputs and end with the same "cov:" / "ft:" / "corp:" figures
+# (bench/results/2026-12-04-fuzz-determinism.txt). Exploration keeps trace-cmp.
+#
+# Explore mode (--explore, by hand): a random libFuzzer seed and a time bound (--seconds N per
+# target, default 60); its corpus folder (corpus/) is kept between runs so exploration accumulates. When a
+# run finds a crash, leak, timeout or out-of-memory input, it is copied into
+# tests/fuzz/seeds/<target>/regression-<kind>-<sha1> (raw bytes, the fuzzer's input), where every
+# later CI run replays it: fix the bug, then commit the seed with the fix.
+#
+# Each target lives in DIR/<target>/ (default build-fuzz/): the binary, its objects (rebuilt when
+# a source or a header it includes changes), seeds/ (regenerated every run), corpus-ci/, corpus/
+# and, after a failure, the crash-*/leak-*/timeout-*/oom-* input under artifacts/. The last run's
+# libFuzzer output is DIR/<target>/last_run.log. Reproduce a finding with
+# `DIR/<target>/<target>_fuzzer FILE`.
 # Exit status: 0 when every target built and no run found anything; 1 otherwise; 2 for bad usage.
 set -euo pipefail
 
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${SRC}/build-fuzz"
 TARGET=all
-SECONDS_TO_RUN=60
+MODE=ci
+SECONDS_TO_RUN=""
+RUNS=""
+SEED=1
 CXX_BIN="$(command -v clang++-14 || command -v clang++ || true)"
 FIXTURES="${SRC}/tests/fixtures"
 PROTO_GEN="${SRC}/build/proto/gen"
@@ -38,7 +62,10 @@ ALL_TARGETS=(safetensors_header config tokenizer request_validator)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --target) TARGET="$2"; shift 2 ;;
+    --explore) MODE=explore; shift ;;
     --seconds) SECONDS_TO_RUN="$2"; shift 2 ;;
+    --runs) RUNS="$2"; shift 2 ;;
+    --seed) SEED="$2"; shift 2 ;;
     --build-dir) BUILD="$2"; shift 2 ;;
     --cxx) CXX_BIN="$2"; shift 2 ;;
     --fixtures) FIXTURES="$2"; shift 2 ;;
@@ -51,6 +78,19 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -n "${CXX_BIN}" ]] || { echo "run_fuzz.sh: clang++ not found" >&2; exit 2; }
+if [[ "${MODE}" == ci ]]; then
+  [[ -z "${SECONDS_TO_RUN}" ]] || {
+    echo "run_fuzz.sh: --seconds is for --explore (CI runs are bounded by --runs)" >&2; exit 2; }
+  [[ -z "${RUNS}" || "${RUNS}" =~ ^[1-9][0-9]*$ ]] || {
+    echo "run_fuzz.sh: --runs must be a positive integer" >&2; exit 2; }
+  [[ "${SEED}" =~ ^[1-9][0-9]*$ ]] || {
+    echo "run_fuzz.sh: --seed must be a positive integer (0 is libFuzzer's random seed)" >&2; exit 2; }
+else
+  [[ -z "${RUNS}" ]] || { echo "run_fuzz.sh: --runs is for the CI mode" >&2; exit 2; }
+  SECONDS_TO_RUN="${SECONDS_TO_RUN:-60}"
+  [[ "${SECONDS_TO_RUN}" =~ ^[1-9][0-9]*$ ]] || {
+    echo "run_fuzz.sh: --seconds must be a positive integer" >&2; exit 2; }
+fi
 if [[ "${TARGET}" == all ]]; then
   TARGETS=("${ALL_TARGETS[@]}")
 else
@@ -68,7 +108,7 @@ COMMON_CXXFLAGS=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=address,un
 LINK_FLAGS=(-fsanitize=fuzzer,address,undefined -pthread)
 
 # Per target: SOURCES (relative to SRC unless absolute), PKGS (pkg-config), CXXFLAGS_T, LIBS_T,
-# MAX_LEN, DICT.
+# MAX_LEN, DICT, CI_RUNS (the CI mode's -runs: about 10-20 s each here, seeds included).
 configure_target() {
   SOURCES=(); PKGS=(absl_strings absl_status absl_statusor); CXXFLAGS_T=(); LIBS_T=(); DICT=""
   MAX_LEN=65536
@@ -76,12 +116,14 @@ configure_target() {
     safetensors_header)
       SOURCES=(tests/fuzz/safetensors_header_fuzzer.cc sharding/safetensors.cc)
       DICT="${FUZZ_DIR}/dicts/safetensors.dict"
+      CI_RUNS=8000
       ;;
     config)
       # LibTorch is linked only for models/text/activations.cc (ParseActivation lives beside the
       # activation functions); nothing in the run touches a tensor.
       SOURCES=(tests/fuzz/config_fuzzer.cc common/config_json.cc sharding/checkpoint.cc
-               sharding/model_files.cc sharding/pipeline_index.cc sharding/safetensors.cc
+               sharding/model_files.cc sharding/model_json.cc sharding/pipeline_index.cc
+               sharding/safetensors.cc
                models/flux1/flux1_config.cc models/flux2/flux2_config.cc
                models/qwenimage/qwenimage_config.cc models/text/causal_lm_config.cc
                models/text/clip_text_config.cc models/text/t5_config.cc models/text/activations.cc
@@ -90,9 +132,10 @@ configure_target() {
       CXXFLAGS_T=(-isystem /usr/include/torch/csrc/api/include)
       LIBS_T=(-ltorch -ltorch_cpu -lc10)
       DICT="${FUZZ_DIR}/dicts/config.dict"
+      CI_RUNS=20000
       ;;
     tokenizer)
-      SOURCES=(tests/fuzz/tokenizer_fuzzer.cc models/tokenizers/added_tokens.cc
+      SOURCES=(tests/fuzz/tokenizer_fuzzer.cc common/config_json.cc models/tokenizers/added_tokens.cc
                models/tokenizers/bpe_model.cc models/tokenizers/byte_level.cc
                models/tokenizers/hf_added_vocabulary.cc models/tokenizers/hf_normalizer.cc
                models/tokenizers/hf_post_processor.cc models/tokenizers/hf_pre_tokenizer.cc
@@ -104,6 +147,7 @@ configure_target() {
              libpcre2-8)
       DICT="${FUZZ_DIR}/dicts/tokenizer.dict"
       MAX_LEN=65536
+      CI_RUNS=15000
       ;;
     request_validator)
       [[ -f "${PROTO_GEN}/ditserve/v1/ditserve.pb.cc" ]] || {
@@ -115,6 +159,7 @@ configure_target() {
       PKGS+=(protobuf)
       CXXFLAGS_T=(-I"${PROTO_GEN}" '-DDITSERVE_VERSION="fuzz"')
       MAX_LEN=16384
+      CI_RUNS=1000000
       ;;
   esac
 }
@@ -174,7 +219,7 @@ seed_safetensors_header() {
       head -c "$((n + 8))" "$f" | tail -c +9 > "${seeds}/fixture_${i}.json"
       i=$((i + 1))
     fi
-  done < <(find "${FIXTURES}" -name '*.safetensors' -print0 2>/dev/null)
+  done < <(find "${FIXTURES}" -name '*.safetensors' -print0 2>/dev/null | sort -z)
   printf '%s' '{"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]},"b":{"dtype":"F8_E4M3","shape":[],"data_offsets":[8,9]}}' > "${seeds}/edge_1.json"
   printf '%s' '{"a":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"b":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}' > "${seeds}/edge_2.json"
   echo "${i} fixture headers"
@@ -186,7 +231,8 @@ seed_config() {
     cp "$f" "${seeds}/fixture_${i}_$(basename "$f")"
     i=$((i + 1))
   done < <(find "${FIXTURES}" \( -name config.json -o -name model_index.json \
-             -o -name '*.safetensors.index.json' -o -name scheduler_config.json \) -print0 2>/dev/null)
+             -o -name '*.safetensors.index.json' -o -name scheduler_config.json \) -print0 2>/dev/null |
+             sort -z)
   cp "${FUZZ_DIR}"/seeds/config/*.json "${seeds}/"
   echo "${i} fixture files + $(ls "${FUZZ_DIR}"/seeds/config/*.json | wc -l) hand-made"
 }
@@ -203,7 +249,7 @@ seed_tokenizer() {
       dir="$(dirname "${dir}")"
       i=$((i + 1))
       { printf 'a cat holding a sign\0'; head -c 60000 "${dir}/tokenizer.json"; } > "${seeds}/full_${i}"
-    done < <(find "${FIXTURES}" -name tokenizer.json -print0 2>/dev/null)
+    done < <(find "${FIXTURES}" -name tokenizer.json -print0 2>/dev/null | sort -z)
   fi
   echo "${i} tokenizer folders (small copies of the fixtures, one-feature cases)"
 }
@@ -229,30 +275,96 @@ seed_request_validator() {
   echo "$(ls "${seeds}" | wc -l) encoded requests"
 }
 
+# The committed regression inputs of a target (tests/fuzz/seeds/<target>/regression-*: raw fuzzer
+# inputs saved by --explore, or written by hand), copied as they are.
+copy_regression_seeds() {
+  local name="$1" seeds="$2" f n=0
+  for f in "${FUZZ_DIR}/seeds/${name}"/regression-*; do
+    [[ -f "$f" ]] || continue
+    cp "$f" "${seeds}/"
+    n=$((n + 1))
+  done
+  echo "${n}"
+}
+
+# After an --explore run: every artifact it left becomes a committed regression seed.
+save_findings() {
+  local name="$1" artifacts="$2" f base dest
+  mkdir -p "${FUZZ_DIR}/seeds/${name}"
+  for f in "${artifacts}"/*; do
+    [[ -f "$f" ]] || continue
+    base="$(basename "$f")"  # crash-<sha1>, leak-<sha1>, timeout-<sha1>, oom-<sha1>, slow-unit-...
+    dest="${FUZZ_DIR}/seeds/${name}/regression-${base}"
+    [[ -e "${dest}" ]] && continue
+    cp "$f" "${dest}"
+    echo "run_fuzz.sh: [${name}] saved ${dest#"${SRC}"/} (reproduce: ${BUILD}/${name}/${name}_fuzzer ${dest}); commit it with the fix"
+  done
+}
+
 run_target() {
   local name="$1" dir="${BUILD}/$1"
   configure_target "${name}" || return 1
-  local seeds="${dir}/seeds" corpus="${dir}/corpus" dict_flag=()
-  rm -rf "${seeds}"
-  mkdir -p "${seeds}" "${corpus}"
-  local what
+  # Paths relative to ${dir}, where the fuzzer runs: its command line is the same in every checkout.
+  local seeds=seeds corpus=corpus artifacts=artifacts dict_flag=()
+  # CI: a fresh corpus every run, so two runs see the same inputs (the exploration's corpus/ stays).
+  [[ "${MODE}" == ci ]] && corpus=corpus-ci
+  (cd "${dir}" && rm -rf "${seeds}" "${artifacts}")
+  [[ "${MODE}" == ci ]] && (cd "${dir}" && rm -rf "${corpus}")
+  (cd "${dir}" && mkdir -p "${seeds}" "${corpus}" "${artifacts}")
+  seeds="${dir}/${seeds}"
+  local what regressions
   what=$("seed_${name}" "${seeds}")
-  [[ -n "${DICT}" ]] && dict_flag=(-dict="${DICT}")
-  echo "run_fuzz.sh: [${name}] seeds: ${what}; fuzzing for ${SECONDS_TO_RUN} s"
-  local rc=0
-  # The config and tokenizer targets write their input to files each run: keep those in memory.
+  regressions=$(copy_regression_seeds "${name}" "${seeds}")
+  if [[ -n "${DICT}" ]]; then
+    cp "${DICT}" "${dir}/fuzz.dict"
+    dict_flag=(-dict=fuzz.dict)
+  fi
+  local bound=()
+  if [[ "${MODE}" == ci ]]; then
+    local runs="${RUNS:-${CI_RUNS}}"
+    # -use_cmp=0: trace-cmp hands compared values to the mutator, and some are pointers, which
+    # move with timing (LibTorch's second thread in the config target, allocator state): with it,
+    # two runs of one seed part after some thousand inputs.
+    bound=(-seed="${SEED}" -runs="${runs}" -reload=0 -use_cmp=0)
+    echo "run_fuzz.sh: [${name}] seeds: ${what}, ${regressions} regression inputs; CI mode:" \
+         "-seed=${SEED} -runs=${runs}"
+  else
+    bound=(-max_total_time="${SECONDS_TO_RUN}")
+    echo "run_fuzz.sh: [${name}] seeds: ${what}, ${regressions} regression inputs; exploring for" \
+         "${SECONDS_TO_RUN} s (random seed, corpus kept in ${corpus})"
+  fi
+  # CI: without address-space randomisation and with a fixed environment. trace-cmp hands the
+  # compared values to the mutator, and some comparisons are of pointers (absl's hash seeds are
+  # addresses too): with ASLR on, or with a stack that starts elsewhere because the environment is
+  # longer, two runs of the same seed mutate differently after a few thousand inputs.
+  # The tokenizer target (and 1 input in 16 of the config target) writes files: keep them in memory.
   local tmp="${TMPDIR:-/tmp}"
   [[ -d /dev/shm && -w /dev/shm ]] && tmp=/dev/shm
-  (cd "${dir}" && TMPDIR="${tmp}" "${NICE_CMD[@]}" "./${name}_fuzzer" -max_total_time="${SECONDS_TO_RUN}" \
-     -max_len="${MAX_LEN}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-     -print_final_stats=1 -artifact_prefix="${dir}/" "${dict_flag[@]}" "${EXTRA_FLAGS[@]}" \
-     "${corpus}" "${seeds}") > "${dir}/last_run.log" 2>&1 || rc=$?
-  grep -E '^(stat::|Done |INFO: -max_total_time|==[0-9]+==ERROR|SUMMARY|.*Test unit written|#[0-9]+ *DONE)' \
+  local no_aslr=() fixed_env=(env)
+  if [[ "${MODE}" == ci ]]; then
+    # The folder those files go to has a fixed name (tests/fuzz/fuzz_workdir.h), one per checkout.
+    local workdir
+    workdir="${tmp}/ditserve-fuzz-${name}-$(printf '%s' "${dir}" | sha1sum | cut -c1-12)"
+    fixed_env=(env -i PATH=/usr/local/bin:/usr/bin:/bin DITSERVE_FUZZ_WORKDIR="${workdir}")
+    if setarch "$(uname -m)" -R true 2> /dev/null; then
+      no_aslr=(setarch "$(uname -m)" -R)
+    else
+      echo "run_fuzz.sh: [${name}] warning: cannot turn ASLR off (setarch -R); the run may not" \
+           "repeat exactly" >&2
+    fi
+  fi
+  local rc=0
+  (cd "${dir}" && "${NICE_CMD[@]}" "${fixed_env[@]}" TMPDIR="${tmp}" "${no_aslr[@]}" \
+     "./${name}_fuzzer" "${bound[@]}" -max_len="${MAX_LEN}" -timeout=10 -rss_limit_mb=2048 \
+     -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix="${artifacts}/" "${dict_flag[@]}" \
+     "${EXTRA_FLAGS[@]}" "${corpus}" seeds) > "${dir}/last_run.log" 2>&1 || rc=$?
+  grep -E '^(stat::|Done |INFO: Seed:|INFO: -max_total_time|==[0-9]+==ERROR|SUMMARY|.*Test unit written|#[0-9]+[[:space:]]+(INITED|DONE))' \
     "${dir}/last_run.log" | sed "s/^/run_fuzz.sh: [${name}] /" || true
   if [[ ${rc} -ne 0 ]]; then
     echo "run_fuzz.sh: [${name}] FAILED (exit ${rc}); the end of ${dir}/last_run.log:" >&2
     tail -60 "${dir}/last_run.log" >&2
   fi
+  [[ "${MODE}" == explore ]] && save_findings "${name}" "${dir}/${artifacts}"
   return "${rc}"
 }
 

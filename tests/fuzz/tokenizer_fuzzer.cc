@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "models/tokenizers/hf_tokenizer.h"
 #include "models/tokenizers/hf_tokenizer_loader.h"
+#include "tests/fuzz/fuzz_workdir.h"
 
 namespace {
 
@@ -47,12 +48,7 @@ void CheckEncoding(const ditserve::tokenizers::HfEncoding& e) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  std::string tmpl = (fs::temp_directory_path() / "ditserve-tokenizer-fuzz-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    std::perror("mkdtemp");
-    std::abort();
-  }
-  g_dir = tmpl;
+  g_dir = ditserve_fuzz::MakeFuzzWorkdir("ditserve-tokenizer-fuzz");
   std::atexit(RemoveDir);
   return 0;
 }
