@@ -13,6 +13,8 @@
 #   tokenizer           tokenizer_fuzz           LoadHfTokenizer(tokenizer.json [+ tokenizer_config.json])
 #                                                then Encode of a fuzzer-chosen text
 #   request_validator   request_validator_fuzz   ValidateRequest on a serialized ditserve.v1.GenerateRequest
+#   image_decode        image_decode_fuzz        imaging/: DecodeImage (PNG, JPEG, WebP, limits from the
+#                                                header) then Resize of what it decoded
 #
 #   tests/fuzz/run_fuzz.sh [--target NAME|all] [--runs M] [--seed N]            (CI mode, default)
 #   tests/fuzz/run_fuzz.sh --explore [--target NAME|all] [--seconds N]          (exploration)
@@ -58,7 +60,7 @@ JOBS=2
 NICE=10
 BUILD_ONLY=0
 EXTRA_FLAGS=()
-ALL_TARGETS=(safetensors_header config tokenizer request_validator)
+ALL_TARGETS=(safetensors_header config tokenizer request_validator image_decode)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --target) TARGET="$2"; shift 2 ;;
@@ -160,6 +162,14 @@ configure_target() {
       CXXFLAGS_T=(-I"${PROTO_GEN}" '-DDITSERVE_VERSION="fuzz"')
       MAX_LEN=16384
       CI_RUNS=1000000
+      ;;
+    image_decode)
+      SOURCES=(tests/fuzz/image_decode_fuzzer.cc imaging/decode.cc imaging/exif.cc imaging/format.cc
+               imaging/jpeg_decode.cc imaging/png_decode.cc imaging/resample.cc imaging/transform.cc
+               imaging/webp_decode.cc)
+      PKGS+=(libpng libjpeg libwebp libwebpdemux)
+      MAX_LEN=65536
+      CI_RUNS=40000
       ;;
   esac
 }
@@ -273,6 +283,14 @@ seed_request_validator() {
         > "${seeds}/$(basename "$f" .txtpb).bin"
   done
   echo "$(ls "${seeds}" | wc -l) encoded requests"
+}
+
+seed_image_decode() {
+  local seeds="$1"
+  # The regression-* inputs come in through copy_regression_seeds, like every target's.
+  find "${FUZZ_DIR}/seeds/image_decode" -maxdepth 1 -type f ! -name 'regression-*' \
+    -exec cp {} "${seeds}/" \;
+  echo "$(ls "${seeds}" | wc -l) small images (PNG, JPEG, WebP)"
 }
 
 # The committed regression inputs of a target (tests/fuzz/seeds/<target>/regression-*: raw fuzzer
