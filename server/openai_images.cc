@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 namespace ditserve::server::openai {
 namespace {
@@ -172,14 +173,10 @@ std::string FieldOfWord(const std::string& word) {
   return fields->count(word) ? word : "";
 }
 
-}  // namespace
-
-absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
-                                                 const std::string& served_model, uint32_t max_n,
-                                                 const RequestLimits& limits) {
-  Json doc;
+// The request body, parsed: a JSON object whose fields are all known ones.
+absl::Status ParseBody(absl::string_view body, Json* doc) {
   try {
-    doc = Json::parse(body.begin(), body.end());
+    *doc = Json::parse(body.begin(), body.end());
   } catch (const Json::exception& e) {
     // e.g. "[json.exception.parse_error.101] parse error at line 1, column 9: ..."
     std::string what = e.what();
@@ -188,52 +185,61 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
   } catch (...) {
     return Invalid("the request body is not valid JSON");
   }
-  if (!doc.is_object()) {
-    return Invalid(absl::StrCat("the request body must be a JSON object, got ", TypeName(doc)));
+  if (!doc->is_object()) {
+    return Invalid(absl::StrCat("the request body must be a JSON object, got ", TypeName(*doc)));
   }
-  for (const auto& [key, value] : doc.items()) {
+  for (const auto& [key, value] : doc->items()) {
     if (!KnownFields().count(key)) {
-      return InvalidParam(key, absl::StrCat("unknown field \"", key,
-                                            "\" (see the README's HTTP API section)"));
+      return InvalidParam(
+          key, absl::StrCat("unknown field \"", key, "\" (see the README's HTTP API section)"));
     }
   }
-  auto field = [&](const char* name) -> const Json* {
-    auto it = doc.find(name);
-    return it == doc.end() || it->is_null() ? nullptr : &*it;
-  };
+  return absl::OkStatus();
+}
 
-  ImagesRequest out;
-  v1::GenerateRequest& r = out.request;
-  r.set_output_format(v1::OUTPUT_FORMAT_PNG);
+// A field of the body; nullptr when absent or null.
+const Json* Field(const Json& doc, const char* name) {
+  auto it = doc.find(name);
+  return it == doc.end() || it->is_null() ? nullptr : &*it;
+}
 
-  const Json* prompt = field("prompt");
+// prompt (required, not empty) and model (when named and the server names its model: that one).
+absl::Status ParsePromptAndModel(const Json& doc, const std::string& served_model,
+                                 ImagesRequest* out) {
+  const Json* prompt = Field(doc, "prompt");
   if (prompt == nullptr) return Invalid("prompt is required");
   auto prompt_text = String("prompt", *prompt);
   if (!prompt_text.ok()) return prompt_text.status();
   if (prompt_text->empty()) return Invalid("prompt must not be empty");
-  r.set_prompt(*std::move(prompt_text));
+  out->request.set_prompt(*std::move(prompt_text));
 
-  if (const Json* v = field("model")) {
+  if (const Json* v = Field(doc, "model")) {
     auto model = String("model", *v);
     if (!model.ok()) return model.status();
     if (!model->empty() && !served_model.empty() && *model != served_model) {
-      return Invalid(absl::StrCat("model \"", *model, "\" is not served here: this server serves \"",
-                                  served_model, "\" (GET /v1/models)"));
+      return Invalid(absl::StrCat("model \"", *model,
+                                  "\" is not served here: this server serves \"", served_model,
+                                  "\" (GET /v1/models)"));
     }
-    out.model = *std::move(model);
+    out->model = *std::move(model);
   }
-  if (const Json* v = field("n")) {
+  return absl::OkStatus();
+}
+
+// n, size, and what comes back: base64 PNG only; user is checked to be a string, then ignored.
+absl::Status ParseCountAndFormats(const Json& doc, uint32_t max_n, ImagesRequest* out) {
+  if (const Json* v = Field(doc, "n")) {
     auto n = Integer("n", *v, 1, max_n);
     if (!n.ok()) {
       return Invalid(absl::StrCat(n.status().message(), " (at most ", kMaxImagesPerRequest,
                                   " images a call, and no more than the admission queue holds)"));
     }
-    out.n = static_cast<uint32_t>(*n);
+    out->n = static_cast<uint32_t>(*n);
   }
-  if (const Json* v = field("size")) {
-    if (absl::Status s = ParseSize(*v, &r); !s.ok()) return s;
+  if (const Json* v = Field(doc, "size")) {
+    if (absl::Status s = ParseSize(*v, &out->request); !s.ok()) return s;
   }
-  if (const Json* v = field("response_format")) {
+  if (const Json* v = Field(doc, "response_format")) {
     auto format = String("response_format", *v);
     if (!format.ok()) return format.status();
     if (*format == "url") {
@@ -245,48 +251,70 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
       return Invalid(absl::StrCat("response_format must be \"b64_json\", got ", Shown(*v)));
     }
   }
-  if (const Json* v = field("output_format")) {
+  if (const Json* v = Field(doc, "output_format")) {
     auto format = String("output_format", *v);
     if (!format.ok()) return format.status();
     if (*format != "png") {
       return Invalid(absl::StrCat("output_format must be \"png\", got ", Shown(*v)));
     }
   }
-  if (const Json* v = field("user")) {
+  if (const Json* v = Field(doc, "user")) {
     if (auto user = String("user", *v); !user.ok()) return user.status();
   }
-  if (const Json* v = field("seed")) {
+  return absl::OkStatus();
+}
+
+// seed (after n: room for n consecutive seeds), steps, guidance scales, negative prompt, LoRAs.
+absl::Status ParseSampling(const Json& doc, const RequestLimits& limits, ImagesRequest* out) {
+  v1::GenerateRequest& r = out->request;
+  if (const Json* v = Field(doc, "seed")) {
     // Room for the n consecutive seeds seed, seed + 1, ...
-    auto seed = Integer("seed", *v, 0, std::numeric_limits<uint64_t>::max() - (out.n - 1));
+    auto seed = Integer("seed", *v, 0, std::numeric_limits<uint64_t>::max() - (out->n - 1));
     if (!seed.ok()) return seed.status();
     r.set_seed(*seed);
-    out.has_seed = true;
+    out->has_seed = true;
   }
-  if (const Json* v = field("num_inference_steps")) {
+  if (const Json* v = Field(doc, "num_inference_steps")) {
     // 0 would mean "the model's default" on the wire: refuse it rather than change its meaning.
     auto steps = Integer("num_inference_steps", *v, std::max<uint64_t>(1, limits.min_steps),
                          limits.max_steps);
     if (!steps.ok()) return steps.status();
     r.set_num_inference_steps(static_cast<uint32_t>(*steps));
   }
-  if (const Json* v = field("guidance_scale")) {
+  if (const Json* v = Field(doc, "guidance_scale")) {
     auto g = Number("guidance_scale", *v);
     if (!g.ok()) return g.status();
     r.set_guidance_scale(static_cast<float>(*g));
   }
-  if (const Json* v = field("true_cfg_scale")) {
+  if (const Json* v = Field(doc, "true_cfg_scale")) {
     auto g = Number("true_cfg_scale", *v);
     if (!g.ok()) return g.status();
     r.set_true_cfg_scale(static_cast<float>(*g));
   }
-  if (const Json* v = field("negative_prompt")) {
+  if (const Json* v = Field(doc, "negative_prompt")) {
     auto negative = String("negative_prompt", *v);
     if (!negative.ok()) return negative.status();
     r.set_negative_prompt(*std::move(negative));
   }
-  if (const Json* v = field("loras")) {
+  if (const Json* v = Field(doc, "loras")) {
     if (absl::Status s = ParseLoras(*v, &r); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
+                                                 const std::string& served_model, uint32_t max_n,
+                                                 const RequestLimits& limits) {
+  Json doc;
+  RETURN_IF_ERROR(ParseBody(body, &doc));
+  ImagesRequest out;
+  out.request.set_output_format(v1::OUTPUT_FORMAT_PNG);
+  // The fields in a fixed order: the first error a body has is the one reported.
+  RETURN_IF_ERROR(ParsePromptAndModel(doc, served_model, &out));
+  RETURN_IF_ERROR(ParseCountAndFormats(doc, max_n, &out));
+  RETURN_IF_ERROR(ParseSampling(doc, limits, &out));
   return out;
 }
 

@@ -134,89 +134,116 @@ std::string WithIndex(const char* module, const std::string& index) {
   return m;
 }
 
-absl::StatusOr<LoraLayout> MapKohya(const std::vector<TensorMeta>& tensors,
-                                    const std::map<std::string, double>& alphas,
-                                    const std::string& file) {
-  std::map<std::string, Factors> by_module;  // kohya module name (with lora_unet_)
+// The kohya factors by module name (with "lora_unet_"); refuses text-encoder, unknown and
+// non-kohya keys, and an .alpha whose module has no factors.
+absl::Status GroupKohyaKeys(const std::vector<TensorMeta>& tensors, const std::string& file,
+                            std::map<std::string, Factors>* by_module) {
   std::set<std::string> alpha_modules;
   for (const TensorMeta& t : tensors) {
     const std::string& k = t.name;
     if (absl::StartsWith(k, "lora_te") || absl::StartsWith(k, "text_encoder")) {
-      return Refuse(file, k, "text-encoder LoRA weights are not supported (the transformer's only)");
+      return Refuse(file, k,
+                    "text-encoder LoRA weights are not supported (the transformer's only)");
     }
     if (!absl::StartsWith(k, "lora_unet_")) {
       return Refuse(file, k, "not a kohya FLUX key (lora_unet_*) in a kohya-layout file");
     }
     if (EndsWith(k, ".lora_down.weight")) {
-      by_module[k.substr(0, k.size() - 17)].a = &t;
+      (*by_module)[k.substr(0, k.size() - 17)].a = &t;
     } else if (EndsWith(k, ".lora_up.weight")) {
-      by_module[k.substr(0, k.size() - 15)].b = &t;
+      (*by_module)[k.substr(0, k.size() - 15)].b = &t;
     } else if (EndsWith(k, ".alpha")) {
       alpha_modules.insert(k.substr(0, k.size() - 6));
     } else {
-      return Refuse(file, k, "unknown kohya key (expected .lora_down.weight, .lora_up.weight, .alpha)");
+      return Refuse(file, k,
+                    "unknown kohya key (expected .lora_down.weight, .lora_up.weight, .alpha)");
     }
   }
   for (const std::string& m : alpha_modules) {
-    if (by_module.count(m) == 0) return Refuse(file, m + ".alpha", "an alpha without factors");
+    if (by_module->count(m) == 0) return Refuse(file, m + ".alpha", "an alpha without factors");
   }
+  return absl::OkStatus();
+}
+
+// The first rule that `base` (a kohya module name without "lora_unet_") matches, its block index
+// in `index`; nullptr when none does.
+const KohyaRule* FindKohyaRule(const std::string& base, std::string* index) {
+  for (const KohyaRule& r : KohyaRules()) {
+    if (MatchRule(r, base, index)) return &r;
+  }
+  return nullptr;
+}
+
+// How many of B's rows (f.b's first dimension) each of the rule's modules takes, in order.
+absl::StatusOr<std::vector<int64_t>> KohyaPartRows(const KohyaRule& rule, const Factors& f,
+                                                   const std::string& file) {
+  const int64_t in = f.a->shape[1], rows = f.b->shape[0];
+  const size_t parts = rule.modules.size();
+  if (rule.split == KohyaRule::kEqual) {
+    if (rows % static_cast<int64_t>(parts) != 0) {
+      return Refuse(file, f.b->name,
+                    absl::StrCat(rows, " rows do not split into ", parts, " equal parts"));
+    }
+    return std::vector<int64_t>(parts, rows / static_cast<int64_t>(parts));
+  }
+  if (rule.split == KohyaRule::kLinear1) {
+    if (rows <= 3 * in) {
+      return Refuse(
+          file, f.b->name,
+          absl::StrCat(rows, " rows cannot hold q, k, v of width ", in, " and an MLP part"));
+    }
+    return std::vector<int64_t>{in, in, in, rows - 3 * in};
+  }
+  return std::vector<int64_t>{rows};
+}
+
+// One target per module of the rule (block `index`), each reading its rows of B.
+absl::Status AddKohyaTargets(const KohyaRule& rule, const std::string& index, const Factors& f,
+                             double scale, const std::string& file, LoraLayout* layout) {
+  ASSIGN_OR_RETURN(const std::vector<int64_t> sizes, KohyaPartRows(rule, f, file));
+  const int64_t rank = f.a->shape[0], in = f.a->shape[1], rows = f.b->shape[0];
+  int64_t row = 0;
+  for (size_t p = 0; p < rule.modules.size(); ++p) {
+    LoraTargetSource t;
+    t.module = WithIndex(rule.modules[p], index);
+    t.a_key = f.a->name;
+    t.b_key = f.b->name;
+    if (rule.swap_halves) {
+      if (rows % 2 != 0) return Refuse(file, f.b->name, absl::StrCat(rows, " rows do not halve"));
+      t.b_rows = {{rows / 2, rows}, {0, rows / 2}};
+    } else {
+      t.b_rows = {{row, row + sizes[p]}};
+    }
+    row += sizes[p];
+    t.rank = rank;
+    t.in_features = in;
+    t.out_features = sizes[p];
+    t.scale = scale;
+    layout->targets.push_back(std::move(t));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoraLayout> MapKohya(const std::vector<TensorMeta>& tensors,
+                                    const std::map<std::string, double>& alphas,
+                                    const std::string& file) {
+  std::map<std::string, Factors> by_module;  // kohya module name (with lora_unet_)
+  RETURN_IF_ERROR(GroupKohyaKeys(tensors, file, &by_module));
   LoraLayout layout;
   layout.format = LoraFormat::kKohyaFlux;
   for (const auto& [kmodule, f] : by_module) {
     RETURN_IF_ERROR(CheckFactors(file, kmodule, f));
-    const std::string base = kmodule.substr(10);  // after "lora_unet_"
-    const KohyaRule* rule = nullptr;
     std::string index;
-    for (const KohyaRule& r : KohyaRules()) {
-      if (MatchRule(r, base, &index)) {
-        rule = &r;
-        break;
-      }
-    }
+    const KohyaRule* rule = FindKohyaRule(kmodule.substr(10), &index);  // after "lora_unet_"
     if (rule == nullptr) {
       return Refuse(file, f.a->name, "no FLUX.1 transformer module for this kohya name");
     }
-    const int64_t rank = f.a->shape[0], in = f.a->shape[1], rows = f.b->shape[0];
     double scale = 1.0;
     if (!rule->ignore_alpha) {
       auto it = alphas.find(kmodule + ".alpha");
-      if (it != alphas.end()) scale = it->second / static_cast<double>(rank);
+      if (it != alphas.end()) scale = it->second / static_cast<double>(f.a->shape[0]);
     }
-    std::vector<int64_t> sizes;
-    const size_t parts = rule->modules.size();
-    if (rule->split == KohyaRule::kEqual) {
-      if (rows % static_cast<int64_t>(parts) != 0) {
-        return Refuse(file, f.b->name, absl::StrCat(rows, " rows do not split into ", parts, " equal parts"));
-      }
-      sizes.assign(parts, rows / static_cast<int64_t>(parts));
-    } else if (rule->split == KohyaRule::kLinear1) {
-      if (rows <= 3 * in) {
-        return Refuse(file, f.b->name,
-                      absl::StrCat(rows, " rows cannot hold q, k, v of width ", in, " and an MLP part"));
-      }
-      sizes = {in, in, in, rows - 3 * in};
-    } else {
-      sizes = {rows};
-    }
-    int64_t row = 0;
-    for (size_t p = 0; p < parts; ++p) {
-      LoraTargetSource t;
-      t.module = WithIndex(rule->modules[p], index);
-      t.a_key = f.a->name;
-      t.b_key = f.b->name;
-      if (rule->swap_halves) {
-        if (rows % 2 != 0) return Refuse(file, f.b->name, absl::StrCat(rows, " rows do not halve"));
-        t.b_rows = {{rows / 2, rows}, {0, rows / 2}};
-      } else {
-        t.b_rows = {{row, row + sizes[p]}};
-      }
-      row += sizes[p];
-      t.rank = rank;
-      t.in_features = in;
-      t.out_features = sizes[p];
-      t.scale = scale;
-      layout.targets.push_back(std::move(t));
-    }
+    RETURN_IF_ERROR(AddKohyaTargets(*rule, index, f, scale, file, &layout));
   }
   return layout;
 }
@@ -328,9 +355,9 @@ double MostCommon(const std::vector<double>& values) {
   return best;
 }
 
-absl::StatusOr<LoraLayout> MapDiffusers(const std::vector<TensorMeta>& tensors,
-                                        const std::map<std::string, double>& alphas,
-                                        const nlohmann::json* config, const std::string& file) {
+// The prefix of a diffusers file's keys: "transformer." when any key has it, else
+// "base_model.model." when any key has that, else none.
+std::string DiffusersPrefix(const std::vector<TensorMeta>& tensors) {
   std::string prefix;
   for (const TensorMeta& t : tensors) {
     if (absl::StartsWith(t.name, "transformer.")) prefix = "transformer.";
@@ -340,39 +367,83 @@ absl::StatusOr<LoraLayout> MapDiffusers(const std::vector<TensorMeta>& tensors,
       if (absl::StartsWith(t.name, "base_model.model.")) prefix = "base_model.model.";
     }
   }
-  std::map<std::string, Factors> by_module;
-  std::map<std::string, double> module_alpha;
+  return prefix;
+}
+
+// The factors and .alpha values by module path (after `prefix`); refuses text-encoder, DoRA, bias,
+// unknown and unprefixed keys, and an .alpha whose module has no factors.
+absl::Status GroupDiffusersKeys(const std::vector<TensorMeta>& tensors,
+                                const std::map<std::string, double>& alphas,
+                                const std::string& prefix, const std::string& file,
+                                std::map<std::string, Factors>* by_module,
+                                std::map<std::string, double>* module_alpha) {
   for (const TensorMeta& t : tensors) {
     const std::string& k = t.name;
     if (absl::StartsWith(k, "text_encoder") || absl::StartsWith(k, "lora_te")) {
-      return Refuse(file, k, "text-encoder LoRA weights are not supported (the transformer's only)");
+      return Refuse(file, k,
+                    "text-encoder LoRA weights are not supported (the transformer's only)");
     }
     if (!absl::StartsWith(k, prefix)) {
-      return Refuse(file, k, absl::StrCat("outside the '", prefix, "' keys of the rest of the file"));
+      return Refuse(file, k,
+                    absl::StrCat("outside the '", prefix, "' keys of the rest of the file"));
     }
     const std::string rest = k.substr(prefix.size());
     if (absl::StrContains(rest, "lora_magnitude_vector")) {
       return Refuse(file, k, "DoRA adapters are not supported");
     }
     if (EndsWith(rest, ".lora_A.weight")) {
-      by_module[rest.substr(0, rest.size() - 14)].a = &t;
+      (*by_module)[rest.substr(0, rest.size() - 14)].a = &t;
     } else if (EndsWith(rest, ".lora_B.weight")) {
-      by_module[rest.substr(0, rest.size() - 14)].b = &t;
+      (*by_module)[rest.substr(0, rest.size() - 14)].b = &t;
     } else if (prefix == "transformer." && EndsWith(rest, ".lora_down.weight")) {
-      by_module[rest.substr(0, rest.size() - 17)].a = &t;
+      (*by_module)[rest.substr(0, rest.size() - 17)].a = &t;
     } else if (prefix == "transformer." && EndsWith(rest, ".lora_up.weight")) {
-      by_module[rest.substr(0, rest.size() - 15)].b = &t;
+      (*by_module)[rest.substr(0, rest.size() - 15)].b = &t;
     } else if (EndsWith(rest, ".alpha") && alphas.count(k) != 0) {
-      module_alpha[rest.substr(0, rest.size() - 6)] = alphas.at(k);
+      (*module_alpha)[rest.substr(0, rest.size() - 6)] = alphas.at(k);
     } else if (EndsWith(rest, ".bias") && absl::StrContains(rest, ".lora_B")) {
       return Refuse(file, k, "LoRA biases (lora_bias) are not supported");
     } else {
-      return Refuse(file, k, "unknown key (expected <module>.lora_A.weight, .lora_B.weight or .alpha)");
+      return Refuse(file, k,
+                    "unknown key (expected <module>.lora_A.weight, .lora_B.weight or .alpha)");
     }
   }
-  for (const auto& [m, a] : module_alpha) {
-    if (by_module.count(m) == 0) return Refuse(file, prefix + m + ".alpha", "an alpha without factors");
+  for (const auto& [m, a] : *module_alpha) {
+    if (by_module->count(m) == 0) {
+      return Refuse(file, prefix + m + ".alpha", "an alpha without factors");
+    }
   }
+  return absl::OkStatus();
+}
+
+// The scale the adapter config gives `module` (peft: alpha / r, alpha / sqrt(r) with rsLoRA; the
+// last matching rank_pattern / alpha_pattern entry overrides r / alpha); r must be the tensors'
+// `rank` (`a_key` names the A factor in the error).
+absl::StatusOr<double> ConfigScale(const ConfigView& cfg, const std::string& module, int64_t rank,
+                                   const std::string& a_key, const std::string& file) {
+  int64_t r = cfg.r;
+  double alpha = cfg.alpha;
+  for (const auto& [p, pr] : cfg.rank_pattern) {
+    if (PatternMatches(p, module)) r = pr;
+  }
+  for (const auto& [p, pa] : cfg.alpha_pattern) {
+    if (PatternMatches(p, module)) alpha = pa;
+  }
+  if (r != rank) {
+    return Refuse(file, a_key,
+                  absl::StrCat("the adapter config gives ", module, " rank ", r,
+                               " but the tensor has rank ", rank));
+  }
+  return cfg.rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
+}
+
+absl::StatusOr<LoraLayout> MapDiffusers(const std::vector<TensorMeta>& tensors,
+                                        const std::map<std::string, double>& alphas,
+                                        const nlohmann::json* config, const std::string& file) {
+  const std::string prefix = DiffusersPrefix(tensors);
+  std::map<std::string, Factors> by_module;
+  std::map<std::string, double> module_alpha;
+  RETURN_IF_ERROR(GroupDiffusersKeys(tensors, alphas, prefix, file, &by_module, &module_alpha));
   ASSIGN_OR_RETURN(ConfigView cfg, ReadConfig(config, file));
   if (cfg.present && !module_alpha.empty()) {
     // diffusers: "Both `network_alphas` and `metadata` cannot be specified."
@@ -398,20 +469,7 @@ absl::StatusOr<LoraLayout> MapDiffusers(const std::vector<TensorMeta>& tensors,
     t.out_features = f.b->shape[0];
     t.b_rows = {{0, t.out_features}};
     if (cfg.present) {
-      int64_t r = cfg.r;
-      double alpha = cfg.alpha;
-      for (const auto& [p, pr] : cfg.rank_pattern) {
-        if (PatternMatches(p, module)) r = pr;
-      }
-      for (const auto& [p, pa] : cfg.alpha_pattern) {
-        if (PatternMatches(p, module)) alpha = pa;
-      }
-      if (r != t.rank) {
-        return Refuse(file, f.a->name,
-                      absl::StrCat("the adapter config gives ", module, " rank ", r,
-                                   " but the tensor has rank ", t.rank));
-      }
-      t.scale = cfg.rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
+      ASSIGN_OR_RETURN(t.scale, ConfigScale(cfg, module, t.rank, f.a->name, file));
     } else if (!module_alpha.empty()) {
       auto it = module_alpha.find(module);
       const double alpha = it != module_alpha.end() ? it->second : common_alpha;
