@@ -154,25 +154,28 @@ absl::StatusOr<std::string> ClassName(const json& j, const std::string& where) {
   return std::string();
 }
 
-absl::StatusOr<CausalLmConfig> Parse(const json& j, const std::string& where) {
-  CausalLmConfig c;
-  ASSIGN_OR_RETURN(c.class_name, ClassName(j, where));
-  if (c.class_name == "Mistral3ForConditionalGeneration") {
-    c.family = CausalLmFamily::kMistral3;
-  } else if (c.class_name == "Qwen2_5_VLForConditionalGeneration") {
-    c.family = CausalLmFamily::kQwen25Vl;
+// The family the class name names (c->class_name must be set).
+absl::Status SetFamily(const std::string& where, CausalLmConfig* c) {
+  if (c->class_name == "Mistral3ForConditionalGeneration") {
+    c->family = CausalLmFamily::kMistral3;
+  } else if (c->class_name == "Qwen2_5_VLForConditionalGeneration") {
+    c->family = CausalLmFamily::kQwen25Vl;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": field 'architectures' names '", c.class_name,
-        "', not a supported LLM text encoder (Mistral3ForConditionalGeneration, "
-        "Qwen2_5_VLForConditionalGeneration)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": field 'architectures' names '", c->class_name,
+                     "', not a supported LLM text encoder (Mistral3ForConditionalGeneration, "
+                     "Qwen2_5_VLForConditionalGeneration)"));
   }
-  const bool qwen = c.family == CausalLmFamily::kQwen25Vl;
+  return absl::OkStatus();
+}
 
+// The text sub-config, or null when absent / null (which only Qwen2.5-VL allows).
+absl::StatusOr<const json*> TextConfig(const json& j, const std::string& where, bool qwen) {
   const json* text = nullptr;
   if (auto t = j.find("text_config"); t != j.end() && !t->is_null()) {
     if (!t->is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": field 'text_config' must be an object"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": field 'text_config' must be an object"));
     }
     text = &*t;
   }
@@ -180,117 +183,132 @@ absl::StatusOr<CausalLmConfig> Parse(const json& j, const std::string& where) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": field 'text_config' (the MistralConfig of the text model) is missing"));
   }
-  // Mistral3 reads the text model from text_config alone; Qwen2.5-VL falls back to the top level.
-  TextFields f(where, text, qwen ? &j : nullptr);
+  return text;
+}
 
-  if (text != nullptr) {
-    auto mt = text->find("model_type");
-    if (mt != text->end() && !mt->is_null()) {
-      if (!mt->is_string()) return JsonTypeError(where, "text_config.model_type", "a string", *mt);
-      const std::string type = mt->get<std::string>();
-      const bool ok = qwen ? (type == "qwen2_5_vl_text" || type == "qwen2_5_vl") : type == "mistral";
-      if (!ok) {
-        return f.Error("text_config.model_type",
-                       absl::StrCat("is '", type, "', expected ",
-                                    qwen ? "'qwen2_5_vl_text'" : "'mistral'"));
-      }
-    }
+// text_config.model_type, when set, must name the family's text model.
+absl::Status CheckTextModelType(const TextFields& f, const json* text, bool qwen) {
+  if (text == nullptr) return absl::OkStatus();
+  auto mt = text->find("model_type");
+  if (mt == text->end() || mt->is_null()) return absl::OkStatus();
+  if (!mt->is_string()) return JsonTypeError(f.where(), "text_config.model_type", "a string", *mt);
+  const std::string type = mt->get<std::string>();
+  const bool ok = qwen ? (type == "qwen2_5_vl_text" || type == "qwen2_5_vl") : type == "mistral";
+  if (!ok) {
+    return f.Error(
+        "text_config.model_type",
+        absl::StrCat("is '", type, "', expected ", qwen ? "'qwen2_5_vl_text'" : "'mistral'"));
   }
+  return absl::OkStatus();
+}
 
-  // Class defaults: MistralConfig / Qwen2_5_VLTextConfig.
+// Class defaults: MistralConfig / Qwen2_5_VLTextConfig.
+void SetClassDefaults(bool qwen, CausalLmConfig* c) {
   if (qwen) {
-    c.vocab_size = 152064;
-    c.hidden_size = 8192;
-    c.intermediate_size = 29568;
-    c.num_hidden_layers = 80;
-    c.num_attention_heads = 64;
-    c.num_key_value_heads = 8;
-    c.max_position_embeddings = 32768;
-    c.rms_norm_eps = 1e-5;
-    c.rope_theta = 1000000.0;
-    c.attention_bias = true;
+    c->vocab_size = 152064;
+    c->hidden_size = 8192;
+    c->intermediate_size = 29568;
+    c->num_hidden_layers = 80;
+    c->num_attention_heads = 64;
+    c->num_key_value_heads = 8;
+    c->max_position_embeddings = 32768;
+    c->rms_norm_eps = 1e-5;
+    c->rope_theta = 1000000.0;
+    c->attention_bias = true;
   } else {
-    c.vocab_size = 32000;
-    c.hidden_size = 4096;
-    c.intermediate_size = 14336;
-    c.num_hidden_layers = 32;
-    c.num_attention_heads = 32;
-    c.num_key_value_heads = 8;
-    c.max_position_embeddings = 4096 * 32;
-    c.rms_norm_eps = 1e-6;
-    c.rope_theta = 10000.0;
-    c.sliding_window = 4096;
+    c->vocab_size = 32000;
+    c->hidden_size = 4096;
+    c->intermediate_size = 14336;
+    c->num_hidden_layers = 32;
+    c->num_attention_heads = 32;
+    c->num_key_value_heads = 8;
+    c->max_position_embeddings = 4096 * 32;
+    c->rms_norm_eps = 1e-6;
+    c->rope_theta = 10000.0;
+    c->sliding_window = 4096;
   }
-  RETURN_IF_ERROR(f.PositiveInt("vocab_size", &c.vocab_size));
-  RETURN_IF_ERROR(f.PositiveInt("hidden_size", &c.hidden_size));
-  RETURN_IF_ERROR(f.PositiveInt("intermediate_size", &c.intermediate_size));
-  RETURN_IF_ERROR(f.PositiveInt("num_hidden_layers", &c.num_hidden_layers));
-  RETURN_IF_ERROR(f.PositiveInt("num_attention_heads", &c.num_attention_heads));
+}
+
+// The sizes, rms_norm_eps and hidden_act shared by both families.
+absl::Status ReadSizes(const TextFields& f, const json& j, const json* text, CausalLmConfig* c) {
+  RETURN_IF_ERROR(f.PositiveInt("vocab_size", &c->vocab_size));
+  RETURN_IF_ERROR(f.PositiveInt("hidden_size", &c->hidden_size));
+  RETURN_IF_ERROR(f.PositiveInt("intermediate_size", &c->intermediate_size));
+  RETURN_IF_ERROR(f.PositiveInt("num_hidden_layers", &c->num_hidden_layers));
+  RETURN_IF_ERROR(f.PositiveInt("num_attention_heads", &c->num_attention_heads));
   {
     // Absent: the class default (8); an explicit null: multi-head attention, as both classes do.
     const json& src = text != nullptr ? *text : j;
     auto kv = src.find("num_key_value_heads");
-    if (kv != src.end() && kv->is_null()) c.num_key_value_heads = c.num_attention_heads;
-    RETURN_IF_ERROR(f.PositiveInt("num_key_value_heads", &c.num_key_value_heads));
+    if (kv != src.end() && kv->is_null()) c->num_key_value_heads = c->num_attention_heads;
+    RETURN_IF_ERROR(f.PositiveInt("num_key_value_heads", &c->num_key_value_heads));
   }
-  RETURN_IF_ERROR(f.PositiveInt("max_position_embeddings", &c.max_position_embeddings));
-  RETURN_IF_ERROR(f.PositiveDouble("rms_norm_eps", &c.rms_norm_eps));
+  RETURN_IF_ERROR(f.PositiveInt("max_position_embeddings", &c->max_position_embeddings));
+  RETURN_IF_ERROR(f.PositiveDouble("rms_norm_eps", &c->rms_norm_eps));
 
-  {
-    std::string name;
-    if (const json* act = f.Find("hidden_act", &name); act != nullptr) {
-      if (!act->is_string() || act->get<std::string>() != "silu") {
-        return f.Error(name, absl::StrCat("is ", act->dump(), "; only \"silu\" is supported"));
-      }
+  std::string name;
+  if (const json* act = f.Find("hidden_act", &name); act != nullptr) {
+    if (!act->is_string() || act->get<std::string>() != "silu") {
+      return f.Error(name, absl::StrCat("is ", act->dump(), "; only \"silu\" is supported"));
     }
   }
+  return absl::OkStatus();
+}
 
-  if (qwen) {
-    // Qwen2_5_VLAttention: head_dim = hidden_size // num_attention_heads (a "head_dim" field is
-    // not used by the class).
-    if (c.hidden_size % c.num_attention_heads != 0) {
-      return f.Error("hidden_size", absl::StrCat("(", c.hidden_size,
-                                                 ") must be divisible by num_attention_heads (",
-                                                 c.num_attention_heads, ")"));
-    }
-    c.head_dim = c.hidden_size / c.num_attention_heads;
-    std::string name;
-    if (const json* sw = f.Find("use_sliding_window", &name); sw != nullptr) {
-      if (!sw->is_boolean()) return f.Error(name, "must be a boolean");
-      if (sw->get<bool>()) {
-        return f.Error(name, "is true; sliding-window layers are not supported for Qwen2.5-VL");
-      }
-    }
-    if (const json* lt = f.Find("layer_types", &name); lt != nullptr) {
-      if (!lt->is_array()) return f.Error(name, "must be a list");
-      for (const auto& t : *lt) {
-        if (!t.is_string() || t.get<std::string>() != "full_attention") {
-          return f.Error(name, absl::StrCat("has ", t.dump(), "; only \"full_attention\" layers "
-                                                             "are supported"));
-        }
-      }
-    }
-  } else {
-    c.head_dim = c.hidden_size / c.num_attention_heads;
-    RETURN_IF_ERROR(f.PositiveInt("head_dim", &c.head_dim));
-    // sliding_window: absent = the class default (4096), null = none.
-    auto sw = text->find("sliding_window");
-    if (sw != text->end()) {
-      if (sw->is_null()) {
-        c.sliding_window = 0;
-      } else if (!sw->is_number_integer() || sw->get<int64_t>() <= 0) {
-        return f.Error("text_config.sliding_window", "must be null or a positive integer");
-      } else {
-        c.sliding_window = sw->get<int64_t>();
-      }
-    }
-    if (text->contains("layer_types")) {
-      return f.Error("text_config.layer_types",
-                     "is set; alternating attention layers are not supported for Mistral");
+// Qwen2.5-VL's head_dim and attention layout: full attention only.
+absl::Status ReadQwenAttention(const TextFields& f, CausalLmConfig* c) {
+  // Qwen2_5_VLAttention: head_dim = hidden_size // num_attention_heads (a "head_dim" field is
+  // not used by the class).
+  if (c->hidden_size % c->num_attention_heads != 0) {
+    return f.Error("hidden_size",
+                   absl::StrCat("(", c->hidden_size, ") must be divisible by num_attention_heads (",
+                                c->num_attention_heads, ")"));
+  }
+  c->head_dim = c->hidden_size / c->num_attention_heads;
+  std::string name;
+  if (const json* sw = f.Find("use_sliding_window", &name); sw != nullptr) {
+    if (!sw->is_boolean()) return f.Error(name, "must be a boolean");
+    if (sw->get<bool>()) {
+      return f.Error(name, "is true; sliding-window layers are not supported for Qwen2.5-VL");
     }
   }
-  RETURN_IF_ERROR(ReadRope(f, c.family, &c));
+  if (const json* lt = f.Find("layer_types", &name); lt != nullptr) {
+    if (!lt->is_array()) return f.Error(name, "must be a list");
+    for (const auto& t : *lt) {
+      if (!t.is_string() || t.get<std::string>() != "full_attention") {
+        return f.Error(name, absl::StrCat("has ", t.dump(),
+                                          "; only \"full_attention\" layers "
+                                          "are supported"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
+// Mistral's head_dim and sliding window; alternating layer types are refused.
+absl::Status ReadMistralAttention(const TextFields& f, const json& text, CausalLmConfig* c) {
+  c->head_dim = c->hidden_size / c->num_attention_heads;
+  RETURN_IF_ERROR(f.PositiveInt("head_dim", &c->head_dim));
+  // sliding_window: absent = the class default (4096), null = none.
+  auto sw = text.find("sliding_window");
+  if (sw != text.end()) {
+    if (sw->is_null()) {
+      c->sliding_window = 0;
+    } else if (!sw->is_number_integer() || sw->get<int64_t>() <= 0) {
+      return f.Error("text_config.sliding_window", "must be null or a positive integer");
+    } else {
+      c->sliding_window = sw->get<int64_t>();
+    }
+  }
+  if (text.contains("layer_types")) {
+    return f.Error("text_config.layer_types",
+                   "is set; alternating attention layers are not supported for Mistral");
+  }
+  return absl::OkStatus();
+}
+
+// The checks across fields: grouped-query heads, an even head_dim, mrope sections that fill it.
+absl::Status CheckShapes(const TextFields& f, bool qwen, const CausalLmConfig& c) {
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     return f.Error(qwen ? "num_key_value_heads" : "text_config.num_key_value_heads",
                    absl::StrCat("(", c.num_key_value_heads, ") must divide num_attention_heads (",
@@ -308,6 +326,28 @@ absl::StatusOr<CausalLmConfig> Parse(const json& j, const std::string& where) {
                                   "; it must be head_dim / 2 = ", c.head_dim / 2));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CausalLmConfig> Parse(const json& j, const std::string& where) {
+  CausalLmConfig c;
+  ASSIGN_OR_RETURN(c.class_name, ClassName(j, where));
+  RETURN_IF_ERROR(SetFamily(where, &c));
+  const bool qwen = c.family == CausalLmFamily::kQwen25Vl;
+  ASSIGN_OR_RETURN(const json* text, TextConfig(j, where, qwen));
+  // Mistral3 reads the text model from text_config alone; Qwen2.5-VL falls back to the top level.
+  TextFields f(where, text, qwen ? &j : nullptr);
+  RETURN_IF_ERROR(CheckTextModelType(f, text, qwen));
+
+  SetClassDefaults(qwen, &c);
+  RETURN_IF_ERROR(ReadSizes(f, j, text, &c));
+  if (qwen) {
+    RETURN_IF_ERROR(ReadQwenAttention(f, &c));
+  } else {
+    RETURN_IF_ERROR(ReadMistralAttention(f, *text, &c));
+  }
+  RETURN_IF_ERROR(ReadRope(f, c.family, &c));
+  RETURN_IF_ERROR(CheckShapes(f, qwen, c));
   return c;
 }
 

@@ -39,6 +39,108 @@ std::string ByteFallbackToken(unsigned char byte) {
   return buffer;
 }
 
+// A word's initial symbols, one per character (or per byte with byte fallback). As in the
+// reference, an unknown character is held back and emitted when the next known character (or the
+// word's end) comes, so byte-fallback tokens emitted in between come first.
+std::vector<int64_t> InitialSymbols(absl::string_view word, const BpeOptions& options,
+                                    int64_t unk_id, const BpeModel& model) {
+  std::vector<int64_t> initial;
+  std::optional<int64_t> pending_unk;
+  std::string piece;
+  for (size_t pos = 0; pos < word.size();) {
+    const size_t len =
+        std::min(Utf8Length(static_cast<unsigned char>(word[pos])), word.size() - pos);
+    piece.clear();
+    if (pos > 0) piece.append(options.continuing_subword_prefix);
+    piece.append(word.data() + pos, len);
+    pos += len;
+    if (pos == word.size()) piece.append(options.end_of_word_suffix);
+
+    if (const auto id = model.TokenToId(piece)) {
+      if (pending_unk) initial.push_back(*pending_unk);
+      pending_unk.reset();
+      initial.push_back(*id);
+      continue;
+    }
+    if (options.byte_fallback) {
+      std::vector<int64_t> bytes;
+      for (char b : piece) {
+        const auto id = model.TokenToId(ByteFallbackToken(static_cast<unsigned char>(b)));
+        if (!id) break;
+        bytes.push_back(*id);
+      }
+      if (bytes.size() == piece.size()) {
+        initial.insert(initial.end(), bytes.begin(), bytes.end());
+        continue;
+      }
+    }
+    if (unk_id < 0) continue;  // no unknown token: the character is dropped
+    if (pending_unk && !options.fuse_unk) initial.push_back(*pending_unk);
+    pending_unk = unk_id;
+  }
+  if (pending_unk) initial.push_back(*pending_unk);
+  return initial;
+}
+
+// Applies the merges to `initial` (at least 2 symbols). `find_merge(left_id, right_id)` gives the
+// pair's merge ({rank, new_id}) or null. Symbols form a linked list; a merge folds the right symbol
+// into the left one. The queue orders candidate merges by (rank, position); entries made stale by
+// an earlier merge are recognised and skipped when popped.
+template <typename FindMerge>
+std::vector<int64_t> ApplyMerges(const std::vector<int64_t>& initial, const FindMerge& find_merge) {
+  struct Symbol {
+    int64_t id;
+    int prev;
+    int next;
+    bool alive;
+  };
+  std::vector<Symbol> symbols;
+  symbols.reserve(initial.size());
+  for (size_t i = 0; i < initial.size(); ++i) {
+    const int index = static_cast<int>(i);
+    symbols.push_back(Symbol{initial[i], index - 1, index + 1, true});
+  }
+  symbols.back().next = -1;
+
+  struct Candidate {
+    uint32_t rank;
+    int pos;
+    int64_t new_id;
+    bool operator>(const Candidate& other) const {
+      return rank != other.rank ? rank > other.rank : pos > other.pos;
+    }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  auto push_pair = [&](int left) {
+    const int right = symbols[left].next;
+    if (right < 0) return;
+    if (const auto* merge = find_merge(symbols[left].id, symbols[right].id)) {
+      queue.push(Candidate{merge->rank, left, merge->new_id});
+    }
+  };
+  for (int i = 0; i + 1 < static_cast<int>(symbols.size()); ++i) push_pair(i);
+
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[top.pos];
+    if (!left.alive || left.next < 0) continue;
+    Symbol& right = symbols[left.next];
+    const auto* merge = find_merge(left.id, right.id);
+    if (merge == nullptr || merge->new_id != top.new_id) continue;  // stale
+    left.id = top.new_id;
+    right.alive = false;
+    left.next = right.next;
+    if (left.next >= 0) symbols[left.next].prev = top.pos;
+    if (left.prev >= 0) push_pair(left.prev);
+    push_pair(top.pos);
+  }
+
+  std::vector<int64_t> ids;
+  for (int i = 0; i >= 0; i = symbols[i].next) ids.push_back(symbols[i].id);
+  return ids;
+}
+
 }  // namespace
 
 BpeModel::BpeModel() : cache_(std::make_unique<Cache>()) {}
@@ -196,98 +298,12 @@ void BpeModel::EncodeWord(absl::string_view word, std::vector<int64_t>* out) con
 }
 
 std::vector<int64_t> BpeModel::MergeWord(absl::string_view word) const {
-  // Initial symbols, one per character (or per byte with byte fallback). As in the reference, an
-  // unknown character is held back and emitted when the next known character (or the word's end)
-  // comes, so byte-fallback tokens emitted in between come first.
-  std::vector<int64_t> initial;
-  std::optional<int64_t> pending_unk;
-  std::string piece;
-  for (size_t pos = 0; pos < word.size();) {
-    const size_t len = std::min(Utf8Length(static_cast<unsigned char>(word[pos])), word.size() - pos);
-    piece.clear();
-    if (pos > 0) piece.append(options_.continuing_subword_prefix);
-    piece.append(word.data() + pos, len);
-    pos += len;
-    if (pos == word.size()) piece.append(options_.end_of_word_suffix);
-
-    if (const auto id = TokenToId(piece)) {
-      if (pending_unk) initial.push_back(*pending_unk);
-      pending_unk.reset();
-      initial.push_back(*id);
-      continue;
-    }
-    if (options_.byte_fallback) {
-      std::vector<int64_t> bytes;
-      for (char b : piece) {
-        const auto id = TokenToId(ByteFallbackToken(static_cast<unsigned char>(b)));
-        if (!id) break;
-        bytes.push_back(*id);
-      }
-      if (bytes.size() == piece.size()) {
-        initial.insert(initial.end(), bytes.begin(), bytes.end());
-        continue;
-      }
-    }
-    if (unk_id_ < 0) continue;  // no unknown token: the character is dropped
-    if (pending_unk && !options_.fuse_unk) initial.push_back(*pending_unk);
-    pending_unk = unk_id_;
-  }
-  if (pending_unk) initial.push_back(*pending_unk);
+  std::vector<int64_t> initial = InitialSymbols(word, options_, unk_id_, *this);
   if (initial.size() < 2) return initial;
-
-  // Symbols form a linked list; a merge folds the right symbol into the left one. The queue orders
-  // candidate merges by (rank, position); entries made stale by an earlier merge are recognised and
-  // skipped when popped.
-  struct Symbol {
-    int64_t id;
-    int prev;
-    int next;
-    bool alive;
-  };
-  std::vector<Symbol> symbols;
-  symbols.reserve(initial.size());
-  for (size_t i = 0; i < initial.size(); ++i) {
-    const int index = static_cast<int>(i);
-    symbols.push_back(Symbol{initial[i], index - 1, index + 1, true});
-  }
-  symbols.back().next = -1;
-
-  struct Candidate {
-    uint32_t rank;
-    int pos;
-    int64_t new_id;
-    bool operator>(const Candidate& other) const {
-      return rank != other.rank ? rank > other.rank : pos > other.pos;
-    }
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
-  auto push_pair = [&](int left) {
-    const int right = symbols[left].next;
-    if (right < 0) return;
-    auto it = merges_.find(PairKey(symbols[left].id, symbols[right].id));
-    if (it != merges_.end()) queue.push(Candidate{it->second.rank, left, it->second.new_id});
-  };
-  for (int i = 0; i + 1 < static_cast<int>(symbols.size()); ++i) push_pair(i);
-
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
-    Symbol& left = symbols[top.pos];
-    if (!left.alive || left.next < 0) continue;
-    Symbol& right = symbols[left.next];
-    auto it = merges_.find(PairKey(left.id, right.id));
-    if (it == merges_.end() || it->second.new_id != top.new_id) continue;  // stale
-    left.id = top.new_id;
-    right.alive = false;
-    left.next = right.next;
-    if (left.next >= 0) symbols[left.next].prev = top.pos;
-    if (left.prev >= 0) push_pair(left.prev);
-    push_pair(top.pos);
-  }
-
-  std::vector<int64_t> ids;
-  for (int i = 0; i >= 0; i = symbols[i].next) ids.push_back(symbols[i].id);
-  return ids;
+  return ApplyMerges(initial, [this](int64_t left, int64_t right) -> const Merge* {
+    auto it = merges_.find(PairKey(left, right));
+    return it == merges_.end() ? nullptr : &it->second;
+  });
 }
 
 }  // namespace ditserve::tokenizers

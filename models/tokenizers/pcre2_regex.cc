@@ -52,98 +52,135 @@ absl::Status TranslateGroupOpening(absl::string_view p, size_t* i, std::string* 
   return absl::OkStatus();
 }
 
+// The escape at p[*i] (a backslash): Oniguruma's Unicode \s \w \h and their negations as PCRE2
+// class items, \uHHHH as \x{HHHH}, any other escape copied. Advances *i past it.
+absl::Status TranslateEscape(absl::string_view p, bool in_class, size_t* i, std::string* out) {
+  const size_t at = *i;
+  if (at + 1 >= p.size()) return Unsupported(p, at, "a trailing backslash");
+  const char d = p[at + 1];
+  // `body`'s items; negated, a class of their complement outside a class, `in_class_escape` in one.
+  auto items = [&](const char* body, bool negate, const char* in_class_escape) {
+    if (in_class) {
+      out->append(negate ? in_class_escape : body);
+    } else {
+      absl::StrAppend(out, negate ? "[^" : "[", body, "]");
+    }
+  };
+  switch (d) {
+    case 's':
+      items(kSpaceItems, false, nullptr);
+      break;
+    case 'w':
+      items(kWordItems, false, nullptr);
+      break;
+    case 'h':
+      items(kHexItems, false, nullptr);
+      break;
+    case 'S':
+      items(kSpaceItems, true, "\\S");
+      break;
+    case 'W':
+      items(kWordItems, true, "\\W");
+      break;
+    case 'H':
+      if (in_class) return Unsupported(p, at, "\\H inside a character class");
+      items(kHexItems, true, nullptr);
+      break;
+    case 'u':
+      if (at + 6 <= p.size() && IsHexDigit(p[at + 2]) && IsHexDigit(p[at + 3]) &&
+          IsHexDigit(p[at + 4]) && IsHexDigit(p[at + 5])) {
+        absl::StrAppend(out, "\\x{", p.substr(at + 2, 4), "}");
+        *i += 6;
+        return absl::OkStatus();
+      }
+      return Unsupported(p, at, "\\u without four hex digits");
+    default:
+      out->push_back('\\');
+      out->push_back(d);
+  }
+  *i += 2;
+  return absl::OkStatus();
+}
+
+// Where a character class is: open or not, and the offset of its first item (a ']' there is
+// literal).
+struct ClassState {
+  bool open = false;
+  size_t first = 0;
+};
+
+// The unescaped character at p[*i] inside a character class: POSIX classes copied, nested sets and
+// intersections refused, a ']' past the first item closes the class. Advances *i past it.
+absl::Status TranslateInClass(absl::string_view p, size_t* i, ClassState* cls, std::string* out) {
+  const char c = p[*i];
+  if (c == '[') {
+    if (*i + 1 < p.size() && p[*i + 1] == ':') {  // POSIX class [:alpha:]
+      const size_t end = p.find(":]", *i + 2);
+      if (end == absl::string_view::npos) return Unsupported(p, *i, "an unterminated [:");
+      out->append(p.data() + *i, end + 2 - *i);
+      *i = end + 2;
+      return absl::OkStatus();
+    }
+    return Unsupported(p, *i, "a nested character set");
+  }
+  if (c == '&' && *i + 1 < p.size() && p[*i + 1] == '&') {
+    return Unsupported(p, *i, "character class intersection (&&)");
+  }
+  if (c == ']' && *i != cls->first) cls->open = false;
+  out->push_back(c);
+  ++*i;
+  return absl::OkStatus();
+}
+
+// The unescaped character at p[*i] outside a character class: '[' opens one, ^ and $ match at
+// line boundaries as in Oniguruma, "(?" option groups are translated. Advances *i past it.
+absl::Status TranslateOutsideClass(absl::string_view p, size_t* i, ClassState* cls,
+                                   std::string* out) {
+  const char c = p[*i];
+  switch (c) {
+    case '[':
+      cls->open = true;
+      out->push_back(c);
+      ++*i;
+      if (*i < p.size() && p[*i] == '^') {
+        out->push_back('^');
+        ++*i;
+      }
+      cls->first = *i;
+      return absl::OkStatus();
+    case '^':
+      out->append("(?m:^)");
+      break;
+    case '$':
+      out->append("(?m:$)");
+      break;
+    case '(':
+      if (*i + 1 < p.size() && p[*i + 1] == '?') return TranslateGroupOpening(p, i, out);
+      out->push_back(c);
+      break;
+    default:
+      out->push_back(c);
+  }
+  ++*i;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> TranslateOnigurumaPattern(absl::string_view p) {
   std::string out;
   out.reserve(p.size() * 2);
-  bool in_class = false;
-  size_t class_first = 0;  // offset of the first item of the open class (a ']' there is literal)
+  ClassState cls;
   for (size_t i = 0; i < p.size();) {
-    const char c = p[i];
-    if (c == '\\') {
-      if (i + 1 >= p.size()) return Unsupported(p, i, "a trailing backslash");
-      const char d = p[i + 1];
-      auto items = [&](const char* body, bool negate) {
-        if (in_class) {
-          out.append(body);
-        } else {
-          absl::StrAppend(&out, negate ? "[^" : "[", body, "]");
-        }
-      };
-      switch (d) {
-        case 's': items(kSpaceItems, false); break;
-        case 'w': items(kWordItems, false); break;
-        case 'h': items(kHexItems, false); break;
-        case 'S':
-          if (in_class) out.append("\\S"); else items(kSpaceItems, true);
-          break;
-        case 'W':
-          if (in_class) out.append("\\W"); else items(kWordItems, true);
-          break;
-        case 'H':
-          if (in_class) return Unsupported(p, i, "\\H inside a character class");
-          items(kHexItems, true);
-          break;
-        case 'u':
-          if (i + 6 <= p.size() && IsHexDigit(p[i + 2]) &&
-              IsHexDigit(p[i + 3]) && IsHexDigit(p[i + 4]) && IsHexDigit(p[i + 5])) {
-            absl::StrAppend(&out, "\\x{", p.substr(i + 2, 4), "}");
-            i += 6;
-            continue;
-          }
-          return Unsupported(p, i, "\\u without four hex digits");
-        default:
-          out.push_back(c);
-          out.push_back(d);
-      }
-      i += 2;
-      continue;
+    if (p[i] == '\\') {
+      RETURN_IF_ERROR(TranslateEscape(p, cls.open, &i, &out));
+    } else if (cls.open) {
+      RETURN_IF_ERROR(TranslateInClass(p, &i, &cls, &out));
+    } else {
+      RETURN_IF_ERROR(TranslateOutsideClass(p, &i, &cls, &out));
     }
-    if (in_class) {
-      if (c == '[') {
-        if (i + 1 < p.size() && p[i + 1] == ':') {  // POSIX class [:alpha:]
-          const size_t end = p.find(":]", i + 2);
-          if (end == absl::string_view::npos) return Unsupported(p, i, "an unterminated [:");
-          out.append(p.data() + i, end + 2 - i);
-          i = end + 2;
-          continue;
-        }
-        return Unsupported(p, i, "a nested character set");
-      }
-      if (c == '&' && i + 1 < p.size() && p[i + 1] == '&') {
-        return Unsupported(p, i, "character class intersection (&&)");
-      }
-      if (c == ']' && i != class_first) in_class = false;
-      out.push_back(c);
-      ++i;
-      continue;
-    }
-    switch (c) {
-      case '[':
-        in_class = true;
-        out.push_back(c);
-        ++i;
-        if (i < p.size() && p[i] == '^') {
-          out.push_back('^');
-          ++i;
-        }
-        class_first = i;
-        continue;
-      case '^': out.append("(?m:^)"); break;
-      case '$': out.append("(?m:$)"); break;
-      case '(':
-        if (i + 1 < p.size() && p[i + 1] == '?') {
-          RETURN_IF_ERROR(TranslateGroupOpening(p, &i, &out));
-          continue;
-        }
-        out.push_back(c);
-        break;
-      default: out.push_back(c);
-    }
-    ++i;
   }
-  if (in_class) return Unsupported(p, p.size(), "an unterminated character class");
+  if (cls.open) return Unsupported(p, p.size(), "an unterminated character class");
   return out;
 }
 
