@@ -87,6 +87,149 @@ const nlohmann::json* HeadCount(const nlohmann::json& config, const char* key) {
   return nullptr;
 }
 
+// tp_degree divides config.json's head counts (both, when it has the key/value head count).
+absl::Status CheckHeadCounts(const nlohmann::json& config, int n) {
+  const nlohmann::json* h = HeadCount(config, "num_attention_heads");
+  const nlohmann::json* kv = HeadCount(config, "num_key_value_heads");
+  if (h != nullptr && kv != nullptr) {
+    if (h->get<int64_t>() % n != 0 || kv->get<int64_t>() % n != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("`tp_degree` (", n, ") must divide both the number of attention heads (",
+                       h->get<int64_t>(), ") and the number of key/value heads (",
+                       kv->get<int64_t>(), "): every rank keeps whole key/value groups."));
+    }
+  } else if (h != nullptr && h->get<int64_t>() % n != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("`tp_degree` (", n,
+                                                   ") must divide the number of attention heads (",
+                                                   h->get<int64_t>(), ")."));
+  }
+  return absl::OkStatus();
+}
+
+// A planned module's Linear tensors in the checkpoint.
+struct LinearTensors {
+  std::string wname;
+  const TensorMeta* weight = nullptr;
+  const TensorMeta* bias = nullptr;  // null when the module has none
+};
+
+// Finds "<module>.weight" (rank 2) and "<module>.bias" (rank 1, one entry per weight row, if any).
+absl::StatusOr<LinearTensors> FindLinearTensors(const TpRule& rule, const std::string& module,
+                                                const std::vector<TensorMeta>& tensors,
+                                                const std::map<std::string, size_t>& by_name) {
+  LinearTensors lt;
+  lt.wname = module + ".weight";
+  auto w = by_name.find(lt.wname);
+  if (w == by_name.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("`_tp_plan` key '", rule.key, "' names module '",
+                                                   module, "', but the checkpoint has no tensor '",
+                                                   lt.wname, "'."));
+  }
+  const TensorMeta& weight = tensors[w->second];
+  lt.weight = &weight;
+  if (weight.shape.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("`_tp_plan` key '", rule.key, "': tensor '",
+                                                   lt.wname, "' has shape ", ShapeStr(weight.shape),
+                                                   "; a ", TpStyleName(rule.style),
+                                                   " Linear weight must have rank 2 ([out, in])."));
+  }
+  const int64_t rows = weight.shape[0];
+  if (auto b = by_name.find(module + ".bias"); b != by_name.end()) {
+    lt.bias = &tensors[b->second];
+    if (lt.bias->shape.size() != 1 || lt.bias->shape[0] != rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("`_tp_plan` key '", rule.key, "': tensor '", lt.bias->name, "' has shape ",
+                       ShapeStr(lt.bias->shape), "; the bias of weight ", ShapeStr(weight.shape),
+                       " must have shape [", rows, "]."));
+    }
+  }
+  return lt;
+}
+
+// The absolute blocks of the weight's sliced dim `dim` (one block for plain styles), each of which
+// divides by n.
+absl::StatusOr<std::vector<int64_t>> SplitBlocks(const TpRule& rule, const std::string& module,
+                                                 const LinearTensors& lt, int dim, bool packed,
+                                                 int n) {
+  const bool col = dim == 0;
+  const std::vector<int64_t>& shape = lt.weight->shape;
+  const int64_t size = shape[dim];
+  std::vector<int64_t> blocks{size};
+  if (packed) {
+    ASSIGN_OR_RETURN(blocks, BlockSizes(module, size, rule.blocks));
+    for (int64_t s : blocks) {
+      if (s % n != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Cannot shard packed block of size ", s, " across ", n, " tensor-parallel ranks: ", s,
+            " is not divisible by ", n, ". (module '", module, "', weight '", lt.wname,
+            "' of shape ", ShapeStr(shape), ", blocks ", ShapeStr(blocks), ")"));
+      }
+    }
+  } else if (size % n != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Cannot ", col ? "colwise" : "rowwise", "-shard '", module, "' weight ",
+                     col ? "rows" : "columns", " (", size, ") across ", n,
+                     " tensor-parallel ranks: not divisible by ", n, ". (weight '", lt.wname,
+                     "' of shape ", ShapeStr(shape), ")"));
+  }
+  return blocks;
+}
+
+// Plans one module of `rule`: checks it, then records it in out->modules and its tensors in
+// `planned` (tensor name -> layout).
+absl::Status PlanModule(const TpRule& rule, const std::string& module, bool packed,
+                        const std::vector<TensorMeta>& tensors,
+                        const std::map<std::string, size_t>& by_name, ResolvedPlan* out,
+                        std::map<std::string, PlannedTensor>* planned) {
+  const int n = out->tp_degree;
+  if (out->modules.count(module)) {
+    return absl::InvalidArgumentError(absl::StrCat("`_tp_plan` plans module '", module,
+                                                   "' twice (keys '", out->modules[module].rule_key,
+                                                   "' and '", rule.key, "')."));
+  }
+  ASSIGN_OR_RETURN(LinearTensors lt, FindLinearTensors(rule, module, tensors, by_name));
+  const bool col = IsColwise(rule.style);
+  const int dim = col ? 0 : 1;
+  ASSIGN_OR_RETURN(std::vector<int64_t> blocks, SplitBlocks(rule, module, lt, dim, packed, n));
+  PlannedModule pm{module, rule.key, rule.style, {}};
+  if (packed) pm.blocks = blocks;
+  const TensorMeta& weight = *lt.weight;
+  (*planned)[lt.wname] =
+      PlannedTensor{lt.wname, weight.dtype, weight.shape, module, rule.style, dim, blocks};
+  if (lt.bias != nullptr) {
+    // Colwise biases follow the rows (per block); rowwise biases stay whole on every rank.
+    const TensorMeta& bias = *lt.bias;
+    (*planned)[bias.name] = PlannedTensor{bias.name,
+                                          bias.dtype,
+                                          bias.shape,
+                                          module,
+                                          rule.style,
+                                          col ? 0 : -1,
+                                          col ? blocks : std::vector<int64_t>{}};
+  }
+  out->modules[module] = std::move(pm);
+  return absl::OkStatus();
+}
+
+// Plans every module `rule` names (none for a replicated rule).
+absl::Status PlanRule(const TpRule& rule, const std::vector<TensorMeta>& tensors,
+                      const std::map<std::string, size_t>& by_name, ResolvedPlan* out,
+                      std::map<std::string, PlannedTensor>* planned) {
+  ASSIGN_OR_RETURN(std::vector<std::string> modules, ExpandKey(rule.key, by_name));
+  const bool packed =
+      rule.style == TpStyle::kPackedColwise || rule.style == TpStyle::kPackedRowwise;
+  if (rule.style == TpStyle::kReplicated) return absl::OkStatus();
+  if (packed && rule.blocks.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("`_tp_plan` key '", rule.key, "': ", TpStyleName(rule.style),
+                     " needs blocks, and the model defines none for this module."));
+  }
+  for (const std::string& module : modules) {
+    RETURN_IF_ERROR(PlanModule(rule, module, packed, tensors, by_name, out, planned));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ResolvedPlan> ResolveTpPlan(const TpPlan* plan,
@@ -94,25 +237,9 @@ absl::StatusOr<ResolvedPlan> ResolveTpPlan(const TpPlan* plan,
                                            const nlohmann::json* config) {
   const int n = tp_degree;
   if (n < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("`tp_degree` must be >= 1 (got ", n, ")."));
+    return absl::InvalidArgumentError(absl::StrCat("`tp_degree` must be >= 1 (got ", n, ")."));
   }
-  if (config != nullptr) {
-    const nlohmann::json* h = HeadCount(*config, "num_attention_heads");
-    const nlohmann::json* kv = HeadCount(*config, "num_key_value_heads");
-    if (h != nullptr && kv != nullptr) {
-      if (h->get<int64_t>() % n != 0 || kv->get<int64_t>() % n != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "`tp_degree` (", n, ") must divide both the number of attention heads (",
-            h->get<int64_t>(), ") and the number of key/value heads (", kv->get<int64_t>(),
-            "): every rank keeps whole key/value groups."));
-      }
-    } else if (h != nullptr && h->get<int64_t>() % n != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("`tp_degree` (", n, ") must divide the number of attention heads (",
-                       h->get<int64_t>(), ")."));
-    }
-  }
+  if (config != nullptr) RETURN_IF_ERROR(CheckHeadCounts(*config, n));
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < tensors.size(); ++i) by_name[tensors[i].name] = i;
 
@@ -122,80 +249,7 @@ absl::StatusOr<ResolvedPlan> ResolveTpPlan(const TpPlan* plan,
   std::map<std::string, PlannedTensor> planned;
   if (plan != nullptr) {
     for (const TpRule& rule : plan->rules) {
-      ASSIGN_OR_RETURN(std::vector<std::string> modules, ExpandKey(rule.key, by_name));
-      const bool packed =
-          rule.style == TpStyle::kPackedColwise || rule.style == TpStyle::kPackedRowwise;
-      if (rule.style == TpStyle::kReplicated) continue;
-      if (packed && rule.blocks.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "`_tp_plan` key '", rule.key, "': ", TpStyleName(rule.style),
-            " needs blocks, and the model defines none for this module."));
-      }
-      for (const std::string& module : modules) {
-        if (out.modules.count(module)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "`_tp_plan` plans module '", module, "' twice (keys '",
-              out.modules[module].rule_key, "' and '", rule.key, "')."));
-        }
-        const std::string wname = module + ".weight";
-        auto w = by_name.find(wname);
-        if (w == by_name.end()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("`_tp_plan` key '", rule.key, "' names module '", module,
-                           "', but the checkpoint has no tensor '", wname, "'."));
-        }
-        const TensorMeta& weight = tensors[w->second];
-        if (weight.shape.size() != 2) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "`_tp_plan` key '", rule.key, "': tensor '", wname, "' has shape ",
-              ShapeStr(weight.shape), "; a ", TpStyleName(rule.style),
-              " Linear weight must have rank 2 ([out, in])."));
-        }
-        const int64_t rows = weight.shape[0];
-        const TensorMeta* bias = nullptr;
-        if (auto b = by_name.find(module + ".bias"); b != by_name.end()) {
-          bias = &tensors[b->second];
-          if (bias->shape.size() != 1 || bias->shape[0] != rows) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "`_tp_plan` key '", rule.key, "': tensor '", bias->name, "' has shape ",
-                ShapeStr(bias->shape), "; the bias of weight ", ShapeStr(weight.shape),
-                " must have shape [", rows, "]."));
-          }
-        }
-        PlannedModule pm{module, rule.key, rule.style, {}};
-        const bool col = IsColwise(rule.style);
-        const int dim = col ? 0 : 1;
-        const int64_t size = weight.shape[dim];
-        std::vector<int64_t> blocks{size};
-        if (packed) {
-          ASSIGN_OR_RETURN(blocks, BlockSizes(module, size, rule.blocks));
-          for (int64_t s : blocks) {
-            if (s % n != 0) {
-              return absl::InvalidArgumentError(absl::StrCat(
-                  "Cannot shard packed block of size ", s, " across ", n,
-                  " tensor-parallel ranks: ", s, " is not divisible by ", n, ". (module '",
-                  module, "', weight '", wname, "' of shape ", ShapeStr(weight.shape),
-                  ", blocks ", ShapeStr(blocks), ")"));
-            }
-          }
-          pm.blocks = blocks;
-        } else if (size % n != 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "Cannot ", col ? "colwise" : "rowwise", "-shard '", module, "' weight ",
-              col ? "rows" : "columns", " (", size, ") across ", n,
-              " tensor-parallel ranks: not divisible by ", n, ". (weight '", wname,
-              "' of shape ", ShapeStr(weight.shape), ")"));
-        }
-        planned[wname] = PlannedTensor{wname, weight.dtype, weight.shape, module,
-                                       rule.style, dim, blocks};
-        if (bias != nullptr) {
-          // Colwise biases follow the rows (per block); rowwise biases stay whole on every rank.
-          planned[bias->name] = PlannedTensor{bias->name, bias->dtype, bias->shape, module,
-                                              rule.style, col ? 0 : -1,
-                                              col ? blocks : std::vector<int64_t>{}};
-        }
-        out.modules[module] = std::move(pm);
-      }
+      RETURN_IF_ERROR(PlanRule(rule, tensors, by_name, &out, &planned));
     }
   }
   out.tensors.reserve(tensors.size());
@@ -205,7 +259,8 @@ absl::StatusOr<ResolvedPlan> ResolveTpPlan(const TpPlan* plan,
       out.tensors.push_back(std::move(p->second));
     } else {
       const TensorMeta& t = tensors[i];
-      out.tensors.push_back(PlannedTensor{t.name, t.dtype, t.shape, "", TpStyle::kReplicated, -1, {}});
+      out.tensors.push_back(
+          PlannedTensor{t.name, t.dtype, t.shape, "", TpStyle::kReplicated, -1, {}});
     }
   }
   return out;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ditserve::sharding {
 namespace {
@@ -63,111 +64,138 @@ uint64_t TensorInfo::numel() const {
   return n;
 }
 
-absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
-    absl::string_view header_json, uint64_t data_size, const std::string& file,
-    std::map<std::string, std::string>* metadata) {
-  auto bad = [&](absl::string_view tensor, absl::string_view what) {
-    if (tensor.empty()) {
-      return absl::DataLossError(absl::StrCat(file, ": corrupt safetensors header: ", what));
-    }
-    return absl::DataLossError(
-        absl::StrCat(file, ": tensor '", tensor, "': corrupt safetensors header: ", what));
-  };
-  nlohmann::json header = nlohmann::json::parse(header_json.begin(), header_json.end(), nullptr,
-                                                /*allow_exceptions=*/false);
-  if (header.is_discarded()) return bad("", "header is not valid JSON");
-  if (!header.is_object()) return bad("", "header is not a JSON object");
+namespace {
 
-  std::vector<TensorInfo> tensors;
-  tensors.reserve(header.size());
-  // nlohmann::json keeps the last of duplicate keys; detect duplicates with a SAX pass instead.
-  {
-    struct KeyCounter : nlohmann::json_sax<nlohmann::json> {
-      int depth = 0;
-      std::set<std::string> seen;
-      std::string duplicate;
-      bool null() override { return true; }
-      bool boolean(bool) override { return true; }
-      bool number_integer(number_integer_t) override { return true; }
-      bool number_unsigned(number_unsigned_t) override { return true; }
-      bool number_float(number_float_t, const string_t&) override { return true; }
-      bool string(string_t&) override { return true; }
-      bool binary(binary_t&) override { return true; }
-      bool start_object(std::size_t) override { ++depth; return true; }
-      bool end_object() override { --depth; return true; }
-      bool start_array(std::size_t) override { ++depth; return true; }
-      bool end_array() override { --depth; return true; }
-      bool key(string_t& k) override {
-        if (depth == 1 && !seen.insert(k).second && duplicate.empty()) duplicate = k;
-        return true;
-      }
-      bool parse_error(std::size_t, const std::string&,
-                       const nlohmann::detail::exception&) override {
-        return false;
-      }
-    } counter;
-    nlohmann::json::sax_parse(header_json.begin(), header_json.end(), &counter,
-                              nlohmann::detail::input_format_t::json, /*strict=*/true);
-    if (!counter.duplicate.empty()) return bad(counter.duplicate, "duplicate tensor name");
+// Corrupt-header error for `file`, naming `tensor` when it is not empty.
+absl::Status CorruptHeader(const std::string& file, absl::string_view tensor,
+                           absl::string_view what) {
+  if (tensor.empty()) {
+    return absl::DataLossError(absl::StrCat(file, ": corrupt safetensors header: ", what));
   }
+  return absl::DataLossError(
+      absl::StrCat(file, ": tensor '", tensor, "': corrupt safetensors header: ", what));
+}
 
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const nlohmann::json& entry = it.value();
-    if (name == "__metadata__") {
-      if (!entry.is_object()) return bad("", "__metadata__ is not an object");
-      for (auto m = entry.begin(); m != entry.end(); ++m) {
-        if (!m.value().is_string()) return bad("", "__metadata__ values must be strings");
-        if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    if (!entry.is_object()) return bad(name, "entry is not an object");
-    auto dt = entry.find("dtype");
-    auto sh = entry.find("shape");
-    auto off = entry.find("data_offsets");
-    if (dt == entry.end() || !dt->is_string()) return bad(name, "missing string 'dtype'");
-    if (sh == entry.end() || !sh->is_array()) return bad(name, "missing array 'shape'");
-    if (off == entry.end() || !off->is_array() || off->size() != 2) {
-      return bad(name, "'data_offsets' must be [begin, end]");
-    }
-    TensorInfo info;
-    info.name = name;
-    auto dtype = ParseDType(dt->get<std::string>());
-    if (!dtype.ok()) return bad(name, dtype.status().message());
-    info.dtype = *dtype;
-    uint64_t numel = 1;
-    bool overflow = false;
-    for (const auto& d : *sh) {
-      if (!d.is_number_unsigned()) return bad(name, "shape entries must be non-negative integers");
-      uint64_t v = d.get<uint64_t>();
-      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
-      info.shape.push_back(static_cast<int64_t>(v));
-      if (v != 0 && numel > std::numeric_limits<uint64_t>::max() / v) overflow = true;
-      numel *= v;
-    }
-    if (overflow) return bad(name, "shape is too large");
-    for (const auto& o : *off) {
-      if (!o.is_number_unsigned()) return bad(name, "data_offsets must be non-negative integers");
-    }
-    info.begin = (*off)[0].get<uint64_t>();
-    info.end = (*off)[1].get<uint64_t>();
-    if (info.end < info.begin) return bad(name, "data_offsets end before begin");
-    if (info.end > data_size) {
-      return bad(name, absl::StrCat("data_offsets [", info.begin, ", ", info.end,
-                                    ") run past the data buffer (", data_size, " bytes)"));
-    }
-    const uint64_t esize = DTypeSize(info.dtype);
-    if (numel > std::numeric_limits<uint64_t>::max() / esize ||
-        numel * esize != info.end - info.begin) {
-      return bad(name, absl::StrCat("byte length ", info.end - info.begin, " does not match dtype ",
-                                    DTypeName(info.dtype), " x ", numel, " elements"));
-    }
-    tensors.push_back(std::move(info));
+// nlohmann::json keeps the last of duplicate keys; this SAX pass records the first top-level key
+// seen twice instead.
+struct DuplicateKeyFinder : nlohmann::json_sax<nlohmann::json> {
+  int depth = 0;
+  std::set<std::string> seen;
+  std::string duplicate;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    ++depth;
+    return true;
   }
+  bool end_object() override {
+    --depth;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth;
+    return true;
+  }
+  bool end_array() override {
+    --depth;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth == 1 && !seen.insert(k).second && duplicate.empty()) duplicate = k;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+};
 
-  // No two tensors may overlap. Empty tensors occupy no bytes and cannot overlap anything; for the
-  // rest, sorted by begin, each must start at or after the furthest end seen so far.
+// The first tensor name the header holds twice; empty when none.
+std::string FindDuplicateTensorName(absl::string_view header_json) {
+  DuplicateKeyFinder finder;
+  nlohmann::json::sax_parse(header_json.begin(), header_json.end(), &finder,
+                            nlohmann::detail::input_format_t::json, /*strict=*/true);
+  return finder.duplicate;
+}
+
+// Checks the "__metadata__" entry and copies it into `metadata` (when not null).
+absl::Status ReadHeaderMetadata(const nlohmann::json& entry, const std::string& file,
+                                std::map<std::string, std::string>* metadata) {
+  if (!entry.is_object()) return CorruptHeader(file, "", "__metadata__ is not an object");
+  for (auto m = entry.begin(); m != entry.end(); ++m) {
+    if (!m.value().is_string()) {
+      return CorruptHeader(file, "", "__metadata__ values must be strings");
+    }
+    if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
+  }
+  return absl::OkStatus();
+}
+
+// Reads `shape` into info->shape and its element count into *numel.
+absl::Status ReadShape(const nlohmann::json& shape, const std::string& file, TensorInfo* info,
+                       uint64_t* numel) {
+  *numel = 1;
+  bool overflow = false;
+  for (const auto& d : shape) {
+    if (!d.is_number_unsigned()) {
+      return CorruptHeader(file, info->name, "shape entries must be non-negative integers");
+    }
+    uint64_t v = d.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
+    info->shape.push_back(static_cast<int64_t>(v));
+    if (v != 0 && *numel > std::numeric_limits<uint64_t>::max() / v) overflow = true;
+    *numel *= v;
+  }
+  if (overflow) return CorruptHeader(file, info->name, "shape is too large");
+  return absl::OkStatus();
+}
+
+// One tensor's entry: dtype, shape and data offsets, checked against each other and `data_size`.
+absl::StatusOr<TensorInfo> ParseTensorEntry(const std::string& name, const nlohmann::json& entry,
+                                            uint64_t data_size, const std::string& file) {
+  auto bad = [&](absl::string_view what) { return CorruptHeader(file, name, what); };
+  if (!entry.is_object()) return bad("entry is not an object");
+  auto dt = entry.find("dtype");
+  auto sh = entry.find("shape");
+  auto off = entry.find("data_offsets");
+  if (dt == entry.end() || !dt->is_string()) return bad("missing string 'dtype'");
+  if (sh == entry.end() || !sh->is_array()) return bad("missing array 'shape'");
+  if (off == entry.end() || !off->is_array() || off->size() != 2) {
+    return bad("'data_offsets' must be [begin, end]");
+  }
+  TensorInfo info;
+  info.name = name;
+  auto dtype = ParseDType(dt->get<std::string>());
+  if (!dtype.ok()) return bad(dtype.status().message());
+  info.dtype = *dtype;
+  uint64_t numel = 1;
+  RETURN_IF_ERROR(ReadShape(*sh, file, &info, &numel));
+  for (const auto& o : *off) {
+    if (!o.is_number_unsigned()) return bad("data_offsets must be non-negative integers");
+  }
+  info.begin = (*off)[0].get<uint64_t>();
+  info.end = (*off)[1].get<uint64_t>();
+  if (info.end < info.begin) return bad("data_offsets end before begin");
+  if (info.end > data_size) {
+    return bad(absl::StrCat("data_offsets [", info.begin, ", ", info.end,
+                            ") run past the data buffer (", data_size, " bytes)"));
+  }
+  const uint64_t esize = DTypeSize(info.dtype);
+  if (numel > std::numeric_limits<uint64_t>::max() / esize ||
+      numel * esize != info.end - info.begin) {
+    return bad(absl::StrCat("byte length ", info.end - info.begin, " does not match dtype ",
+                            DTypeName(info.dtype), " x ", numel, " elements"));
+  }
+  return info;
+}
+
+// No two tensors may overlap. Empty tensors occupy no bytes and cannot overlap anything; for the
+// rest, sorted by begin, each must start at or after the furthest end seen so far.
+absl::Status CheckNoOverlap(const std::vector<TensorInfo>& tensors, const std::string& file) {
   std::vector<const TensorInfo*> by_offset;
   for (const auto& t : tensors) {
     if (t.end > t.begin) by_offset.push_back(&t);
@@ -178,12 +206,40 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
   const TensorInfo* furthest = nullptr;
   for (const TensorInfo* t : by_offset) {
     if (furthest != nullptr && t->begin < furthest->end) {
-      return bad(t->name, absl::StrCat("data_offsets [", t->begin, ", ", t->end,
-                                       ") overlap tensor '", furthest->name, "' [",
-                                       furthest->begin, ", ", furthest->end, ")"));
+      return CorruptHeader(
+          file, t->name,
+          absl::StrCat("data_offsets [", t->begin, ", ", t->end, ") overlap tensor '",
+                       furthest->name, "' [", furthest->begin, ", ", furthest->end, ")"));
     }
     if (furthest == nullptr || t->end > furthest->end) furthest = t;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
+    absl::string_view header_json, uint64_t data_size, const std::string& file,
+    std::map<std::string, std::string>* metadata) {
+  nlohmann::json header = nlohmann::json::parse(header_json.begin(), header_json.end(), nullptr,
+                                                /*allow_exceptions=*/false);
+  if (header.is_discarded()) return CorruptHeader(file, "", "header is not valid JSON");
+  if (!header.is_object()) return CorruptHeader(file, "", "header is not a JSON object");
+
+  std::vector<TensorInfo> tensors;
+  tensors.reserve(header.size());
+  const std::string duplicate = FindDuplicateTensorName(header_json);
+  if (!duplicate.empty()) return CorruptHeader(file, duplicate, "duplicate tensor name");
+
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      RETURN_IF_ERROR(ReadHeaderMetadata(it.value(), file, metadata));
+      continue;
+    }
+    ASSIGN_OR_RETURN(TensorInfo info, ParseTensorEntry(it.key(), it.value(), data_size, file));
+    tensors.push_back(std::move(info));
+  }
+  RETURN_IF_ERROR(CheckNoOverlap(tensors, file));
   return tensors;
 }
 
