@@ -50,7 +50,6 @@ struct CausalLmConfig {
   std::vector<int64_t> mrope_section;
 
   bool uses_mrope() const { return !mrope_section.empty(); }
-  int64_t kv_groups() const { return num_attention_heads / num_key_value_heads; }
 };
 
 // Parses config.json text. `where` (the file) prefixes every error.

@@ -76,10 +76,4 @@ std::optional<int64_t> HfAddedVocabulary::TokenToId(absl::string_view content) c
   return it->second;
 }
 
-bool HfAddedVocabulary::IsSpecial(absl::string_view content) const {
-  auto it = by_content_.find(content);
-  if (it == by_content_.end()) return false;
-  return by_id_[index_of_id_.at(it->second)].second.special;
-}
-
 }  // namespace ditserve::tokenizers

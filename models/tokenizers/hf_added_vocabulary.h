@@ -53,8 +53,6 @@ class HfAddedVocabulary {
   absl::Status Finish(const HfNormalizer& normalizer);
 
   std::optional<int64_t> TokenToId(absl::string_view content) const;
-  // Whether `content` is an added token marked special.
-  bool IsSpecial(absl::string_view content) const;
   size_t size() const { return by_content_.size(); }
 
   const AddedTokens& raw_matcher() const { return raw_; }

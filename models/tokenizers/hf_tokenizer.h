@@ -108,7 +108,6 @@ class HfTokenizer {
   // tokenizer_config.json's model_max_length, when set to a real limit.
   std::optional<int64_t> model_max_length() const { return parts_.model_max_length; }
   size_t vocab_size() const { return parts_.model.vocab_size(); }
-  size_t added_vocab_size() const { return parts_.added.size(); }
   const std::string& source() const { return parts_.source; }
 
  private:

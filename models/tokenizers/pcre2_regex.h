@@ -51,16 +51,15 @@ class Pcre2Regex {
   absl::Status FindAll(absl::string_view text,
                        std::vector<std::pair<size_t, size_t>>* matches) const;
 
-  // The pattern as given (Oniguruma syntax) and as compiled (PCRE2 syntax).
+  // The pattern as given (Oniguruma syntax).
   const std::string& pattern() const { return pattern_; }
-  const std::string& pcre2_pattern() const { return pcre2_pattern_; }
 
  private:
   struct Code;
   Pcre2Regex();
 
   std::string pattern_;
-  std::string pcre2_pattern_;
+  std::string pcre2_pattern_;  // as compiled (PCRE2 syntax); named in compile errors
   std::unique_ptr<Code> code_;
 };
 
