@@ -11,38 +11,14 @@
 
 #include "tests/support/fixture_jobs.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/step_observer.h"
 #include "worker/engine.h"
 #include "worker/job_codec.h"
 
 namespace ditserve::worker {
 namespace {
 
-// Forwards to a loaded pipeline and calls `on_step` on the thread that runs each step.
-class StepObserver final : public pipeline::Pipeline {
- public:
-  StepObserver(std::unique_ptr<pipeline::Pipeline> inner, std::function<void()> on_step)
-      : inner_(std::move(inner)), on_step_(std::move(on_step)) {}
-  const pipeline::ModelCard& Card() const override { return inner_->Card(); }
-  absl::StatusOr<pipeline::GenerationResult> Run(const pipeline::GenerationJob& job,
-                                                 const pipeline::StepCallback& on_step,
-                                                 const pipeline::CancelPredicate& cancel) override {
-    return inner_->Run(
-        job,
-        [&](const pipeline::StepEvent& e) {
-          on_step_();
-          on_step(e);
-        },
-        cancel);
-  }
-  uint64_t weight_bytes() const override { return inner_->weight_bytes(); }
-  models::StepGraphStats transformer_graph_stats() const override {
-    return inner_->transformer_graph_stats();
-  }
-
- private:
-  std::unique_ptr<pipeline::Pipeline> inner_;
-  std::function<void()> on_step_;
-};
+using ::ditserve::testing::StepObserver;
 
 TEST(CudaEngine, EveryStepRunsWithTheRanksDeviceCurrent) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to torch";

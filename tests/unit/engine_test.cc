@@ -21,6 +21,7 @@
 #include "tests/support/fixture_jobs.h"
 #include "tests/support/fixture_requests.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/step_observer.h"
 #include "worker/engine.h"
 #include "worker/engine_thread.h"
 #include "comm/local_communicator.h"
@@ -29,6 +30,8 @@
 
 namespace ditserve::worker {
 namespace {
+
+using ::ditserve::testing::StepObserver;
 
 using ::ditserve::testing::FixturesDir;
 using ::ditserve::testing::Ref;
@@ -165,34 +168,6 @@ TEST(EngineThread, RunsJobsInOrderOnItsOwnThread) {
   EXPECT_NE(seen, std::this_thread::get_id());
 }
 
-// Wraps a loaded pipeline; counts, on the thread that runs them, the steps run with the device
-// current.
-class ObservedPipeline final : public pipeline::Pipeline {
- public:
-  ObservedPipeline(std::unique_ptr<pipeline::Pipeline> inner, std::function<void()> on_step)
-      : inner_(std::move(inner)), on_step_(std::move(on_step)) {}
-  const pipeline::ModelCard& Card() const override { return inner_->Card(); }
-  absl::StatusOr<pipeline::GenerationResult> Run(const pipeline::GenerationJob& job,
-                                                 const pipeline::StepCallback& on_step,
-                                                 const pipeline::CancelPredicate& cancel) override {
-    return inner_->Run(
-        job,
-        [&](const pipeline::StepEvent& e) {
-          on_step_();
-          on_step(e);
-        },
-        cancel);
-  }
-  uint64_t weight_bytes() const override { return inner_->weight_bytes(); }
-  models::StepGraphStats transformer_graph_stats() const override {
-    return inner_->transformer_graph_stats();
-  }
-
- private:
-  std::unique_ptr<pipeline::Pipeline> inner_;
-  std::function<void()> on_step_;
-};
-
 TEST(Engine, EveryStepOfARealJobRunsOnTheEngineThreadWithTheDeviceCurrent) {
   BindingProbe probe;
   std::atomic<int> steps{0}, current{0};
@@ -202,7 +177,7 @@ TEST(Engine, EveryStepOfARealJobRunsOnTheEngineThreadWithTheDeviceCurrent) {
       -> absl::StatusOr<std::unique_ptr<pipeline::Pipeline>> {
     auto inner = pipeline::LoadPipeline(o, c);
     if (!inner.ok()) return inner.status();
-    return std::unique_ptr<pipeline::Pipeline>(new ObservedPipeline(*std::move(inner), [&] {
+    return std::unique_ptr<pipeline::Pipeline>(new StepObserver(*std::move(inner), [&] {
       ++steps;
       current += probe.binding->IsCurrent() ? 1 : 0;
     }));
