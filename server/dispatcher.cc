@@ -70,21 +70,38 @@ worker::v1::RunRequest MakeRunRequest(const std::vector<std::shared_ptr<PendingR
   return run;
 }
 
-// Hands each request its result of a successful job, with its timings. When rank 0 returned another
-// number of results, fails every request with INTERNAL instead and returns false.
+// Hands each request its response to a successful job: rank 0's image or latents for its item, and
+// the metadata the frontend owns (request id, format, size, seed, steps from the job `run`, and the
+// timings). When rank 0 returned another number of outputs, fails every request with INTERNAL
+// instead and returns false.
 bool FinishBatch(const std::vector<std::shared_ptr<PendingRequest>>& batch,
-                 worker::v1::RunResult result, Clock::time_point start, Clock::time_point end) {
-  if (result.items_size() != static_cast<int>(batch.size())) {
+                 const worker::v1::RunRequest& run, worker::v1::RunResult result,
+                 Clock::time_point start, Clock::time_point end) {
+  if (result.outputs_size() != static_cast<int>(batch.size())) {
     for (const auto& r : batch) {
-      r->Finish(absl::InternalError(absl::StrCat("rank 0 returned ", result.items_size(),
+      r->Finish(absl::InternalError(absl::StrCat("rank 0 returned ", result.outputs_size(),
                                                  " results for ", batch.size(), " requests")));
     }
     return false;
   }
+  const v1::OutputFormat format = run.output_format() == v1::OUTPUT_FORMAT_UNSPECIFIED
+                                      ? v1::OUTPUT_FORMAT_PNG
+                                      : run.output_format();
   for (size_t i = 0; i < batch.size(); ++i) {
     const auto& r = batch[i];
-    v1::GenerateResponse resp = std::move(*result.mutable_items(static_cast<int>(i)));
+    worker::v1::RunOutput& output = *result.mutable_outputs(static_cast<int>(i));
+    v1::GenerateResponse resp;
     resp.set_request_id(r->id());
+    resp.set_format(format);
+    resp.set_height(run.height());
+    resp.set_width(run.width());
+    resp.set_seed(run.items(static_cast<int>(i)).seed());
+    resp.set_num_inference_steps(run.num_inference_steps());
+    if (format == v1::OUTPUT_FORMAT_LATENTS) {
+      *resp.mutable_latents() = std::move(*output.mutable_latents());
+    } else {
+      resp.set_image(std::move(*output.mutable_image()));
+    }
     v1::Timings* t = resp.mutable_timings();
     t->set_queue_seconds(SecondsBetween(r->enqueued_at(), start));
     t->set_encode_seconds(result.encode_seconds());
@@ -206,7 +223,7 @@ void Dispatcher::RunBatch(const std::vector<std::shared_ptr<PendingRequest>>& ba
     }
     return;
   }
-  if (!FinishBatch(batch, *std::move(result), start, end)) return;
+  if (!FinishBatch(batch, run, *std::move(result), start, end)) return;
   spdlog::info("job {}: done in {:.3f} s", run.job_id(), SecondsBetween(start, end));
 }
 

@@ -120,13 +120,7 @@ absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& requ
                           : request.output_format();
   for (int i = 0; i < request.items_size(); ++i) {
     const v1::RunItem& item = request.items(i);
-    ditserve::v1::GenerateResponse* r = out.add_items();
-    r->set_request_id(item.request_id());
-    r->set_format(format);
-    r->set_height(request.height());
-    r->set_width(request.width());
-    r->set_seed(item.seed());
-    r->set_num_inference_steps(request.num_inference_steps());
+    v1::RunOutput* r = out.add_outputs();
     if (latents) {
       ASSIGN_OR_RETURN(*r->mutable_latents(), GuardTorch("encoding latents", [&] {
                          return TensorToProto(result.latents[i]);

@@ -1,7 +1,7 @@
 // The one place where the worker's wire messages meet the engine's typed values:
 // - RunRequest -> GenerationJob (tensors decoded, field names in errors), GenerationResult ->
-//   RunResult (every GenerateResponse field: request ids, format, size, seed, steps, the encoded
-//   image or latents), StepEvent -> RunEvent progress;
+//   RunResult (per item the encoded image or the latents, and the stage timings; the frontend
+//   builds the public response's metadata), StepEvent -> RunEvent progress;
 // - InitRequest -> InitConfig (every string value parsed with common/model_flags.h, errors naming
 //   the request field), InitProgress -> InitEvent, InitReport -> the "ready" InitEvent
 //   (ModelCard -> ModelDescription);
@@ -24,8 +24,8 @@ namespace ditserve::worker {
 
 absl::StatusOr<pipeline::GenerationJob> JobFromRunRequest(const v1::RunRequest& request);
 
-// `result` is rank 0's (one image or latents tensor per item); other ranks pass theirs and get a
-// RunResult with the timings only.
+// `result` is rank 0's (one image or latents tensor per item, encoded into RunResult.outputs in the
+// items' order); other ranks pass theirs and get a RunResult with the timings only.
 absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& request,
                                                       const pipeline::GenerationResult& result,
                                                       const pipeline::ModelCard& card);

@@ -450,14 +450,8 @@ grpc::Status FakeWorkerCluster::Run(int rank, grpc::ServerContext* ctx,
   RunEvent result;
   if (rank == 0) {
     for (const auto& item : req.items()) {
-      v1::GenerateResponse* out = result.mutable_result()->add_items();
-      out->set_request_id(item.request_id());
-      out->set_format(req.output_format());
-      out->set_height(req.height());
-      out->set_width(req.width());
-      out->set_seed(item.seed());
-      out->set_num_inference_steps(steps);
-      out->set_image(absl::StrCat("fake image for ", item.request_id()));
+      result.mutable_result()->add_outputs()->set_image(
+          absl::StrCat("fake image for ", item.request_id()));
     }
   }
   result.mutable_result()->set_denoise_seconds(0.001 * steps);

@@ -220,10 +220,8 @@ TEST(Engine, ThroughTheCodecThePngIsWithinOneLevelOfDiffusers) {
   ASSERT_TRUE(generated.ok()) << generated.status();
   auto result = RunResultFromGeneration(request, *generated, *engine.Card());
   ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_EQ(result->items_size(), 1);
-  const auto& item = result->items(0);
-  EXPECT_EQ(item.request_id(), "fixture");
-  EXPECT_EQ(item.format(), ditserve::v1::OUTPUT_FORMAT_PNG);
+  ASSERT_EQ(result->outputs_size(), 1);
+  const auto& item = result->outputs(0);
   png_image image{};
   image.version = PNG_IMAGE_VERSION;
   ASSERT_TRUE(png_image_begin_read_from_memory(&image, item.image().data(), item.image().size()));

@@ -346,6 +346,13 @@ TEST_F(FrontendFailureTest, ASuccessfulJobRunsOnEveryRank) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.request_id(), "ok-1");
   EXPECT_EQ(resp.image(), "fake image for ok-1");
+  // The workers return pixels only (the fake's outputs carry nothing else): the frontend fills in
+  // the response's metadata from the request.
+  EXPECT_EQ(resp.format(), v1::OUTPUT_FORMAT_PNG);
+  EXPECT_EQ(resp.height(), 64u);
+  EXPECT_EQ(resp.width(), 64u);
+  EXPECT_EQ(resp.seed(), 7u);
+  EXPECT_EQ(resp.num_inference_steps(), 3u);
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(cluster_->jobs(r).size(), 1u);
     EXPECT_EQ(cluster_->jobs(r)[0].outcome, "ok");
