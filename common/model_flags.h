@@ -27,17 +27,20 @@ enum class DeviceKind { kCpu, kCuda };
 absl::StatusOr<DeviceKind> ParseDeviceKind(absl::string_view value, absl::string_view field);
 const char* DeviceKindName(DeviceKind kind);
 
-// Where an LLM text encoder runs (--text-encoder-placement, InitRequest.text_encoder_placement):
-// "auto" (sharded above the pipeline's size threshold) | "sharded" (every rank a shard) | "rank0"
-// (a replica on rank 0 that broadcasts). The same values as pipeline::TextEncoderPlacement.
-enum class TextEncoderPlacement { kAuto, kSharded, kRank0 };
+// Where an LLM text encoder runs (--text-encoder-placement, InitRequest.text_encoder_placement);
+// the pipeline uses this type too (pipeline::TextEncoderPlacement).
+enum class TextEncoderPlacement {
+  kAuto,     // "auto": sharded when the encoder's weights exceed the pipeline's threshold, else rank0
+  kSharded,  // "sharded": every rank holds a tensor-parallel shard and runs it (no broadcast)
+  kRank0,    // "rank0": rank 0 holds a full replica and broadcasts the embeddings
+};
 absl::StatusOr<TextEncoderPlacement> ParseTextEncoderPlacement(absl::string_view value,
                                                                absl::string_view field);
 const char* TextEncoderPlacementName(TextEncoderPlacement placement);
 
 // How a job's LoRA adapters are applied (--lora-mode, InitRequest.lora_mode): "merge" (a merged
-// copy of the adapted weights per job) | "runtime" (low-rank terms beside each GEMM). The same
-// values as lora::LoraMode (models/lora/lora_library.h).
+// copy of the adapted weights per job) | "runtime" (low-rank terms beside each GEMM); the LoRA
+// library uses this type too (lora::LoraMode, models/lora/lora_library.h).
 enum class LoraMode { kMerge, kRuntime };
 absl::StatusOr<LoraMode> ParseLoraMode(absl::string_view value, absl::string_view field);
 const char* LoraModeName(LoraMode mode);

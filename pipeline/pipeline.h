@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "common/model_flags.h"
 #include "common/model_name.h"
 #include "models/common/fp8_linear.h"
 #include "models/common/step_graphs.h"
@@ -40,12 +41,9 @@ struct StepEvent {
 using StepCallback = std::function<void(const StepEvent&)>;
 using CancelPredicate = std::function<bool()>;
 
-// Where a pipeline's text encoder runs (FLUX.2, Qwen-Image).
-enum class TextEncoderPlacement {
-  kAuto,     // sharded when the encoder's weights exceed kShardTextEncoderAboveBytes, else rank0
-  kSharded,  // every rank holds a tensor-parallel shard and runs it (no broadcast)
-  kRank0,    // rank 0 holds a full replica and broadcasts the embeddings
-};
+// Where a pipeline's text encoder runs (FLUX.2, Qwen-Image): common/model_flags.h's type, whose
+// kAuto shards above kShardTextEncoderAboveBytes.
+using ::ditserve::TextEncoderPlacement;
 
 // Text encoders larger than this are sharded under kAuto: 4 GiB of weights (FLUX.2-dev's 24 B
 // Mistral is 48 GB in bf16; Qwen-Image's 7 B Qwen2.5-VL 15 GB; FLUX.1's CLIP + T5 are replicated).

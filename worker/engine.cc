@@ -22,22 +22,6 @@ torch::ScalarType TorchDtype(ModelDtype dtype) {
   return dtype == ModelDtype::kBFloat16 ? torch::kBFloat16 : torch::kFloat32;
 }
 
-pipeline::TextEncoderPlacement PipelinePlacement(TextEncoderPlacement placement) {
-  switch (placement) {
-    case TextEncoderPlacement::kSharded:
-      return pipeline::TextEncoderPlacement::kSharded;
-    case TextEncoderPlacement::kRank0:
-      return pipeline::TextEncoderPlacement::kRank0;
-    case TextEncoderPlacement::kAuto:
-      break;
-  }
-  return pipeline::TextEncoderPlacement::kAuto;
-}
-
-lora::LoraMode LibraryLoraMode(LoraMode mode) {
-  return mode == LoraMode::kRuntime ? lora::LoraMode::kRuntime : lora::LoraMode::kMerge;
-}
-
 // The pipeline options of `config` on `device` (every value already parsed; FP8 checked against
 // the bound device). `on_load_progress` is left to the caller.
 absl::StatusOr<pipeline::PipelineOptions> PipelineOptionsFor(const InitConfig& config,
@@ -46,11 +30,11 @@ absl::StatusOr<pipeline::PipelineOptions> PipelineOptionsFor(const InitConfig& c
   popts.model_dir = config.model_dir;
   popts.device = device;
   popts.dtype = TorchDtype(config.dtype);
-  popts.text_encoder_placement = PipelinePlacement(config.text_encoder_placement);
+  popts.text_encoder_placement = config.text_encoder_placement;
   popts.shard_modulation = !config.replicate_modulation;
   popts.loras = config.loras;
   popts.lora_merge_max_bytes = config.lora_merge_max_bytes;
-  popts.lora_mode = LibraryLoraMode(config.lora_mode);
+  popts.lora_mode = config.lora_mode;
   popts.weights = config.weights;
   if (popts.weights == WeightFormat::kFp8) {
     RETURN_IF_ERROR(models::CheckFp8Supported(device, popts.dtype));

@@ -9,13 +9,6 @@
 
 namespace ditserve::lora {
 
-absl::StatusOr<LoraMode> ParseLoraMode(const std::string& name) {
-  if (name == "merge") return LoraMode::kMerge;
-  if (name == "runtime") return LoraMode::kRuntime;
-  return absl::InvalidArgumentError(
-      absl::StrCat("LoRA mode must be 'merge' or 'runtime', got '", name, "'"));
-}
-
 void LoraActivation::Clear() {
   for (models::LinearLayer* l : layers_) l->ClearLoraTerms();
   layers_.clear();

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/model_flags.h"
 #include "models/lora/lora_adapter.h"
 #include "models/lora/lora_choice.h"
 #include "models/common/linear_registry.h"
@@ -84,9 +85,8 @@ class LoraActivation {
   std::vector<Swap> swaps_;
 };
 
-enum class LoraMode { kMerge, kRuntime };
-// "merge" / "runtime"; INVALID_ARGUMENT otherwise.
-absl::StatusOr<LoraMode> ParseLoraMode(const std::string& name);
+// Merged copies per job, or runtime terms: common/model_flags.h's type (ParseLoraMode there).
+using ::ditserve::LoraMode;
 
 class LoraLibrary {
  public:
