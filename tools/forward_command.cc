@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
+#include "common/model_flags.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "models/transformer_factory.h"
@@ -66,15 +67,13 @@ struct ForwardToolOptions {
 };
 
 absl::StatusOr<torch::Device> ParseDevice(const std::string& s, int rank) {
-  if (s == "cpu") return torch::Device(torch::kCPU);
-  if (s == "cuda") {
-    if (!torch::cuda::is_available()) {
-      return absl::FailedPreconditionError("--device cuda: this build/host has no CUDA device");
-    }
-    return torch::Device(torch::kCUDA,
-                         static_cast<c10::DeviceIndex>(rank % torch::cuda::device_count()));
+  ASSIGN_OR_RETURN(const DeviceKind kind, ParseDeviceKind(s, "--device"));
+  if (kind == DeviceKind::kCpu) return torch::Device(torch::kCPU);
+  if (!torch::cuda::is_available()) {
+    return absl::FailedPreconditionError("--device cuda: this build/host has no CUDA device");
   }
-  return absl::InvalidArgumentError(absl::StrCat("--device must be cpu or cuda, got '", s, "'"));
+  return torch::Device(torch::kCUDA,
+                       static_cast<c10::DeviceIndex>(rank % torch::cuda::device_count()));
 }
 
 // Loads this rank's shard, runs the forward on `comm`, and (rank 0) writes the output.

@@ -33,6 +33,7 @@
 #include "comm/local_communicator.h"
 #include "comm/projection_communicator.h"
 #include "common/flags.h"
+#include "common/model_flags.h"
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
 #include "models/common/fp8_linear.h"
@@ -48,6 +49,10 @@
 
 namespace ditserve::bench {
 
+using ::ditserve::DeviceKind;
+using ::ditserve::ModelDtype;
+using ::ditserve::ParseDeviceKind;
+using ::ditserve::ParseModelDtype;
 using models::CheckFp8Supported;
 using models::DiffusionTransformer;
 using models::ParseWeightFormat;
@@ -175,20 +180,19 @@ struct BenchTarget {
 };
 
 inline absl::StatusOr<BenchTarget> ResolveBenchTarget(const CommonBenchOptions& o) {
-  if (o.dtype != "float32" && o.dtype != "bfloat16") {
-    return absl::InvalidArgumentError("--dtype must be float32 or bfloat16");
-  }
-  if (o.device != "cpu" && o.device != "cuda")
-    return absl::InvalidArgumentError("--device must be cpu or cuda");
-  if (o.device == "cuda" && !torch::cuda::is_available())
+  ASSIGN_OR_RETURN(const ModelDtype dtype, ParseModelDtype(o.dtype, "--dtype"));
+  ASSIGN_OR_RETURN(const DeviceKind device, ParseDeviceKind(o.device, "--device"));
+  if (device == DeviceKind::kCuda && !torch::cuda::is_available()) {
     return absl::FailedPreconditionError("no CUDA device");
+  }
   if (o.image_tokens < 1 || o.text_tokens < 1 || o.batch < 1) {
     return absl::InvalidArgumentError("--image-tokens, --text-tokens and --batch must be >= 1");
   }
   if (o.tp < 1 || o.tp > 64) return absl::InvalidArgumentError("--tp must be in 1..64");
   BenchTarget t;
-  t.device = o.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  t.dtype = o.dtype == "float32" ? torch::kFloat32 : torch::kBFloat16;
+  t.device =
+      device == DeviceKind::kCuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  t.dtype = dtype == ModelDtype::kFloat32 ? torch::kFloat32 : torch::kBFloat16;
   ASSIGN_OR_RETURN(t.load.weights, ParseWeightFormat(o.weights));
   if (t.load.weights == WeightFormat::kFp8) RETURN_IF_ERROR(CheckFp8Supported(t.device, t.dtype));
   return t;
