@@ -10,22 +10,10 @@
 #include "gtest/gtest.h"
 #include "metrics/ditserve_metrics.h"
 #include "metrics/exposition.h"
-#include "tests/support/exposition_parser.h"
+#include "tests/support/metrics_scrape.h"
 
 namespace ditserve::metrics {
 namespace {
-
-ParsedExposition Scrape(const DitserveMetrics& m) {
-  auto parsed = ParseTextExposition(RenderTextExposition({&m}));
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return parsed.ok() ? *parsed : ParsedExposition{};
-}
-
-double Value(const ParsedExposition& p, const std::string& name, const Labels& labels) {
-  const ParsedSample* s = p.Find(name, labels);
-  EXPECT_NE(s, nullptr) << name;
-  return s ? s->value : -1;
-}
 
 TEST(DitserveMetrics, NamesFollowPrometheusConventions) {
   DitserveMetrics m({"0.1.0", "flux1", 2, "bfloat16"});

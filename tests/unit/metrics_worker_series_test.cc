@@ -11,22 +11,10 @@
 #include "gtest/gtest.h"
 #include "metrics/exposition.h"
 #include "metrics/worker_series.h"
-#include "tests/support/exposition_parser.h"
+#include "tests/support/metrics_scrape.h"
 
 namespace ditserve::metrics {
 namespace {
-
-ParsedExposition Scrape(const WorkerSeries& w) {
-  auto parsed = ParseTextExposition(RenderTextExposition({&w}));
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return parsed.ok() ? *parsed : ParsedExposition{};
-}
-
-double Value(const ParsedExposition& p, const std::string& name, const Labels& labels) {
-  const ParsedSample* s = p.Find(name, labels);
-  EXPECT_NE(s, nullptr) << name;
-  return s ? s->value : -1;
-}
 
 TEST(MetricsWorkerSeries, NoFamiliesBeforeTheFirstReport) {
   WorkerSeries w;
