@@ -36,6 +36,10 @@ struct JobItem {
   float true_cfg_scale = 1;
   std::optional<PromptEmbeddings> embeddings;           // instead of the text prompt
   std::optional<PromptEmbeddings> negative_embeddings;  // instead of the negative prompt
+  // Input images as the frontend prepared them by the card's ImageInputCard rule: uint8
+  // (H, W, 3) CPU tensors, RGB, in the request's order; at most image_inputs.max_images.
+  std::vector<torch::Tensor> images;
+  double strength = 0;  // ImageUse::kImageToImage: (0, 1], defaulted by the frontend; else 0
 };
 
 enum class JobOutput { kImage, kLatents };
@@ -71,6 +75,25 @@ struct GenerationResult {
   StageSeconds seconds;
 };
 
+// What a model does with input images (JobItem::images), as diffusers' pipeline for it does.
+enum class ImageUse {
+  kNone,          // takes no input image
+  kReference,     // FLUX.2: reference images appended as tokens (Flux2Pipeline's `image`)
+  kImageToImage,  // FLUX.1: FluxImg2ImgPipeline (`strength`)
+  kKontext,       // FLUX.1 Kontext: FluxKontextPipeline (the condition image's tokens appended)
+};
+
+// How the frontend prepares a model's input images (imaging/preprocess.h) and what it accepts.
+struct ImageInputCard {
+  ImageUse use = ImageUse::kNone;
+  int max_images = 0;
+  int64_t size_multiple = 16;  // the pipeline's vae_scale_factor * 2
+  int64_t min_side = 0;        // each decoded image's sides (FLUX.2: 64)
+  int64_t max_aspect_ratio = 0;  // 0: any (FLUX.2: 8)
+  int64_t max_area = 0;        // kReference: images above it are resized down to it (1024 * 1024)
+  double default_strength = 0;  // kImageToImage: diffusers' default 0.6
+};
+
 // What a loaded model is and accepts; the frontend validates requests against it.
 struct ModelCard {
   std::string name;    // the model folder's name ("FLUX.1-dev")
@@ -92,6 +115,7 @@ struct ModelCard {
   float default_true_cfg_scale = 0;  // with a negative prompt and no scale in the request
   int64_t default_max_sequence_length = 512;
   std::vector<lora::LoraCard> loras;  // the adapters loaded at start
+  ImageInputCard image_inputs;
 };
 
 }  // namespace ditserve::pipeline
