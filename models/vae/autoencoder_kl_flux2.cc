@@ -12,7 +12,34 @@ absl::StatusOr<AutoencoderKLFlux2> AutoencoderKLFlux2::Create(
   const int64_t c = config.patchified_channels();
   ASSIGN_OR_RETURN(auto mean, state.GetWithShape("bn.running_mean", {c}));
   ASSIGN_OR_RETURN(auto var, state.GetWithShape("bn.running_var", {c}));
-  return AutoencoderKLFlux2(config, std::move(decoder), std::move(mean), std::move(var));
+  std::optional<AutoencoderKLEncoder> encoder;
+  if (StateDictHasVaeEncoder(state)) {
+    ASSIGN_OR_RETURN(encoder, AutoencoderKLEncoder::Create(config.encoder, state));
+  }
+  return AutoencoderKLFlux2(config, std::move(decoder), std::move(encoder), std::move(mean),
+                            std::move(var));
+}
+
+absl::StatusOr<LatentDistribution> AutoencoderKLFlux2::EncodeLatentDistribution(
+    const torch::Tensor& image) const {
+  if (!encoder_) {
+    return absl::FailedPreconditionError(
+        "this FLUX.2 VAE has no encoder (it takes no reference image)");
+  }
+  return encoder_->Encode(image);
+}
+
+absl::StatusOr<torch::Tensor> AutoencoderKLFlux2::EncodeReference(
+    const torch::Tensor& image) const {
+  if (!encoder_) {
+    return absl::FailedPreconditionError(
+        "this FLUX.2 VAE has no encoder (it takes no reference image)");
+  }
+  // The patchify needs an even latent grid: sides multiples of twice the encoder's factor.
+  RETURN_IF_ERROR(encoder_->ValidateImage(image, 2 * encoder_->scale_factor()));
+  ASSIGN_OR_RETURN(LatentDistribution dist, encoder_->Encode(image));
+  ASSIGN_OR_RETURN(torch::Tensor patchified, PatchifyFlux2Latents(dist.mean));
+  return NormalizeFlux2Latents(patchified, running_mean_, running_var_, config_.batch_norm_eps);
 }
 
 absl::StatusOr<torch::Tensor> AutoencoderKLFlux2::Decode(const torch::Tensor& z) const {

@@ -12,17 +12,21 @@ namespace {
 
 constexpr char kContext[] = "AutoencoderKLFlux2 config";
 
-// AutoencoderKLFlux2.__init__ defaults of the fields the decoder half reads, in AutoencoderKL
-// config.json spelling (ParseAutoencoderKLConfig would otherwise fill AutoencoderKL's defaults).
+// AutoencoderKLFlux2.__init__ defaults of the fields the decoder and encoder halves read, in
+// AutoencoderKL config.json spelling (ParseAutoencoderKLConfig would otherwise fill
+// AutoencoderKL's defaults).
 nlohmann::json DecoderDefaults() {
-  return {{"out_channels", 3},
+  return {{"in_channels", 3},
+          {"out_channels", 3},
           {"up_block_types", std::vector<std::string>(4, "UpDecoderBlock2D")},
+          {"down_block_types", std::vector<std::string>(4, kDownEncoderBlock2D)},
           {"block_out_channels", {128, 256, 512, 512}},
           {"layers_per_block", 2},
           {"act_fn", "silu"},
           {"latent_channels", 32},
           {"norm_num_groups", 32},
           {"use_post_quant_conv", true},
+          {"use_quant_conv", true},
           {"mid_block_add_attention", true}};
 }
 
@@ -86,13 +90,14 @@ absl::StatusOr<AutoencoderKLFlux2Config> ParseAutoencoderKLFlux2Config(
   }
   auto decoder = ParseAutoencoderKLConfig(dec.dump());
   if (!decoder.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kContext, separate_decoder_channels
-                                   ? " (decoder built from decoder_block_out_channels): "
-                                   : ": ",
-                     decoder.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        kContext,
+        separate_decoder_channels ? " (decoder built from decoder_block_out_channels): " : ": ",
+        decoder.status().message()));
   }
   c.decoder = *std::move(decoder);
+  c.encoder = c.decoder.encoder();
+  c.encoder.block_out_channels = c.block_out_channels;
   c.decoder.scaling_factor = 1.0;  // unused by FLUX.2 (BatchNorm de-normalisation instead)
   c.decoder.shift_factor = 0.0;
   return c;

@@ -8,6 +8,12 @@
 //   3. _unpatchify_latents: (B, 4C', h, w) -> (B, C', 2h, 2w), reshape (B, C', 2, 2, h, w) ->
 //      permute (0, 1, 4, 2, 5, 3), i.e. patchified channel c * 4 + dy * 2 + dx goes to pixel
 //      (2y + dy, 2x + dx) of channel c.
+// and the inverse steps Flux2Pipeline._encode_vae_image applies to an encoded reference image:
+//   _patchify_latents: (B, C', 2h, 2w) -> (B, 4C', h, w), view (B, C', h, 2, w, 2) -> permute
+//      (0, 1, 3, 5, 2, 4) (pixel (2y + dy, 2x + dx) of channel c goes to channel c * 4 + dy * 2 +
+//      dx);
+//   BatchNorm normalisation (z - running_mean) / sqrt(running_var + batch_norm_eps), the statistics
+//      prepared exactly as for step 2.
 // All functions are pure and thread-safe; shape errors come back as INVALID_ARGUMENT (nothing
 // throws). Internal to models/vae (AutoencoderKLFlux2 composes them), exposed for tests.
 #pragma once
@@ -34,5 +40,14 @@ absl::StatusOr<torch::Tensor> DenormalizeFlux2Latents(const torch::Tensor& z,
                                                       double batch_norm_eps);
 // Step 3; z: (B, C, h, w) with C divisible by 4.
 absl::StatusOr<torch::Tensor> UnpatchifyFlux2Latents(const torch::Tensor& z);
+
+// The inverse of step 3; z: (B, C, H, W) with even H and W -> (B, 4C, H/2, W/2).
+absl::StatusOr<torch::Tensor> PatchifyFlux2Latents(const torch::Tensor& z);
+// The inverse of step 2: (z - mean) / sqrt(var + eps), in z's dtype; running_mean / running_var:
+// (C,) with C = z.size(1).
+absl::StatusOr<torch::Tensor> NormalizeFlux2Latents(const torch::Tensor& z,
+                                                    const torch::Tensor& running_mean,
+                                                    const torch::Tensor& running_var,
+                                                    double batch_norm_eps);
 
 }  // namespace ditserve::vae

@@ -1,0 +1,38 @@
+#include "models/vae/down_encoder_block.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ditserve::vae {
+
+absl::StatusOr<DownEncoderBlock> DownEncoderBlock::Load(const sharding::ShardedStateDict& state,
+                                                        const std::string& prefix, int64_t in,
+                                                        int64_t out, int64_t num_resnets,
+                                                        bool add_downsample, int64_t groups,
+                                                        VaeActivation act) {
+  DownEncoderBlock blk;
+  for (int64_t i = 0; i < num_resnets; ++i) {
+    ASSIGN_OR_RETURN(auto r, ResnetBlock2D::Load(state, absl::StrCat(prefix, ".resnets.", i),
+                                                 i == 0 ? in : out, out, groups, act));
+    blk.resnets_.push_back(std::move(r));
+  }
+  if (add_downsample) {
+    ASSIGN_OR_RETURN(blk.downsample_conv_,
+                     Conv2d::Load(state, prefix + ".downsamplers.0.conv", out, out, 3));
+  }
+  return blk;
+}
+
+torch::Tensor DownEncoderBlock::Forward(const torch::Tensor& x) const {
+  torch::Tensor h = x;
+  for (const auto& r : resnets_) h = r.Forward(h);
+  if (!downsample_conv_) return h;
+  // Downsample2D(padding=0): pad (left 0, right 1, top 0, bottom 1) with zeros, then the conv
+  // with stride 2 and no padding of its own.
+  auto padded = torch::constant_pad_nd(h, {0, 1, 0, 1}, 0);
+  const std::vector<int64_t> stride = {2, 2}, no_padding = {0, 0};
+  return torch::conv2d(padded, downsample_conv_->weight, downsample_conv_->bias, stride,
+                       no_padding);
+}
+
+}  // namespace ditserve::vae
