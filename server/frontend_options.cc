@@ -167,6 +167,9 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("metrics-listen", &o.metrics_listen, "HOST:PORT of the Prometheus /metrics endpoint (empty: off)");
   p.AddString("http-listen", &o.http_listen,
               "HOST:PORT of the OpenAI-style images HTTP API (POST /v1/images/generations; empty: off)");
+  p.AddUint("http-max-edit-body-bytes", &o.http_max_edit_body_bytes,
+            "largest POST /v1/images/edits body in bytes, images included (0: 64 MiB + the "
+            "generations body limit)");
   p.AddUint("spawn-workers", &o.spawn_workers, "start and supervise N local worker processes (tp degree)");
   p.AddString("workers", &o.workers, "connect to workers started elsewhere: host:port,... in rank order");
   p.AddString("worker-binary", &o.worker_binary, "path of ditserve-worker (default: next to this binary)");
@@ -246,6 +249,13 @@ absl::Status ValidateModelOptions(const FrontendOptions& o) {
     if (auto address = ParseHostPort(o.http_listen, "--http-listen"); !address.ok()) {
       return address.status();
     }
+  }
+  if (o.http_max_edit_body_bytes != 0 &&
+      (o.http_max_edit_body_bytes < (uint64_t{1} << 20) ||
+       o.http_max_edit_body_bytes > (uint64_t{1} << 30))) {
+    return Bad(absl::StrCat(
+        "--http-max-edit-body-bytes must be 0 (64 MiB + the generations body limit) or in ",
+        uint64_t{1} << 20, "..", uint64_t{1} << 30, ", got ", o.http_max_edit_body_bytes));
   }
   if (o.workers.empty() && (o.spawn_workers < 1 || o.spawn_workers > 64)) {
     return Bad(absl::StrCat("--spawn-workers must be in 1..64, got ", o.spawn_workers));

@@ -46,6 +46,9 @@ struct FrontendOptions {
   std::string metrics_listen = "127.0.0.1:9464";  // empty = no metrics endpoint
   // The OpenAI-style images HTTP API (server/http_api.h); empty = off.
   std::string http_listen;
+  // The largest POST /v1/images/edits body (its images and fields); 0: 64 MiB + the generations
+  // body limit (HttpApiOptions). Else 1 MiB..1 GiB.
+  uint64_t http_max_edit_body_bytes = 0;
   uint64_t spawn_workers = 1;
   std::string workers;  // comma-separated host:port list; overrides spawn_workers
   std::string worker_binary;  // default: ditserve-worker next to this binary

@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <optional>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "metrics/httplib_listener.h"
@@ -22,6 +26,11 @@ constexpr char kRetryAfterSeconds[] = "1";
 // A chunked body over the limit is read and dropped up to this many times the limit (so the client
 // gets its 413); beyond, the connection is cut.
 constexpr size_t kDrainFactor = 8;
+// The most parts an edit form may have (images and text fields together).
+constexpr size_t kMaxFormParts = 64;
+// What each form part's delimiter and headers count toward the edit body limit, besides its name,
+// file name and content type (the multipart parser keeps only those).
+constexpr size_t kFormPartOverhead = 128;
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -60,7 +69,8 @@ std::string TransportErrorMessage(const httplib::Request& req, int status) {
   switch (status) {
     case 404:
       return absl::StrCat("no route for ", req.method, " ", req.path,
-                          " (POST /v1/images/generations, GET /v1/models, GET /health)");
+                          " (POST /v1/images/generations, POST /v1/images/edits, GET /v1/models, "
+                          "GET /health)");
     case 413:
       return "the request body is too large";
     case 414:
@@ -72,6 +82,28 @@ std::string TransportErrorMessage(const httplib::Request& req, int status) {
   }
 }
 
+// The Content-Length a request declares; nullopt when chunked or absent.
+std::optional<uint64_t> DeclaredLength(const httplib::Request& req) {
+  if (absl::StrContains(absl::AsciiStrToLower(req.get_header_value("Transfer-Encoding")),
+                        "chunked")) {
+    return std::nullopt;
+  }
+  uint64_t n = 0;
+  if (!req.has_header("Content-Length") ||
+      !absl::SimpleAtoi(req.get_header_value("Content-Length"), &n)) {
+    return std::nullopt;
+  }
+  return n;
+}
+
+// How far a body over its route's limit is read on (and dropped) so that the client, which sends
+// its whole body before it reads, gets the 413 rather than a reset connection: its declared
+// length (cpp-httplib refuses one over the server's largest limit itself), else kDrainFactor
+// times the limit.
+size_t DrainBound(size_t max_bytes, std::optional<uint64_t> declared) {
+  return std::max<uint64_t>(kDrainFactor * max_bytes, declared.value_or(0));
+}
+
 // A request body as the generation handler reads it.
 struct Body {
   std::string data;
@@ -80,23 +112,72 @@ struct Body {
 };
 
 // Reads a body through cpp-httplib's reader, with the limit applied as the bytes arrive (chunked
-// bodies have no Content-Length that cpp-httplib could refuse them by).
-Body ReadBody(const httplib::ContentReader& reader, size_t max_bytes) {
+// bodies have no Content-Length that cpp-httplib could refuse them by; the server's length limit
+// is the largest route's). `keep` false: read and drop it.
+Body ReadBody(const httplib::ContentReader& reader, size_t max_bytes,
+              std::optional<uint64_t> declared, bool keep = true) {
   Body body;
   size_t received = 0;
+  const size_t drain = DrainBound(max_bytes, declared);
   body.read = reader([&](const char* data, size_t n) {
     received += n;
     if (received > max_bytes) {
-      // Over the limit: keep nothing, but read on (up to a bound) so the client, which sends
-      // its whole body before it reads, gets the 413 rather than a reset connection.
+      // Over the limit: keep nothing, but read on (up to a bound).
       body.too_large = true;
       body.data.clear();
-      return received <= kDrainFactor * max_bytes;
+      return received <= drain;
     }
-    body.data.append(data, n);
+    if (keep) body.data.append(data, n);
     return true;
   });
   return body;
+}
+
+// An edit form as the edit handler reads it: its parts streamed by cpp-httplib's multipart parser.
+struct Form {
+  std::vector<openai::FormPart> parts;
+  bool read = false;            // the reader reached its end, the form was well formed
+  bool too_large = false;       // over `max_bytes` (parts then empty)
+  bool too_many_parts = false;  // more than kMaxFormParts (parts then empty)
+};
+
+// Reads a multipart/form-data body part by part, with the limit applied as the bytes arrive (the
+// parts' contents, names and a per-part overhead: close to the bytes on the wire).
+Form ReadForm(const httplib::ContentReader& reader, size_t max_bytes,
+              std::optional<uint64_t> declared) {
+  Form form;
+  size_t received = 0;
+  const size_t drain = DrainBound(max_bytes, declared);
+  const auto count = [&](size_t n) {
+    received += n;
+    if (received > max_bytes && !form.too_large) {
+      form.too_large = true;
+      form.parts = {};
+    }
+    return received <= drain;
+  };
+  const auto keeping = [&] { return !form.too_large && !form.too_many_parts; };
+  form.read = reader(
+      [&](const httplib::MultipartFormData& header) {
+        if (!count(header.name.size() + header.filename.size() + header.content_type.size() +
+                   kFormPartOverhead)) {
+          return false;
+        }
+        if (keeping() && form.parts.size() == kMaxFormParts) {
+          form.too_many_parts = true;
+          form.parts = {};
+        }
+        if (keeping()) {
+          form.parts.push_back({header.name, header.filename, header.content_type, ""});
+        }
+        return true;
+      },
+      [&](const char* data, size_t n) {
+        if (!count(n)) return false;
+        if (keeping() && !form.parts.empty()) form.parts.back().content.append(data, n);
+        return true;
+      });
+  return form;
 }
 
 // Errors cpp-httplib answers itself (no route, an unreadable request) get the same JSON, and an
@@ -129,6 +210,8 @@ HttpApiOptions MakeHttpApiOptions(const FrontendOptions& options) {
   o.listen = options.http_listen;
   o.threads = static_cast<int>(std::min<uint64_t>(options.max_queue + options.max_batch + 4, 256));
   o.max_body_bytes = (64u << 10) + 24 * options.limits.max_prompt_bytes;
+  o.max_edit_body_bytes = options.http_max_edit_body_bytes != 0 ? options.http_max_edit_body_bytes
+                                                                : (64u << 20) + o.max_body_bytes;
   o.max_images = static_cast<uint32_t>(
       std::min<uint64_t>(openai::kMaxImagesPerRequest, options.max_queue));
   o.limits = options.limits;
@@ -164,17 +247,20 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
   }
   httplib::Server& svr = *self->server_;
   metrics::ConfigureHttplibServer(svr, options.threads);
-  // Bodies with a Content-Length over the limit are refused before they are read (413); chunked
-  // ones are counted as they arrive (the generation handler's reader).
-  svr.set_payload_max_length(options.max_body_bytes);
+  // Bodies with a Content-Length over the larger limit are refused before they are read (413); the
+  // handlers refuse those over their route's limit the same way, and count chunked ones as they
+  // arrive.
+  svr.set_payload_max_length(std::max(options.max_body_bytes, options.max_edit_body_bytes));
   self->Route();
 
   absl::StatusOr<int> port = metrics::BindAndListen(svr, address->host, address->port,
                                                     &self->listener_, "--http-listen");
   if (!port.ok()) return port.status();
   self->port_ = *port;
-  spdlog::info("HTTP API on {}://{}:{} (POST /v1/images/generations, GET /v1/models, GET /health)",
-               self->tls_ ? "https" : "http", self->host_, self->port_);
+  spdlog::info(
+      "HTTP API on {}://{}:{} (POST /v1/images/generations, POST /v1/images/edits, GET "
+      "/v1/models, GET /health)",
+      self->tls_ ? "https" : "http", self->host_, self->port_);
   return self;
 }
 
@@ -183,6 +269,10 @@ void HttpApi::Route() {
   svr.Post("/v1/images/generations", [this](const httplib::Request& req, httplib::Response& res,
                                             const httplib::ContentReader& reader) {
     Guarded(res, [&] { HandleGenerations(req, res, reader); });
+  });
+  svr.Post("/v1/images/edits", [this](const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& reader) {
+    Guarded(res, [&] { HandleEdits(req, res, reader); });
   });
   svr.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     Guarded(res, [&] { HandleModels(req, res); });
@@ -206,11 +296,48 @@ void HttpApi::HandleGenerations(const httplib::Request& req, httplib::Response& 
   if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
     return SendError(res, s);
   }
-  const Body body = ReadBody(reader, options_.max_body_bytes);
-  if (!body.read || body.too_large) return RefuseBody(res, body.too_large, arrived);
+  const size_t limit = options_.max_body_bytes;
+  const Body body = ReadBody(reader, limit, DeclaredLength(req));
+  if (!body.read || body.too_large) return RefuseBody(res, body.too_large, limit, arrived);
   auto info = service_->ModelInfo();  // not loaded yet: any model name passes, Serve says 503
-  auto parsed = openai::ParseImagesRequest(body.data, info.ok() ? info->name() : "",
-                                           options_.max_images, options_.limits);
+  ServeImages(openai::ParseImagesRequest(body.data, info.ok() ? info->name() : "",
+                                         options_.max_images, options_.limits),
+              res, arrived);
+}
+
+void HttpApi::HandleEdits(const httplib::Request& req, httplib::Response& res,
+                          const httplib::ContentReader& reader) {
+  const Clock::time_point arrived = Clock::now();
+  if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
+    return SendError(res, s);
+  }
+  const size_t limit = options_.max_edit_body_bytes;
+  if (!req.is_multipart_form_data()) {
+    const Body body = ReadBody(reader, limit, DeclaredLength(req), /*keep=*/false);
+    if (!body.read || body.too_large) return RefuseBody(res, body.too_large, limit, arrived);
+    const std::string type = req.get_header_value("Content-Type");
+    return ServeImages(
+        absl::InvalidArgumentError(absl::StrCat(
+            "POST /v1/images/edits takes a multipart/form-data body (the `image` files and the "
+            "text fields), got Content-Type '",
+            type.substr(0, 64), "'")),
+        res, arrived);
+  }
+  Form form = ReadForm(reader, limit, DeclaredLength(req));
+  if (!form.read || form.too_large) return RefuseBody(res, form.too_large, limit, arrived);
+  if (form.too_many_parts) {
+    return ServeImages(absl::InvalidArgumentError(
+                           absl::StrCat("the form has more than ", kMaxFormParts, " parts")),
+                       res, arrived);
+  }
+  auto info = service_->ModelInfo();  // not loaded yet: any model name passes, Serve says 503
+  ServeImages(openai::ParseImageEditRequest(std::move(form.parts), info.ok() ? info->name() : "",
+                                            options_.max_images, options_.limits),
+              res, arrived);
+}
+
+void HttpApi::ServeImages(const absl::StatusOr<openai::ImagesRequest>& parsed,
+                          httplib::Response& res, Clock::time_point arrived) {
   if (!parsed.ok()) {
     service_->RecordRefused(ApiMethod::kImagesGenerations, parsed.status(), arrived);
     return SendError(res, parsed.status());
@@ -222,12 +349,13 @@ void HttpApi::HandleGenerations(const httplib::Request& req, httplib::Response& 
   SendJson(res, 200, openai::ImagesResponseJson(*responses, UnixNow()));
 }
 
-void HttpApi::RefuseBody(httplib::Response& res, bool too_large, Clock::time_point arrived) {
+void HttpApi::RefuseBody(httplib::Response& res, bool too_large, size_t limit,
+                         Clock::time_point arrived) {
   // The rest of the body is unread: the connection cannot carry another request.
   res.set_header("Connection", "close");
   if (too_large || res.status == 413) {
-    const absl::Status s = absl::InvalidArgumentError(absl::StrCat(
-        "the request body is over the limit of ", options_.max_body_bytes, " bytes"));
+    const absl::Status s = absl::InvalidArgumentError(
+        absl::StrCat("the request body is over the limit of ", limit, " bytes"));
     service_->RecordRefused(ApiMethod::kImagesGenerations, s, arrived);
     openai::HttpError e = openai::HttpErrorFor(s);
     e.http_status = 413;

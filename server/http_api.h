@@ -1,6 +1,8 @@
 // HttpApi: the OpenAI-style images API over HTTP(S) (--http-listen), served by cpp-httplib on its
 // own threads. Routes (the JSON mapping is server/openai_images.h):
 //   POST /v1/images/generations  OpenAI's Images request -> {"created", "data": [{"b64_json"}]}
+//   POST /v1/images/edits        OpenAI's images edit request (multipart/form-data: the `image`
+//                                files and text fields, openai::ParseImageEditRequest) -> the same
 //   GET  /v1/models              OpenAI's model list: the one served model (ModelInfo's name)
 //   GET  /v1/models/{id}         that model, or 404
 //   GET  /health                 200 {"status": "SERVING"} when SERVING, 503 otherwise (no token)
@@ -12,9 +14,11 @@
 // its client disconnected, so such a request runs on until it ends or times out. TLS and the
 // bearer token come from the same ApiSecurity as the gRPC API: with a certificate it serves HTTPS
 // only; with a token every route but /health needs `Authorization: Bearer <token>` (401
-// otherwise). Bodies over max_body_bytes are refused with 413, whether sent with a Content-Length
-// or chunked. Every error is OpenAI's {"error": {...}} with openai::HttpErrorFor's status. Handlers
-// catch every exception: none leaves this module.
+// otherwise). Generation bodies over max_body_bytes and edit bodies over max_edit_body_bytes are
+// refused with 413, whether sent with a Content-Length (refused before reading on) or chunked
+// (counted as they arrive; an edit form's parts are streamed, not buffered twice). Every error is
+// OpenAI's {"error": {...}} with openai::HttpErrorFor's status. Handlers catch every exception:
+// none leaves this module. Edits are counted under the ImagesGenerations metric label.
 //
 // Threads: a pool of `threads` handler threads (a generation call holds one until it ends, so the
 // pool is sized to let the admission queue fill and refuse with 429 rather than leave connections
@@ -30,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "server/api_security.h"
 #include "server/image_generation_service.h"
+#include "server/openai_images.h"
 
 namespace httplib {
 class ContentReader;
@@ -43,14 +48,16 @@ namespace ditserve::server {
 struct HttpApiOptions {
   std::string listen;  // HOST:PORT (port 0: any free port, port() reports it)
   int threads = 8;
-  size_t max_body_bytes = 1 << 20;
+  size_t max_body_bytes = 1 << 20;        // POST /v1/images/generations
+  size_t max_edit_body_bytes = 64 << 20;  // POST /v1/images/edits (several images)
   uint32_t max_images = 10;  // the largest `n`
   RequestLimits limits;      // for the parser's messages (steps)
 };
 
 // The options FrontendOptions imply: threads = --max-queue + --max-batch + 4 (capped at 256),
 // max_body_bytes = 64 KiB + 24 x --max-prompt-bytes (every byte of the four text fields escaped
-// as \uXXXX), max_images = min(10, --max-queue).
+// as \uXXXX), max_edit_body_bytes = --http-max-edit-body-bytes (0: 64 MiB + max_body_bytes),
+// max_images = min(10, --max-queue).
 HttpApiOptions MakeHttpApiOptions(const FrontendOptions& options);
 
 class HttpApi {
@@ -80,8 +87,14 @@ class HttpApi {
   // The routes' handlers (run under the exception guard).
   void HandleGenerations(const httplib::Request& req, httplib::Response& res,
                          const httplib::ContentReader& reader);
-  // A body that was not read whole: 413 when it is over the limit (counted as refused), else 400.
-  void RefuseBody(httplib::Response& res, bool too_large, Clock::time_point arrived);
+  void HandleEdits(const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& reader);
+  // Parsed requests to Serve, and its answer (or its error) to `res`.
+  void ServeImages(const absl::StatusOr<openai::ImagesRequest>& parsed, httplib::Response& res,
+                   Clock::time_point arrived);
+  // A body that was not read whole: 413 naming `limit` when it is over it (counted as refused),
+  // else 400.
+  void RefuseBody(httplib::Response& res, bool too_large, size_t limit, Clock::time_point arrived);
   void HandleModels(const httplib::Request& req, httplib::Response& res);
   void HandleModel(const httplib::Request& req, httplib::Response& res);
 

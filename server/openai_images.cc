@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -24,6 +25,11 @@ using Json = nlohmann::json;
 constexpr char kParamPayload[] = "type.ditserve/openai.param";
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+// The edit form's image parts: `image`, or `image[]` repeated (the openai clients' array form).
+bool IsEditImageField(const std::string& name) {
+  return name == "image" || name == "image[]";
+}
 
 absl::Status InvalidParam(const std::string& param, const std::string& message) {
   absl::Status s = absl::InvalidArgumentError(message);
@@ -153,6 +159,7 @@ absl::Status ParseLoras(const Json& v, v1::GenerateRequest* r) {
   return absl::OkStatus();
 }
 
+// The JSON body's fields (POST /v1/images/generations).
 const std::set<std::string>& KnownFields() {
   static const auto* fields = new std::set<std::string>{
       "prompt", "model", "n", "size", "response_format", "output_format", "user", "seed",
@@ -160,16 +167,43 @@ const std::set<std::string>& KnownFields() {
   return *fields;
 }
 
+// The edit form's text fields: the body's and `strength` (the image parts are not text fields).
+bool IsEditTextField(const std::string& name) {
+  return name == "strength" || KnownFields().count(name) > 0;
+}
+
+// Text fields of the edit form whose value is JSON text (a number, or the loras array).
+bool IsJsonFormField(const std::string& name) {
+  static const auto* fields = new std::set<std::string>{
+      "n", "seed", "num_inference_steps", "guidance_scale", "true_cfg_scale", "strength", "loras"};
+  return fields->count(name) > 0;
+}
+
 // Fields that error messages start with (the parser's and the request validator's), mapped to the
 // request field a client sent.
 std::string FieldOfWord(const std::string& word) {
   if (word == "height" || word == "width") return "size";
-  static const auto* fields = new std::set<std::string>{
-      "prompt",          "prompt_2",          "negative_prompt", "negative_prompt_2",
-      "model",           "n",                 "size",            "response_format",
-      "output_format",   "seed",              "num_inference_steps", "guidance_scale",
-      "true_cfg_scale",  "max_sequence_length", "request_id",    "user",
-      "loras"};
+  if (word == "images") return "image";  // GenerateRequest.images: the edit form's `image` parts
+  static const auto* fields = new std::set<std::string>{"prompt",
+                                                        "prompt_2",
+                                                        "negative_prompt",
+                                                        "negative_prompt_2",
+                                                        "model",
+                                                        "n",
+                                                        "size",
+                                                        "response_format",
+                                                        "output_format",
+                                                        "seed",
+                                                        "num_inference_steps",
+                                                        "guidance_scale",
+                                                        "true_cfg_scale",
+                                                        "max_sequence_length",
+                                                        "request_id",
+                                                        "user",
+                                                        "loras",
+                                                        "image",
+                                                        "mask",
+                                                        "strength"};
   return fields->count(word) ? word : "";
 }
 
@@ -299,6 +333,68 @@ absl::Status ParseSampling(const Json& doc, const RequestLimits& limits, ImagesR
   if (const Json* v = Field(doc, "loras")) {
     if (absl::Status s = ParseLoras(*v, &r); !s.ok()) return s;
   }
+  if (const Json* v = Field(doc, "strength")) {  // the edit form only
+    auto strength = Number("strength", *v);
+    if (!strength.ok()) return strength.status();
+    // 0 would mean "the model's default" on the wire: refuse it rather than change its meaning.
+    if (*strength <= 0 || *strength > 1) {
+      return Invalid(absl::StrCat("strength must be in (0, 1], got ", Shown(*v)));
+    }
+    r.set_strength(static_cast<float>(*strength));
+  }
+  return absl::OkStatus();
+}
+
+// The request's fields, whichever body carried them (a JSON object of known fields: the JSON body
+// itself, or the edit form's text fields as FormFields converts them), in a fixed order: the first
+// error a request has is the one reported. The one field parser of both routes.
+absl::StatusOr<ImagesRequest> ParseFields(const Json& doc, const std::string& served_model,
+                                          uint32_t max_n, const RequestLimits& limits) {
+  ImagesRequest out;
+  out.request.set_output_format(v1::OUTPUT_FORMAT_PNG);
+  RETURN_IF_ERROR(ParsePromptAndModel(doc, served_model, &out));
+  RETURN_IF_ERROR(ParseCountAndFormats(doc, max_n, &out));
+  RETURN_IF_ERROR(ParseSampling(doc, limits, &out));
+  return out;
+}
+
+// A text field of the edit form as the JSON body would carry it: JSON text for numbers and loras
+// ("2", "3.5", "[{...}]"; "null" is absent; text that is not JSON stays a string, which the
+// field's parser then refuses naming the type), the text itself otherwise.
+Json FormValue(const std::string& name, const std::string& text) {
+  if (!IsJsonFormField(name)) return text;
+  Json v = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) return text;
+  if (name != "loras" && !v.is_number() && !v.is_null()) return text;
+  return v;
+}
+
+// The edit form's text parts as a JSON object of known fields, each at most once.
+absl::Status FormFields(const std::vector<FormPart>& parts, Json* doc) {
+  *doc = Json::object();
+  for (const FormPart& part : parts) {
+    if (IsEditImageField(part.name)) continue;
+    if (part.name == "mask") {
+      return InvalidParam("mask",
+                          "mask: inpainting is not supported (send the images to edit as "
+                          "`image` without a mask)");
+    }
+    if (absl::StartsWith(part.name, "loras[")) {
+      return InvalidParam("loras",
+                          absl::StrCat("loras: in a multipart form, send loras as one text field "
+                                       "holding the JSON array, e.g. loras=[{\"name\": \"style\", "
+                                       "\"scale\": 0.8}] (got a field \"",
+                                       part.name, "\")"));
+    }
+    if (!IsEditTextField(part.name)) {
+      return InvalidParam(part.name, absl::StrCat("unknown field \"", part.name,
+                                                  "\" (see the README's HTTP API section)"));
+    }
+    if (doc->contains(part.name)) {
+      return InvalidParam(part.name, absl::StrCat(part.name, " is given twice"));
+    }
+    (*doc)[part.name] = FormValue(part.name, part.content);
+  }
   return absl::OkStatus();
 }
 
@@ -309,12 +405,23 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
                                                  const RequestLimits& limits) {
   Json doc;
   RETURN_IF_ERROR(ParseBody(body, &doc));
-  ImagesRequest out;
-  out.request.set_output_format(v1::OUTPUT_FORMAT_PNG);
-  // The fields in a fixed order: the first error a body has is the one reported.
-  RETURN_IF_ERROR(ParsePromptAndModel(doc, served_model, &out));
-  RETURN_IF_ERROR(ParseCountAndFormats(doc, max_n, &out));
-  RETURN_IF_ERROR(ParseSampling(doc, limits, &out));
+  return ParseFields(doc, served_model, max_n, limits);
+}
+
+absl::StatusOr<ImagesRequest> ParseImageEditRequest(std::vector<FormPart> parts,
+                                                    const std::string& served_model, uint32_t max_n,
+                                                    const RequestLimits& limits) {
+  Json doc;
+  RETURN_IF_ERROR(FormFields(parts, &doc));
+  ASSIGN_OR_RETURN(ImagesRequest out, ParseFields(doc, served_model, max_n, limits));
+  for (FormPart& part : parts) {
+    if (IsEditImageField(part.name)) out.request.add_images(std::move(part.content));
+  }
+  if (out.request.images_size() == 0) {
+    return InvalidParam("image",
+                        "image is required: one or more image files (PNG, JPEG or WebP), as "
+                        "`image` or repeated `image[]` parts");
+  }
   return out;
 }
 
@@ -343,11 +450,20 @@ Json ModelObject(const v1::ModelInfo& info, int64_t created) {
     loras.push_back(
         {{"name", l.name()}, {"format", l.format()}, {"rank", l.rank()}, {"modules", l.modules()}});
   }
-  return {{"id", info.name()},
-          {"object", "model"},
-          {"created", created},
-          {"owned_by", "ditserve"},
-          {"loras", std::move(loras)}};
+  const v1::ImageInputs& in = info.inputs().image_inputs();
+  Json image_inputs = {{"max_images", in.max_images()},
+                       {"use", in.use()},
+                       {"min_side", in.min_side()},
+                       {"max_aspect_ratio", in.max_aspect_ratio()},
+                       {"max_area", in.max_area()},
+                       {"size_multiple", in.size_multiple()},
+                       {"default_strength", in.default_strength()},
+                       {"max_image_bytes", in.max_image_bytes()},
+                       {"max_image_pixels", in.max_image_pixels()},
+                       {"max_image_side", in.max_image_side()}};
+  return {{"id", info.name()},         {"object", "model"},
+          {"created", created},        {"owned_by", "ditserve"},
+          {"loras", std::move(loras)}, {"image_inputs", std::move(image_inputs)}};
 }
 
 }  // namespace
@@ -409,7 +525,7 @@ std::string ParamFor(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kInvalidArgument) return "";
   if (auto payload = status.GetPayload(kParamPayload)) return std::string(*payload);
   const absl::string_view message = status.message();
-  const size_t end = message.find_first_of(" .[");
+  const size_t end = message.find_first_of(" .[:");
   return FieldOfWord(std::string(message.substr(0, end)));
 }
 

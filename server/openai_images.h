@@ -1,7 +1,8 @@
-// The OpenAI Images API as JSON, mapped to and from ditserve.v1 (no transport here: the routes are
-// server/http_api.h): the request body of POST /v1/images/generations to GenerateRequests, the
-// responses back to OpenAI's {"created", "data": [{"b64_json"}]}, GET /v1/models' list, and the
-// one mapping of an absl::Status to an HTTP status and OpenAI's error object
+// The OpenAI Images API, mapped to and from ditserve.v1 (no transport here: the routes are
+// server/http_api.h): the JSON body of POST /v1/images/generations and the multipart/form-data
+// fields of POST /v1/images/edits to GenerateRequests (one field parser for both), the responses
+// back to OpenAI's {"created", "data": [{"b64_json"}]}, GET /v1/models' list, and the one mapping
+// of an absl::Status to an HTTP status and OpenAI's error object
 // {"error": {"message", "type", "param", "code"}}.
 //
 // Pure functions of their arguments; thread-safe. Parse errors are INVALID_ARGUMENT whose message
@@ -24,7 +25,7 @@ namespace ditserve::server::openai {
 // since the images of a call are admitted together.
 constexpr uint32_t kMaxImagesPerRequest = 10;
 
-// A parsed POST /v1/images/generations body.
+// A parsed POST /v1/images/generations body or /v1/images/edits form.
 struct ImagesRequest {
   std::string model;  // as sent; empty when absent
   uint32_t n = 1;
@@ -47,8 +48,32 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
                                                  const std::string& served_model, uint32_t max_n,
                                                  const RequestLimits& limits);
 
-// The n requests of a call: copies of `parsed.request`, the i-th with seed + i when a seed was
-// given (otherwise each draws its own random seed in the validator).
+// One part of a multipart/form-data body, as the transport read it.
+struct FormPart {
+  std::string name;          // the Content-Disposition's name
+  std::string filename;      // empty for a text field
+  std::string content_type;  // as sent; not trusted (the image format is sniffed by Serve)
+  std::string content;
+};
+
+// Maps the parts of a POST /v1/images/edits form (OpenAI's images edit request). Every part
+// named `image` or `image[]` (a file or not; both names may be mixed) is one input image: its
+// bytes go, in the order of the parts, into GenerateRequest.images, undecoded (Serve sniffs,
+// checks and decodes them, naming images[i] in its errors). At least one is required ("image is
+// required"). `mask` is refused ("mask: inpainting is not supported"). Every other part is a text
+// field, at most once, with ParseImagesRequest's names and rules ("size" absent or "auto": height
+// and width 0, the model's default: for FLUX.2 the first image's size); numbers are their JSON
+// text ("2", "3.5"), `loras` the JSON array as one text field (the openai npm client's nested
+// `loras[][name]` encoding is refused saying so); and `strength` (a number in (0, 1]: how much of
+// the schedule runs from the noised image, image-to-image models; absent: the model's default).
+// An unknown field is INVALID_ARGUMENT naming it, as for generations. `parts` is consumed (the
+// image bytes are moved).
+absl::StatusOr<ImagesRequest> ParseImageEditRequest(std::vector<FormPart> parts,
+                                                    const std::string& served_model, uint32_t max_n,
+                                                    const RequestLimits& limits);
+
+// The n requests of a call: copies of `parsed.request` (input images included), the i-th with
+// seed + i when a seed was given (otherwise each draws its own random seed in the validator).
 std::vector<v1::GenerateRequest> ExpandImages(const ImagesRequest& parsed);
 
 // {"created": created, "data": [{"b64_json": <base64 of the PNG>, "seed": <seed used>}, ...]} in
@@ -58,8 +83,11 @@ std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& response
 
 // OpenAI's model object of the served model ({"id": name, "object": "model", "created",
 // "owned_by": "ditserve"}, plus ditserve's "loras": [{"name", "format", "rank", "modules"}, ...],
-// the adapters requests may choose, [] when none) and the list GET /v1/models returns
-// ({"object": "list", "data": [it]}).
+// the adapters requests may choose, [] when none, and "image_inputs": ModelInfo.inputs.image_inputs
+// ({"max_images", "use", "min_side", "max_aspect_ratio", "max_area", "size_multiple",
+// "default_strength", "max_image_bytes", "max_image_pixels", "max_image_side"}; max_images 0: the
+// model takes no input image, POST /v1/images/edits refuses it)) and the list GET /v1/models
+// returns ({"object": "list", "data": [it]}).
 std::string ModelJson(const v1::ModelInfo& info, int64_t created);
 std::string ModelsListJson(const v1::ModelInfo& info, int64_t created);
 
@@ -81,8 +109,8 @@ bool WantsRetryAfter(const absl::Status& status);
 
 // The request field an error is about, for OpenAI's `param`: an INVALID_ARGUMENT whose message
 // starts with a field of the request ("n must be ...", "prompt is 9000 bytes ...", "height must be
-// ..." -> "size", as the size string gives both), or the field an unknown-field error names;
-// empty (JSON null) otherwise.
+// ..." -> "size", as the size string gives both; "images[1] ..." -> "image", the edit form's
+// field), or the field an unknown-field error names; empty (JSON null) otherwise.
 std::string ParamFor(const absl::Status& status);
 
 // {"error": {"message", "type", "param" (null when empty), "code"}}.

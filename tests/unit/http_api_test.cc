@@ -3,7 +3,8 @@
 // as frontend_failure_test does for gRPC: success with n = 2 run as one batch, every error answer
 // (400 of each kind, 401, 413, 429 with Retry-After, 503 while loading and while draining, 504 at
 // --default-timeout), the model list and health, the metrics it shares with gRPC, and HTTPS with
-// the gRPC API's certificate.
+// the gRPC API's certificate; POST /v1/images/edits' multipart forms (their errors, the model that
+// takes no input image, and its own body limit).
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <unistd.h>
@@ -132,6 +133,11 @@ class HttpApiTest : public ::testing::Test {
   }
   Answer Post(const Json& body, const httplib::Headers& headers = {}) const {
     return Post(body.dump(), headers);
+  }
+  // A multipart/form-data POST /v1/images/edits (cpp-httplib's client writes the form).
+  Answer PostEdit(const httplib::MultipartFormDataItems& form,
+                  const httplib::Headers& headers = {}) const {
+    return From(Client()->Post("/v1/images/edits", headers, form));
   }
   Answer Get(const std::string& path, const httplib::Headers& headers = {}) const {
     return From(Client()->Get(path.c_str(), headers));
@@ -326,6 +332,178 @@ TEST_F(HttpApiTest, BodyOverTheLimitIs413) {
   EXPECT_TRUE(cluster_->jobs(0).empty());
   // A body within the limit still works after that.
   EXPECT_EQ(Post(Images()).status, 200);
+}
+
+// A file part of an edit form.
+httplib::MultipartFormData File(const std::string& name, const std::string& bytes) {
+  return {name, bytes, name + ".png", "image/png"};
+}
+// A text part.
+httplib::MultipartFormData Text(const std::string& name, const std::string& value) {
+  return {name, value, "", ""};
+}
+// Bytes that start like a PNG (the fake model refuses every input image before decoding).
+std::string PngLike(char fill, size_t size = 64) {
+  return std::string("\x89PNG\r\n\x1a\n", 8) + std::string(size, fill);
+}
+// An edit form for the fake model: two images and the fields of Images().
+httplib::MultipartFormDataItems EditForm() {
+  return {Text("model", "fake-model"), Text("prompt", "make it a dog"),
+          File("image", PngLike('a')), File("image", PngLike('b')),
+          Text("size", "64x64"),       Text("num_inference_steps", "3"),
+          Text("seed", "7"),           Text("response_format", "b64_json")};
+}
+
+TEST_F(HttpApiTest, EditsGoThroughTheOneGenerationPathWhichRefusesImagesTheModelDoesNotTake) {
+  StartFrontend(2);
+  const Answer model = Get("/v1/models/fake-model");
+  ASSERT_EQ(model.status, 200) << model.body;
+  // The fake model describes no image input (tests/support/fake_worker.cc): Serve refuses them,
+  // naming images, and the form's field is `image`.
+  ASSERT_EQ(model.json["image_inputs"]["max_images"], 0) << model.body;
+  const Answer a = PostEdit(EditForm());
+  ExpectError(a, 400, "invalid_request_error", "image", "images");
+  EXPECT_TRUE(absl::StrContains(a.json["error"]["message"].get<std::string>(), "no input image"))
+      << a.body;
+  // The array form the openai clients send reaches the same answer.
+  httplib::MultipartFormDataItems array = EditForm();
+  for (auto& part : array) {
+    if (part.name == "image") part.name = "image[]";
+  }
+  ExpectError(PostEdit(array), 400, "invalid_request_error", "image", "images");
+  EXPECT_TRUE(cluster_->jobs(0).empty());
+  // Counted like any refused call.
+  EXPECT_EQ(
+      Metric(R"(ditserve_requests_total{code="INVALID_ARGUMENT",method="ImagesGenerations"})"), 2);
+  // Generations still work beside it.
+  EXPECT_EQ(Post(Images()).status, 200);
+}
+
+TEST_F(HttpApiTest, EditFormErrorsAre400NamingTheField) {
+  StartFrontend(2);  // --max-queue 4: n is at most 4
+  struct Case {
+    httplib::MultipartFormDataItems form;
+    Json param;
+    std::string message;
+  };
+  auto with = [](httplib::MultipartFormData part) {
+    httplib::MultipartFormDataItems form = EditForm();
+    for (auto& p : form) {
+      if (p.name == part.name && part.name != "image") {
+        p = part;
+        return form;
+      }
+    }
+    form.push_back(std::move(part));
+    return form;
+  };
+  auto without = [](const std::string& name) {
+    httplib::MultipartFormDataItems form;
+    for (const auto& p : EditForm()) {
+      if (p.name != name) form.push_back(p);
+    }
+    return form;
+  };
+  std::vector<Case> cases = {
+      {without("image"), "image", "image is required"},
+      {without("prompt"), "prompt", "prompt is required"},
+      {with(File("mask", PngLike('m'))), "mask", "mask: inpainting is not supported"},
+      {with(Text("n", "0")), "n", "n must be in 1..4, got 0"},
+      {with(Text("n", "two")), "n", "n must be an integer in 1..4, got a string"},
+      {with(Text("size", "64by64")), "size", "size must be \"WIDTHxHEIGHT\" in pixels"},
+      {with(Text("response_format", "url")), "response_format",
+       "response_format \"url\" is not supported"},
+      {with(Text("strength", "2")), "strength", "strength must be in (0, 1], got 2"},
+      {with(Text("steps", "4")), "steps", "unknown field \"steps\""},
+      {with(Text("quality", "high")), "quality", "unknown field \"quality\""},
+      {with(Text("loras[][name]", "style")), "loras", "send loras as one text field"},
+      {with(Text("model", "dall-e-2")), "model", "model \"dall-e-2\" is not served here"},
+  };
+  httplib::MultipartFormDataItems twice = EditForm();
+  twice.push_back(Text("prompt", "again"));
+  cases.push_back({twice, "prompt", "prompt is given twice"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    const Answer a = PostEdit(c.form);
+    ExpectError(a, 400, "invalid_request_error", c.param, c.message);
+    EXPECT_EQ(a.json["error"]["code"], "invalid_argument");
+  }
+  // A JSON body is not an edit form.
+  ExpectError(From(Client()->Post("/v1/images/edits", Images().dump(), "application/json")), 400,
+              "invalid_request_error", nullptr,
+              "POST /v1/images/edits takes a multipart/form-data body");
+  // A form whose parts do not end (no closing boundary) cannot be read.
+  const std::string broken =
+      "--XyZ\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\nx\r\n--XyZ\r\n"
+      "Content-Disposition: form-data; name=\"image\"; filename=\"a.png\"\r\n\r\nabc";
+  const Answer b =
+      From(Client()->Post("/v1/images/edits", broken, "multipart/form-data; boundary=XyZ"));
+  ExpectError(b, 400, "invalid_request_error", nullptr, "could not be read");
+  EXPECT_TRUE(cluster_->jobs(0).empty());
+}
+
+TEST_F(HttpApiTest, EditBodyOverItsOwnLimitIs413) {
+  StartFrontend(2, [](FrontendOptions& o) { o.http_max_edit_body_bytes = 1 << 20; });
+  const HttpApiOptions http = MakeHttpApiOptions(options_);
+  ASSERT_EQ(http.max_edit_body_bytes, 1u << 20);
+  // The default: 64 MiB + the generations limit.
+  EXPECT_EQ(MakeHttpApiOptions(FrontendOptions()).max_edit_body_bytes,
+            (64u << 20) + (64u << 10) + 24u * 8192u);
+
+  // With a Content-Length: refused before the images are read on.
+  httplib::MultipartFormDataItems big = EditForm();
+  big.push_back(File("image", PngLike('c', 1 << 20)));
+  const Answer a = PostEdit(big);
+  ExpectError(a, 413, "invalid_request_error", nullptr,
+              "the request body is over the limit of 1048576 bytes");
+  EXPECT_EQ(a.json["error"]["code"], "request_too_large");
+
+  // Chunked (no Content-Length): counted part by part as it arrives.
+  const std::string head =
+      "--XyZ\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\nx\r\n--XyZ\r\n"
+      "Content-Disposition: form-data; name=\"image\"; filename=\"a.png\"\r\n"
+      "Content-Type: image/png\r\n\r\n";
+  const std::string chunk(16 << 10, 'a');
+  size_t sent = 0;
+  auto chunked = Client()->Post(
+      "/v1/images/edits", {},
+      [&](size_t, httplib::DataSink& sink) {
+        if (sent == 0) {
+          sent += head.size();
+          return sink.write(head.data(), head.size());
+        }
+        if (sent > (1u << 20) + (64u << 10)) {
+          const std::string tail = "\r\n--XyZ--\r\n";
+          sink.write(tail.data(), tail.size());
+          sink.done();
+          return true;
+        }
+        sent += chunk.size();
+        return sink.write(chunk.data(), chunk.size());
+      },
+      "multipart/form-data; boundary=XyZ");
+  ExpectError(From(chunked), 413, "invalid_request_error", nullptr,
+              "over the limit of 1048576 bytes");
+
+  // A generations body keeps its own, smaller limit though the server reads up to the larger.
+  Json gen = Images();
+  gen["prompt"] = std::string(http.max_body_bytes, 'a');
+  ExpectError(Post(gen), 413, "invalid_request_error", nullptr,
+              "the request body is over the limit of " + std::to_string(http.max_body_bytes));
+  EXPECT_TRUE(cluster_->jobs(0).empty());
+  // A form within the limit reaches Serve after that.
+  ExpectError(PostEdit(EditForm()), 400, "invalid_request_error", "image", "images");
+}
+
+TEST_F(HttpApiTest, EditBodyLimitFlagIsValidated) {
+  FrontendOptions o;
+  o.model_dir = "/nonexistent";
+  o.http_max_edit_body_bytes = 1000;
+  const absl::Status s = ValidateFrontendOptions(o);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "--http-max-edit-body-bytes must be 0")) << s;
+  o.http_max_edit_body_bytes = uint64_t{2} << 30;
+  EXPECT_TRUE(absl::StrContains(ValidateFrontendOptions(o).message(), "got 2147483648"));
 }
 
 TEST_F(HttpApiTest, FullQueueIs429WithRetryAfter) {

@@ -1,5 +1,6 @@
-// The OpenAI Images JSON mapping (server/openai_images.h): request bodies to GenerateRequests, the
-// responses and model list back, and the one absl::Status -> HTTP status / OpenAI error mapping.
+// The OpenAI Images mapping (server/openai_images.h): JSON request bodies and edit forms to
+// GenerateRequests, the responses and model list back, and the one absl::Status -> HTTP status /
+// OpenAI error mapping.
 // Also AdmissionQueue::PushAll, which admits the images of one call together.
 #include <gtest/gtest.h>
 
@@ -7,6 +8,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "server/admission_queue.h"
 #include "server/openai_images.h"
 
@@ -199,6 +201,180 @@ TEST(OpenAIImagesRequest, RefusesMalformedLorasNamingTheField) {
             "loras[0] has an unknown field \"weight\" (an adapter is {\"name\", \"scale\"})");
 }
 
+// An edit form: (name, content) parts; names starting with "image" or "mask" are files.
+std::vector<FormPart> Form(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::vector<FormPart> parts;
+  for (const auto& [name, content] : fields) {
+    FormPart p;
+    p.name = name;
+    p.content = content;
+    if (absl::StartsWith(name, "image") || name == "mask") {
+      p.filename = name + ".png";
+      p.content_type = "image/png";
+    }
+    parts.push_back(std::move(p));
+  }
+  return parts;
+}
+
+absl::StatusOr<ImagesRequest> ParseEdit(const std::vector<std::pair<std::string, std::string>>& f,
+                                        uint32_t max_n = 10) {
+  return ParseImageEditRequest(Form(f), "flux2-tiny", max_n, RequestLimits());
+}
+
+// The edit form's parse error: its message, which must name `param` as OpenAI's param.
+std::string EditErrorOf(const std::vector<std::pair<std::string, std::string>>& f,
+                        const std::string& param, uint32_t max_n = 10) {
+  auto r = ParseEdit(f, max_n);
+  EXPECT_FALSE(r.ok());
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_EQ(ParamFor(r.status()), param) << r.status();
+  return std::string(r.status().message());
+}
+
+TEST(OpenAIImageEditRequest, ImagePartsGoInTheirOrderWhateverTheirName) {
+  // `image` and `image[]` may be mixed: the bytes keep the order of the parts, undecoded.
+  auto r = ParseEdit({{"image", "first"},
+                      {"prompt", "make it blue"},
+                      {"image[]", "second"},
+                      {"image", std::string("third\0bytes", 11)}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::GenerateRequest& g = r->request;
+  ASSERT_EQ(g.images_size(), 3);
+  EXPECT_EQ(g.images(0), "first");
+  EXPECT_EQ(g.images(1), "second");
+  EXPECT_EQ(g.images(2), std::string("third\0bytes", 11));
+  EXPECT_EQ(g.prompt(), "make it blue");
+  // size absent: 0 x 0, the model's default (FLUX.2: the first image's size).
+  EXPECT_EQ(g.width(), 0u);
+  EXPECT_EQ(g.height(), 0u);
+  EXPECT_EQ(g.strength(), 0.0f);  // absent: the model's default
+  EXPECT_EQ(g.output_format(), v1::OUTPUT_FORMAT_PNG);
+
+  // The openai clients' array form alone.
+  auto array = ParseEdit({{"prompt", "x"}, {"image[]", "a"}, {"image[]", "b"}});
+  ASSERT_TRUE(array.ok()) << array.status();
+  ASSERT_EQ(array->request.images_size(), 2);
+  EXPECT_EQ(array->request.images(0), "a");
+  EXPECT_EQ(array->request.images(1), "b");
+}
+
+TEST(OpenAIImageEditRequest, TextFieldsMapAsTheJsonBodysDo) {
+  auto r = ParseEdit({{"model", "flux2-tiny"},
+                      {"prompt", "a cat"},
+                      {"image", "png"},
+                      {"n", "2"},
+                      {"size", "96x64"},
+                      {"response_format", "b64_json"},
+                      {"output_format", "png"},
+                      {"user", "someone"},
+                      {"seed", "41"},
+                      {"num_inference_steps", "6"},
+                      {"guidance_scale", "2.5"},
+                      {"true_cfg_scale", "4"},
+                      {"negative_prompt", "blurry"},
+                      {"strength", "0.75"},
+                      {"loras", R"([{"name": "style", "scale": 0.8}])"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model, "flux2-tiny");
+  EXPECT_EQ(r->n, 2u);
+  EXPECT_TRUE(r->has_seed);
+  const v1::GenerateRequest& g = r->request;
+  EXPECT_EQ(g.width(), 96u);
+  EXPECT_EQ(g.height(), 64u);
+  EXPECT_EQ(g.seed(), 41u);
+  EXPECT_EQ(g.num_inference_steps(), 6u);
+  EXPECT_FLOAT_EQ(g.guidance_scale(), 2.5f);
+  EXPECT_FLOAT_EQ(g.true_cfg_scale(), 4.0f);
+  EXPECT_EQ(g.negative_prompt(), "blurry");
+  EXPECT_FLOAT_EQ(g.strength(), 0.75f);
+  ASSERT_EQ(g.loras_size(), 1);
+  EXPECT_EQ(g.loras(0).name(), "style");
+  EXPECT_FLOAT_EQ(g.loras(0).scale(), 0.8f);
+  // Every image of the call edits the same inputs, seed + i.
+  const auto images = ExpandImages(*r);
+  ASSERT_EQ(images.size(), 2u);
+  for (uint32_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(images[i].seed(), 41u + i);
+    ASSERT_EQ(images[i].images_size(), 1);
+    EXPECT_EQ(images[i].images(0), "png");
+  }
+  // "auto" and the openai client's "null" text leave the server to decide.
+  auto defaults = ParseEdit({{"prompt", "x"},
+                             {"image", "a"},
+                             {"size", "auto"},
+                             {"n", "null"},
+                             {"seed", "null"},
+                             {"strength", "null"}});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->n, 1u);
+  EXPECT_FALSE(defaults->has_seed);
+  EXPECT_EQ(defaults->request.width(), 0u);
+  EXPECT_EQ(defaults->request.strength(), 0.0f);
+}
+
+TEST(OpenAIImageEditRequest, RefusesAMissingPromptOrImageAndAMask) {
+  EXPECT_EQ(EditErrorOf({{"image", "a"}}, "prompt"), "prompt is required");
+  EXPECT_EQ(EditErrorOf({{"image", "a"}, {"prompt", ""}}, "prompt"), "prompt must not be empty");
+  EXPECT_TRUE(absl::StartsWith(EditErrorOf({{"prompt", "x"}}, "image"), "image is required"));
+  EXPECT_TRUE(
+      absl::StartsWith(EditErrorOf({{"prompt", "x"}, {"image", "a"}, {"mask", "m"}}, "mask"),
+                       "mask: inpainting is not supported"));
+}
+
+TEST(OpenAIImageEditRequest, RefusesBadValuesNamingTheField) {
+  const std::vector<std::pair<std::string, std::string>> ok = {{"prompt", "x"}, {"image", "a"}};
+  auto with = [&](const std::string& name, const std::string& value) {
+    auto f = ok;
+    f.emplace_back(name, value);
+    return f;
+  };
+  EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("n", "0"), "n"), "n must be in 1..10, got 0"));
+  EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("n", "5"), "n", 4), "n must be in 1..4, got 5"));
+  EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("n", "two"), "n"),
+                               "n must be an integer in 1..10, got a string"));
+  EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("n", "1.5"), "n"),
+                               "n must be an integer in 1..10, got a number with a fraction"));
+  EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("size", "64by64"), "size"),
+                               "size must be \"WIDTHxHEIGHT\" in pixels"));
+  EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("response_format", "url"), "response_format"),
+                               "response_format \"url\" is not supported"));
+  EXPECT_EQ(EditErrorOf(with("output_format", "webp"), "output_format"),
+            "output_format must be \"png\", got \"webp\"");
+  EXPECT_EQ(EditErrorOf(with("guidance_scale", "high"), "guidance_scale"),
+            "guidance_scale must be a number, got a string");
+  EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("num_inference_steps", "0"), "num_inference_steps"),
+                               "num_inference_steps must be in 1..200, got 0"));
+  EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("model", "dall-e-2"), "model"),
+                               "model \"dall-e-2\" is not served here"));
+  EXPECT_EQ(EditErrorOf(with("strength", "0"), "strength"), "strength must be in (0, 1], got 0");
+  EXPECT_EQ(EditErrorOf(with("strength", "1.5"), "strength"),
+            "strength must be in (0, 1], got 1.5");
+  EXPECT_EQ(EditErrorOf(with("strength", "most"), "strength"),
+            "strength must be a number, got a string");
+  EXPECT_EQ(EditErrorOf(with("loras", "style"), "loras"),
+            "loras must be an array of {\"name\": string, \"scale\": number} objects, got a "
+            "string");
+  // The openai npm client's encoding of an array of objects is refused, saying what to send.
+  EXPECT_TRUE(absl::StrContains(EditErrorOf(with("loras[][name]", "style"), "loras"),
+                                "send loras as one text field holding the JSON array"));
+  EXPECT_EQ(EditErrorOf(with("prompt", "again"), "prompt"), "prompt is given twice");
+}
+
+TEST(OpenAIImageEditRequest, RefusesUnknownFieldsAsGenerationsDo) {
+  for (const char* field : {"steps", "quality", "background", "input_fidelity"}) {
+    const std::string m = EditErrorOf({{"prompt", "x"}, {"image", "a"}, {field, "auto"}}, field);
+    EXPECT_TRUE(absl::StartsWith(m, absl::StrCat("unknown field \"", field, "\""))) << m;
+    // The same field in a generations body gets the same answer.
+    const std::string g = ErrorOf(Json{{"prompt", "x"}, {field, "auto"}}.dump(), field);
+    EXPECT_EQ(g, m);
+  }
+  // strength is the edit form's: a generations body does not know it.
+  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "strength": 0.5})", "strength"),
+                               "unknown field \"strength\""));
+}
+
 TEST(OpenAIImagesResponse, IsOpenAIsShapeWithBase64Images) {
   v1::GenerateResponse a, b;
   a.set_image(std::string("\x89PNG\r\n\x1a\n\0a", 10));
@@ -228,7 +404,28 @@ TEST(OpenAIModels, ListTheServedModel) {
   EXPECT_EQ(list["data"][0]["created"], 42);
   EXPECT_EQ(list["data"][0]["owned_by"], "ditserve");
   EXPECT_EQ(list["data"][0]["loras"], Json::array());  // no adapters loaded
+  EXPECT_EQ(list["data"][0]["image_inputs"]["max_images"], 0);  // takes no input image
   EXPECT_EQ(Json::parse(ModelJson(info, 42)), list["data"][0]);
+}
+
+TEST(OpenAIModels, SayWhichInputImagesTheModelTakes) {
+  v1::ModelInfo info;
+  info.set_name("flux2-tiny");
+  v1::ImageInputs* in = info.mutable_inputs()->mutable_image_inputs();
+  in->set_max_images(10);
+  in->set_use("reference");
+  in->set_min_side(64);
+  in->set_max_area(1024 * 1024);
+  in->set_size_multiple(16);
+  in->set_max_image_bytes(32 << 20);
+  const Json model = Json::parse(ModelJson(info, 42));
+  EXPECT_EQ(model["image_inputs"]["max_images"], 10);
+  EXPECT_EQ(model["image_inputs"]["use"], "reference");
+  EXPECT_EQ(model["image_inputs"]["min_side"], 64);
+  EXPECT_EQ(model["image_inputs"]["max_area"], 1024 * 1024);
+  EXPECT_EQ(model["image_inputs"]["size_multiple"], 16);
+  EXPECT_EQ(model["image_inputs"]["max_image_bytes"], 32 << 20);
+  EXPECT_EQ(model["image_inputs"]["default_strength"], 0.0);
 }
 
 TEST(OpenAIModels, ListTheLoadedLoraAdapters) {
@@ -304,6 +501,12 @@ TEST(OpenAIErrors, ParamNamesTheFieldTheMessageStartsWith) {
             "loras");
   EXPECT_EQ(ParamFor(absl::InvalidArgumentError("loras has 5 entries; the limit is 4 per request")),
             "loras");
+  // Serve's input image errors name images[i]: the edit form's `image` field.
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("images[1]: not a PNG, JPEG or WebP image")),
+            "image");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("images: flux1-tiny takes no input image")),
+            "image");
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError("strength must be in (0, 1], got 2")), "strength");
   EXPECT_EQ(ParamFor(absl::InvalidArgumentError("the request body is not valid JSON")), "");
   EXPECT_EQ(ParamFor(absl::InvalidArgumentError("prompt_embeddings is required: ...")), "");
   // Only invalid input has a param.
