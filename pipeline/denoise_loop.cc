@@ -3,9 +3,9 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "comm/agree.h"
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
-#include "comm/agree.h"
 
 namespace ditserve::pipeline {
 
@@ -13,21 +13,30 @@ absl::StatusOr<torch::Tensor> RunDenoiseLoop(const FlowMatchEulerScheduler& sche
                                              torch::Tensor latents, const VelocityFn& velocity,
                                              comm::Communicator& comm,
                                              const std::function<void(const StepEvent&)>& on_step,
-                                             const std::function<bool()>& cancel_requested) {
-  const int steps = scheduler.num_steps();
-  for (int i = 0; i < steps; ++i) {
+                                             const std::function<bool()>& cancel_requested,
+                                             int first_step) {
+  const int last = scheduler.num_steps();
+  if (first_step < 0 || first_step >= last) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the first step ", first_step, " is outside the schedule's ", last, " steps"));
+  }
+  const int steps = last - first_step;
+  for (int i = first_step; i < last; ++i) {
+    const int done = i - first_step;
     const auto start = std::chrono::steady_clock::now();
     const bool local_cancel = cancel_requested && cancel_requested();
     ASSIGN_OR_RETURN(bool stop, comm::AgreeOnFlag(comm, local_cancel, latents.device()));
     if (stop) {
-      return absl::CancelledError(absl::StrCat("cancelled before step ", i + 1, " of ", steps));
+      return absl::CancelledError(absl::StrCat("cancelled before step ", done + 1, " of ", steps));
     }
     ASSIGN_OR_RETURN(torch::Tensor v, velocity(latents, i));
     ASSIGN_OR_RETURN(latents, scheduler.Step(v, i, latents));
     compat::SynchronizeDevice(latents.device());  // so the step time is real
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (on_step) on_step(StepEvent{static_cast<uint32_t>(i + 1), static_cast<uint32_t>(steps), seconds});
+    if (on_step) {
+      on_step(StepEvent{static_cast<uint32_t>(done + 1), static_cast<uint32_t>(steps), seconds});
+    }
   }
   return latents;
 }

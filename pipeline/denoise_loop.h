@@ -11,9 +11,9 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "comm/communicator.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/scheduler.h"
-#include "comm/communicator.h"
 
 namespace ditserve::pipeline {
 
@@ -21,11 +21,14 @@ namespace ditserve::pipeline {
 using VelocityFn =
     std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor& latents, int index)>;
 
+// Runs the scheduler's steps from `first_step` (image-to-image starts part-way, diffusers'
+// set_begin_index) to the last; progress counts the steps run (1 .. num_steps - first_step).
 absl::StatusOr<torch::Tensor> RunDenoiseLoop(const FlowMatchEulerScheduler& scheduler,
                                              torch::Tensor latents, const VelocityFn& velocity,
                                              comm::Communicator& comm,
                                              const std::function<void(const StepEvent&)>& on_step,
-                                             const std::function<bool()>& cancel_requested);
+                                             const std::function<bool()>& cancel_requested,
+                                             int first_step = 0);
 
 // The model's timestep argument for step `index` as the FLUX pipelines build it:
 // t.expand(B).to(dtype) / 1000, the division done in `dtype` (diffusers pipeline_flux.py).

@@ -8,6 +8,7 @@
 #include "pipeline/denoise_loop.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
+#include "sharding/checkpoint.h"
 
 namespace ditserve::pipeline {
 namespace {
@@ -25,7 +26,9 @@ struct DiffusionPipeline::JobState {
   FlowMatchEulerScheduler scheduler;
   lora::LoraActivation adapters;  // the job's LoRA terms, cleared when the job ends
   LatentLayout layout;
-  torch::Tensor cfg_scale;  // (B, 1, 1) true-CFG scales; undefined without true CFG
+  torch::Tensor cfg_scale;   // (B, 1, 1) true-CFG scales; undefined without true CFG
+  torch::Tensor references;  // (B, R, in_channels) reference tokens; undefined without
+  int first_step = 0;        // image-to-image: the schedule step the loop starts at
 };
 
 // ---- Load ----
@@ -39,8 +42,8 @@ absl::Status DiffusionPipeline::LoadComponents(const sharding::PipelineIndex* in
   dtype_ = options.dtype;
   root_ = index != nullptr ? index->root : options.model_dir;
   if (index == nullptr && family_.published_scheduler_json == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(root_, ": ", family_.display_name, " is served from its pipeline folder only"));
+    return absl::InvalidArgumentError(absl::StrCat(root_, ": ", family_.display_name,
+                                                   " is served from its pipeline folder only"));
   }
   RETURN_IF_ERROR(LoadTransformerAndLoras(transformer_dir, options));
   ASSIGN_OR_RETURN(scheduler_config_, LoadScheduler(index));
@@ -79,11 +82,15 @@ absl::StatusOr<FlowMatchSchedulerConfig> DiffusionPipeline::LoadScheduler(
 absl::Status DiffusionPipeline::LoadVaeIfAny(const sharding::PipelineIndex* index,
                                              const PipelineOptions& options) {
   absl::StatusOr<std::string> vae_dir =
-      index != nullptr ? index->ComponentDir("vae")
-                       : absl::NotFoundError(absl::StrCat(root_, ": not a pipeline folder, no VAE"));
+      index != nullptr
+          ? index->ComponentDir("vae")
+          : absl::NotFoundError(absl::StrCat(root_, ": not a pipeline folder, no VAE"));
   if (!vae_dir.ok()) return family_.requires_vae ? vae_dir.status() : absl::OkStatus();
   ASSIGN_OR_RETURN(vae_scale_factor_, LoadVae(*vae_dir, options));
   has_vae_ = true;
+  ASSIGN_OR_RETURN(std::unique_ptr<sharding::ComponentCheckpoint> checkpoint,
+                   sharding::ComponentCheckpoint::Open(*vae_dir));
+  vae_encodes_ = checkpoint->Find("encoder.conv_in.weight").ok();
   return absl::OkStatus();
 }
 
@@ -101,11 +108,14 @@ void DiffusionPipeline::FillSharedCard(const PipelineOptions& options) {
 
 // ---- Run ----
 
-absl::Status DiffusionPipeline::CheckJob(const GenerationJob&) const { return absl::OkStatus(); }
+absl::Status DiffusionPipeline::CheckJob(const GenerationJob&) const {
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ImageConditioning> DiffusionPipeline::ConditionOnImages(const GenerationJob&,
                                                                        const LatentGrid&) {
-  return ImageConditioning{};
+  return absl::InvalidArgumentError(
+      absl::StrCat("images: ", family_.display_name, " takes no input image"));
 }
 
 std::optional<double> DiffusionPipeline::ScheduleShift(const LatentGrid& grid, int) const {
@@ -113,7 +123,8 @@ std::optional<double> DiffusionPipeline::ScheduleShift(const LatentGrid& grid, i
   return CalculateShift(grid.tokens, scheduler_config_);
 }
 
-torch::Tensor DiffusionPipeline::CombineGuidance(const torch::Tensor& cond, const torch::Tensor& uncond,
+torch::Tensor DiffusionPipeline::CombineGuidance(const torch::Tensor& cond,
+                                                 const torch::Tensor& uncond,
                                                  const torch::Tensor& scale) const {
   return uncond + scale * (cond - uncond);
 }
@@ -136,7 +147,54 @@ absl::Status DiffusionPipeline::CheckRun(const GenerationJob& job) const {
   if (job.output != JobOutput::kLatents && !card_.images_out) {
     return absl::InvalidArgumentError("this model can only return OUTPUT_FORMAT_LATENTS");
   }
+  RETURN_IF_ERROR(CheckImages(job));
   return CheckJob(job);
+}
+
+// The frontend prepared the images by the card; a job that disagrees with it is refused here, on
+// every rank alike, before any collective.
+absl::Status DiffusionPipeline::CheckImages(const GenerationJob& job) const {
+  const ImageInputCard& spec = card_.image_inputs;
+  const JobItem& first = job.items[0];
+  for (size_t i = 0; i < job.items.size(); ++i) {
+    const JobItem& item = job.items[i];
+    if (item.images.empty() && item.strength == 0) continue;
+    if (spec.use == ImageUse::kNone) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("images: ", card_.name, " takes no input image"));
+    }
+    if (static_cast<int>(item.images.size()) > spec.max_images) {
+      return absl::InvalidArgumentError(absl::StrCat("images: ", card_.name, " takes at most ",
+                                                     spec.max_images, " input images, got ",
+                                                     item.images.size()));
+    }
+    if (item.images.size() != first.images.size() || item.strength != first.strength) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "item ", i, ": a job's items must have the same number of images and strength"));
+    }
+    for (size_t k = 0; k < item.images.size(); ++k) {
+      const torch::Tensor& px = item.images[k];
+      const bool shaped = px.defined() && px.dim() == 3 && px.size(2) == 3 &&
+                          px.scalar_type() == torch::kUInt8 &&
+                          px.size(0) % spec.size_multiple == 0 &&
+                          px.size(1) % spec.size_multiple == 0 && px.size(0) > 0 && px.size(1) > 0;
+      if (!shaped || !px.sizes().equals(first.images[k].sizes())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "item ", i, ": images[", k, "] must be uint8 (H, W, 3) with H and W multiples of ",
+            spec.size_multiple, ", the same size in every item of a job"));
+      }
+    }
+    if (spec.use == ImageUse::kImageToImage) {
+      if (item.images.empty() || !(item.strength > 0 && item.strength <= 1)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "item ", i, ": image-to-image needs an image and a strength in (0, 1], got ",
+            item.strength));
+      }
+    } else if (item.strength != 0) {
+      return absl::InvalidArgumentError("strength: only image-to-image models take a strength");
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<GenerationResult> DiffusionPipeline::Run(const GenerationJob& job,
@@ -148,7 +206,8 @@ absl::StatusOr<GenerationResult> DiffusionPipeline::Run(const GenerationJob& job
 }
 
 absl::StatusOr<GenerationResult> DiffusionPipeline::RunUnguarded(
-    const GenerationJob& job, const StepCallback& on_step, const CancelPredicate& cancel_requested) {
+    const GenerationJob& job, const StepCallback& on_step,
+    const CancelPredicate& cancel_requested) {
   GenerationResult result;
   const auto t_encode = Clock::now();
   ASSIGN_OR_RETURN(TextConditioning cond, EncodeText(job, /*negative=*/false));
@@ -157,10 +216,9 @@ absl::StatusOr<GenerationResult> DiffusionPipeline::RunUnguarded(
     ASSIGN_OR_RETURN(neg, EncodeText(job, /*negative=*/true));
   }
   const LatentGrid grid = Grid(job);
-  ASSIGN_OR_RETURN(ImageConditioning images, ConditionOnImages(job, grid));
-  if (!images.none()) {
-    return absl::UnimplementedError(
-        absl::StrCat(family_.display_name, ": image conditioning is not applied yet"));
+  ImageConditioning images;
+  if (!job.items[0].images.empty()) {
+    ASSIGN_OR_RETURN(images, ConditionOnImages(job, grid));
   }
   result.seconds.encode = SecondsSince(t_encode);
 
@@ -168,8 +226,8 @@ absl::StatusOr<GenerationResult> DiffusionPipeline::RunUnguarded(
   JobState state(scheduler_config_);
   // Everything a step needs is allocated before the loop, and the ranks agree that it worked, so
   // running out of memory here fails the job on every rank and leaves the group usable.
-  RETURN_IF_ERROR(AgreeOnFailure(*comm_, Prepare(job, grid, cond, &state), "preparing the latents",
-                                 device_));
+  RETURN_IF_ERROR(AgreeOnFailure(*comm_, Prepare(job, grid, cond, images, &state),
+                                 "preparing the latents", device_));
   ASSIGN_OR_RETURN(torch::Tensor latents,
                    Denoise(job, &state, cond, neg, on_step, cancel_requested));
   result.seconds.denoise = SecondsSince(t_denoise);
@@ -180,13 +238,26 @@ absl::StatusOr<GenerationResult> DiffusionPipeline::RunUnguarded(
 }
 
 absl::Status DiffusionPipeline::Prepare(const GenerationJob& job, const LatentGrid& grid,
-                                        const TextConditioning& text, JobState* state) {
+                                        const TextConditioning& text,
+                                        const ImageConditioning& images, JobState* state) {
   ASSIGN_OR_RETURN(state->adapters, loras_->Activate(job.loras));
-  ASSIGN_OR_RETURN(torch::Tensor noise, BatchNoise(job, grid.noise_shape, dtype_, device_));
-  ASSIGN_OR_RETURN(state->layout, LayOutLatents(job, grid, noise, text));
-  if (job.true_cfg()) state->cfg_scale = TrueCfgScales(job, dtype_, device_);
   const int steps = static_cast<int>(job.num_inference_steps);
-  return state->scheduler.SetTimesteps(FluxSigmas(steps), ScheduleShift(grid, steps));
+  RETURN_IF_ERROR(state->scheduler.SetTimesteps(FluxSigmas(steps), ScheduleShift(grid, steps)));
+  ASSIGN_OR_RETURN(torch::Tensor noise,
+                   BatchNoise(job, grid.noise_shape, dtype_, device_, images.drawn_before_noise,
+                              images.drawn_before_noise_dtype));
+  if (images.image_latents.defined()) {
+    // diffusers' get_timesteps (the loop starts at t_start) and scale_noise at that step's sigma,
+    // in the latents' dtype: sigma * noise + (1 - sigma) * image_latents.
+    state->first_step = StrengthFirstStep(steps, images.strength);
+    const torch::Tensor sigma = state->scheduler.sigmas()[state->first_step].to(device_, dtype_);
+    noise = sigma * noise + (1.0 - sigma) * images.image_latents;
+  }
+  ASSIGN_OR_RETURN(state->layout, LayOutLatents(job, grid, noise, text));
+  for (const auto& [name, value] : images.reference_args) state->layout.fixed[name] = value;
+  state->references = images.reference_tokens;
+  if (job.true_cfg()) state->cfg_scale = TrueCfgScales(job, dtype_, device_);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& job, JobState* state,
@@ -204,7 +275,7 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& jo
     return CombineGuidance(v, nv, state->cfg_scale);
   };
   return RunDenoiseLoop(state->scheduler, state->layout.latents, velocity, *comm_, on_step,
-                        cancel_requested);
+                        cancel_requested, state->first_step);
 }
 
 absl::StatusOr<torch::Tensor> DiffusionPipeline::Forward(const JobState& state,
@@ -213,10 +284,13 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::Forward(const JobState& state,
                                                          const TextConditioning& text) {
   ModelArgs args = state.layout.fixed;
   args.insert(text.extra.begin(), text.extra.end());
-  args["hidden_states"] = latents;
+  args["hidden_states"] =
+      state.references.defined() ? torch::cat({latents, state.references}, 1) : latents;
   args["encoder_hidden_states"] = text.embeds;
   args["timestep"] = timestep;
-  return transformer_->Forward(args);
+  ASSIGN_OR_RETURN(torch::Tensor velocity, transformer_->Forward(args));
+  if (!state.references.defined()) return velocity;
+  return velocity.narrow(1, 0, latents.size(1));  // diffusers: noise_pred[:, : latents.size(1)]
 }
 
 }  // namespace ditserve::pipeline

@@ -11,8 +11,8 @@
 //   1. transformer: config.json read by the family (ParseTransformerConfig, before any weight),
 //      this rank's shard through the built-in plan; 2. the LoRA adapters (options.loras);
 //   3. the scheduler configuration: the folder's, or the family's published one for a transformer
-//      folder alone; 4. the VAE when the folder has one (LoadVae: its config on every rank, since it
-//      sets the latent grid; its weights on rank 0 only); 5. the text side (LoadTextSide);
+//      folder alone; 4. the VAE when the folder has one (LoadVae: its config on every rank, since
+//      it sets the latent grid; its weights on rank 0 only); 5. the text side (LoadTextSide);
 //   6. the ModelCard (shared fields here, the family's in FillCard). Loading runs no collective
 //      except what a sharded text encoder's own load does (the same on every rank).
 //
@@ -20,15 +20,18 @@
 //   the job checks (no items, images from a latents-only model, the family's CheckJob: before any
 //   collective, so every rank refuses alike) → GuardTorch → EncodeText for the prompts, and for the
 //   negative prompts under true CFG (collective when rank 0 encodes and broadcasts or the encoder
-//   is sharded) → ConditionOnImages (the image-conditioning seam; none today) → the preparation,
-//   agreed across the ranks ("preparing the latents"): LoRA activation, BatchNoise of the grid's
-//   noise shape (one CPU generator per item, in the job's order), LayOutLatents, the true-CFG
-//   scales, the schedule (FluxSigmas shifted by ScheduleShift) → RunDenoiseLoop (per step one
-//   forward, a second one under true CFG combined by CombineGuidance; the per-step cancellation
-//   all-reduce first) → rank 0 alone: CollectOutputs with Decode (images) or the latents.
+//   is sharded) → ConditionOnImages (input images: rank 0 encodes, every rank receives) → the
+//   preparation, agreed across the ranks ("preparing the latents"): LoRA activation, the schedule
+//   (FluxSigmas shifted by ScheduleShift), BatchNoise of the grid's noise shape (one CPU generator
+//   per item, in the job's order, after what the family drew from it first), image-to-image's
+//   noised image latents and first step, LayOutLatents, the reference arguments, the true-CFG
+//   scales → RunDenoiseLoop (per step one forward with the reference tokens appended, a second one
+//   under true CFG combined by CombineGuidance; the per-step cancellation all-reduce first) →
+//   rank 0 alone: CollectOutputs with Decode (images) or the latents.
 //
 // Threads: as Pipeline (one job at a time, on the rank's device thread; Card() and weight_bytes()
-// immutable after Load). Ownership: owns its components; borrows the Communicator (must outlive it).
+// immutable after Load). Ownership: owns its components; borrows the Communicator (must outlive
+// it).
 #pragma once
 
 #include <cstdint>
@@ -38,8 +41,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -79,7 +82,7 @@ struct LatentGrid {
   std::vector<int64_t> noise_shape;  // one item's noise as BatchNoise draws it (leading dim 1)
   int64_t height = 0;                // the rows and columns the family's layout and decode use
   int64_t width = 0;
-  int64_t tokens = 0;                // latent tokens per item (the schedule's sequence length)
+  int64_t tokens = 0;  // latent tokens per item (the schedule's sequence length)
 };
 
 // A batch's text conditioning, identical on every rank, in the model dtype on the device.
@@ -94,25 +97,27 @@ struct LatentLayout {
   ModelArgs fixed;        // arguments fixed over the loop: position ids, guidance, shapes
 };
 
-// What a job's input images add to it: the seam of image conditioning. None today.
-//   * Reference images (FLUX.2, FLUX.1 Kontext, Qwen-Image-Edit): encoded by a VAE encoder on
-//     rank 0 and broadcast; their tokens are appended after the noisy latents in every forward and
-//     the velocity keeps the first grid.tokens tokens; `reference_args` are the model arguments
-//     that then cover both (position ids, img_shapes), replacing the layout's.
-//   * img2img: the encoded image in the loop's layout, noised to the step where the strength
-//     starts the shortened schedule (diffusers' get_timesteps + scale_noise).
-// A family produces it in ConditionOnImages; applying it touches diffusion_pipeline.cc alone
-// (RunUnguarded's refusal, Prepare: initial latents and first step, Forward: tokens appended and
-// reference_args, Denoise: the velocity narrowed to the latents' tokens).
+// What a job's input images add to it (ConditionOnImages, every rank alike):
+//   * Reference images (FLUX.2, FLUX.1 Kontext; Qwen-Image-Edit later): encoded by the VAE
+//     encoder on rank 0 and broadcast; their tokens are appended after the latents in every
+//     forward and the velocity keeps the latents' tokens; `reference_args` are the model
+//     arguments that then cover both (position ids), replacing the layout's of the same name.
+//   * Image-to-image (FLUX.1): the encoded image in the noise's layout, noised to the sigma of the
+//     step where `strength` starts the schedule (diffusers' get_timesteps + scale_noise); the loop
+//     starts at that step.
 struct ImageConditioning {
-  torch::Tensor reference_tokens;  // (B, R, in_channels); undefined: none
+  torch::Tensor reference_tokens;  // (B, R, in_channels), model dtype, on the device; or undefined
   ModelArgs reference_args;
-  torch::Tensor initial_latents;   // (B, tokens, in_channels); undefined: start from the noise
-  int first_step = 0;              // the schedule step the loop starts at (img2img strength)
+  torch::Tensor
+      image_latents;    // (B, ...) as the grid's noise, model dtype, on the device; or undefined
+  double strength = 0;  // with image_latents: (0, 1]
+  // What the family drew from each item's generator before the noise (the VAE posterior's
+  // sample): BatchNoise draws the same first, so the noise comes from the generator's next state.
+  std::vector<std::vector<int64_t>> drawn_before_noise;
+  torch::ScalarType drawn_before_noise_dtype = torch::kFloat32;
 
   bool none() const {
-    return !reference_tokens.defined() && reference_args.empty() && !initial_latents.defined() &&
-           first_step == 0;
+    return !reference_tokens.defined() && reference_args.empty() && !image_latents.defined();
   }
 };
 
@@ -130,15 +135,17 @@ class DiffusionPipeline : public Pipeline {
   explicit DiffusionPipeline(const PipelineFamily& family) : family_(family) {}
 
   // The load sequence above. `index` is null for a transformer folder alone (`transformer_dir`).
-  absl::Status LoadComponents(const sharding::PipelineIndex* index, const std::string& transformer_dir,
-                              const PipelineOptions& options, comm::Communicator* comm);
+  absl::Status LoadComponents(const sharding::PipelineIndex* index,
+                              const std::string& transformer_dir, const PipelineOptions& options,
+                              comm::Communicator* comm);
 
   // ---- Load hooks (called once, in LoadComponents' order, on every rank) ----
   // Reads the family's typed transformer config (its errors get the file's path in front).
   virtual absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) = 0;
   // The VAE in `vae_dir`: checks it against the transformer, loads it on rank 0 (LoadOnRank0);
   // returns its scale factor (image pixels per latent pixel) on every rank.
-  virtual absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir, const PipelineOptions& options) = 0;
+  virtual absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
+                                          const PipelineOptions& options) = 0;
   // The text encoders, where the family places them. `index` as in LoadComponents.
   virtual absl::Status LoadTextSide(const sharding::PipelineIndex* index,
                                     const PipelineOptions& options) = 0;
@@ -154,15 +161,16 @@ class DiffusionPipeline : public Pipeline {
   // The job's grid (default: 2x2-packed latents as FLUX.1 and Qwen-Image lay them out: latent
   // sides h, w (LatentSide of the image's), noise (1, in_channels / 4, h, w), (h/2)(w/2) tokens).
   virtual LatentGrid Grid(const GenerationJob& job) const;
-  // The image-conditioning seam (see ImageConditioning): after the text, before the preparation,
-  // on every rank; may run collectives in the same order on every rank. The default, every
-  // family's today, adds none; the skeleton refuses anything else (UNIMPLEMENTED) until it
-  // applies them in Run.
+  // The job's input images as conditioning (see ImageConditioning): after the text, before the
+  // preparation, on every rank; may run collectives in the same order on every rank (rank 0's VAE
+  // encoding, broadcast). Called only for a job with images (CheckRun has checked them against the
+  // card); the default refuses (a family whose card takes none never gets here).
   virtual absl::StatusOr<ImageConditioning> ConditionOnImages(const GenerationJob& job,
                                                               const LatentGrid& grid);
   // Inside the agreed preparation: the batch's noise (B, ...) laid out for the loop, with the
   // arguments fixed over it (`text`: the prompts' conditioning, for text position ids).
-  virtual absl::StatusOr<LatentLayout> LayOutLatents(const GenerationJob& job, const LatentGrid& grid,
+  virtual absl::StatusOr<LatentLayout> LayOutLatents(const GenerationJob& job,
+                                                     const LatentGrid& grid,
                                                      const torch::Tensor& noise,
                                                      const TextConditioning& text) = 0;
   // mu of dynamic shifting for the schedule (default: calculate_shift over grid.tokens when the
@@ -229,28 +237,37 @@ class DiffusionPipeline : public Pipeline {
   const std::string& root() const { return root_; }  // the model folder (errors, card name)
   const FlowMatchSchedulerConfig& scheduler_config() const { return scheduler_config_; }
   int64_t vae_scale_factor() const { return vae_scale_factor_; }
+  // The folder's VAE has its encoder (every rank knows: read from the checkpoint's header), so the
+  // model can take input images.
+  bool vae_encodes() const { return vae_encodes_; }
   const TransformerShape& transformer_shape() const { return shape_; }
 
  private:
   // The state of one job on this rank, from the preparation to the decode.
   struct JobState;
 
-  absl::StatusOr<FlowMatchSchedulerConfig> LoadScheduler(const sharding::PipelineIndex* index) const;
+  absl::StatusOr<FlowMatchSchedulerConfig> LoadScheduler(
+      const sharding::PipelineIndex* index) const;
   absl::Status LoadTransformerAndLoras(const std::string& dir, const PipelineOptions& options);
   absl::Status LoadVaeIfAny(const sharding::PipelineIndex* index, const PipelineOptions& options);
   void FillSharedCard(const PipelineOptions& options);
   absl::Status CheckRun(const GenerationJob& job) const;
-  absl::StatusOr<GenerationResult> RunUnguarded(const GenerationJob& job, const StepCallback& on_step,
+  absl::Status CheckImages(const GenerationJob& job) const;
+  absl::StatusOr<GenerationResult> RunUnguarded(const GenerationJob& job,
+                                                const StepCallback& on_step,
                                                 const CancelPredicate& cancel_requested);
   absl::Status Prepare(const GenerationJob& job, const LatentGrid& grid,
-                       const TextConditioning& text, JobState* state);
+                       const TextConditioning& text, const ImageConditioning& images,
+                       JobState* state);
   absl::StatusOr<torch::Tensor> Denoise(const GenerationJob& job, JobState* state,
                                         const TextConditioning& cond, const TextConditioning& neg,
                                         const StepCallback& on_step,
                                         const CancelPredicate& cancel_requested);
-  // One forward: the loop's fixed arguments, `text`'s, the latents and the step's timestep.
+  // One forward: the loop's fixed arguments, `text`'s, the latents (with the reference tokens
+  // appended, the velocity narrowed back to the latents' tokens) and the step's timestep.
   absl::StatusOr<torch::Tensor> Forward(const JobState& state, const torch::Tensor& latents,
-                                        const torch::Tensor& timestep, const TextConditioning& text);
+                                        const torch::Tensor& timestep,
+                                        const TextConditioning& text);
 
   const PipelineFamily family_;
   ModelCard card_;
@@ -264,6 +281,7 @@ class DiffusionPipeline : public Pipeline {
   FlowMatchSchedulerConfig scheduler_config_;
   int64_t vae_scale_factor_ = 8;
   bool has_vae_ = false;  // the folder has a VAE (every rank knows; rank 0 holds it)
+  bool vae_encodes_ = false;
   uint64_t weight_bytes_ = 0;
 };
 

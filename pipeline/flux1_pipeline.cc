@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
+#include "pipeline/image_inputs.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
 
@@ -12,6 +13,8 @@ namespace {
 // A FluxPipeline folder always has its scheduler_config.json.
 constexpr PipelineFamily kFlux1{"FLUX.1", "flux1", /*requires_vae=*/true,
                                 /*published_scheduler_json=*/nullptr};
+// FluxImg2ImgPipeline.__call__'s default strength.
+constexpr double kDefaultStrength = 0.6;
 
 }  // namespace
 
@@ -21,11 +24,13 @@ absl::StatusOr<std::unique_ptr<Flux1Pipeline>> Flux1Pipeline::Load(
     const sharding::PipelineIndex& index, const PipelineOptions& options,
     comm::Communicator* comm) {
   ASSIGN_OR_RETURN(std::string transformer_dir, index.ComponentDir("transformer"));
-  return Loaded(std::unique_ptr<Flux1Pipeline>(new Flux1Pipeline()), &index, transformer_dir,
-                options, comm);
+  std::unique_ptr<Flux1Pipeline> p(new Flux1Pipeline());
+  p->kontext_ = index.class_name == "FluxKontextPipeline";
+  return Loaded(std::move(p), &index, transformer_dir, options, comm);
 }
 
-absl::StatusOr<TransformerShape> Flux1Pipeline::ParseTransformerConfig(const nlohmann::json& config) {
+absl::StatusOr<TransformerShape> Flux1Pipeline::ParseTransformerConfig(
+    const nlohmann::json& config) {
   ASSIGN_OR_RETURN(config_, models::flux1::ParseFluxTransformerConfig(config));
   return TransformerShape{config_.in_channels, config_.joint_attention_dim};
 }
@@ -60,17 +65,32 @@ void Flux1Pipeline::FillCard(ModelCard* card) const {
   // FLUX.1-schnell (no guidance embedder): the 4-step, guidance-free regime it was distilled for.
   card->default_steps = config_.guidance_embeds ? 28 : 4;
   card->default_guidance_scale = config_.guidance_embeds ? 3.5f : 0.0f;
+  if (!vae_encodes()) return;
+  ImageInputCard& in = card->image_inputs;
+  in.max_images = 1;
+  in.size_multiple = vae_scale_factor() * 2;
+  if (kontext_) {
+    in.use = ImageUse::kKontext;
+    in.min_side = in.size_multiple;  // its aspect ratio is taken after flooring to the multiple
+  } else {
+    in.use = ImageUse::kImageToImage;
+    in.min_side = 1;
+    in.default_strength = kDefaultStrength;
+  }
 }
 
-absl::StatusOr<TextConditioning> Flux1Pipeline::EncodeText(const GenerationJob& job, bool negative) {
+absl::StatusOr<TextConditioning> Flux1Pipeline::EncodeText(const GenerationJob& job,
+                                                           bool negative) {
   if (!job.items[0].embeddings.has_value()) return BroadcastEncoded(job, negative);
   ASSIGN_OR_RETURN(torch::Tensor embeds,
-                   StackEmbeddings(job, negative, [](const PromptEmbeddings& e) { return e.prompt_embeds; },
-                                   "prompt_embeds"));
-  ASSIGN_OR_RETURN(torch::Tensor pooled,
-                   StackEmbeddings(job, negative,
-                                   [](const PromptEmbeddings& e) { return e.pooled_prompt_embeds; },
-                                   "pooled_prompt_embeds"));
+                   StackEmbeddings(
+                       job, negative, [](const PromptEmbeddings& e) { return e.prompt_embeds; },
+                       "prompt_embeds"));
+  ASSIGN_OR_RETURN(
+      torch::Tensor pooled,
+      StackEmbeddings(
+          job, negative, [](const PromptEmbeddings& e) { return e.pooled_prompt_embeds; },
+          "pooled_prompt_embeds"));
   return GuardTorch("prompt embeddings", [&] {
     return TextConditioning{embeds.to(device(), dtype()),
                             {{"pooled_projections", pooled.to(device(), dtype())}}};
@@ -83,7 +103,7 @@ absl::StatusOr<TextConditioning> Flux1Pipeline::BroadcastEncoded(const Generatio
   const int64_t seq = job.max_sequence_length;
   std::vector<torch::Tensor> tensors;
   RETURN_IF_ERROR(BroadcastFromRank0(
-      comm(),
+      comm(), "rank 0's text encoding",
       [&](std::vector<torch::Tensor>* out) -> absl::Status {
         std::vector<std::string> prompts, prompts_2;
         for (const JobItem& item : job.items) {
@@ -119,6 +139,95 @@ absl::StatusOr<torch::Tensor> Flux1Pipeline::Decode(const torch::Tensor& latents
                                                     const LatentGrid& grid) const {
   ASSIGN_OR_RETURN(torch::Tensor unpacked, UnpackLatents(latents, grid.height, grid.width));
   return vae_->DecodeLatents(unpacked);
+}
+
+absl::StatusOr<ImageConditioning> Flux1Pipeline::ConditionOnImages(const GenerationJob& job,
+                                                                   const LatentGrid& grid) {
+  return kontext_ ? Kontext(job, grid) : ImageToImage(job, grid);
+}
+
+absl::StatusOr<torch::Tensor> Flux1Pipeline::BroadcastEncodedImages(
+    const GenerationJob& job, std::vector<int64_t> item_shape,
+    const std::function<absl::StatusOr<torch::Tensor>(const JobItem&, const torch::Tensor&)>&
+        encode) {
+  std::vector<int64_t> shape = std::move(item_shape);
+  shape[0] = static_cast<int64_t>(job.items.size());
+  std::vector<torch::Tensor> tensors;
+  RETURN_IF_ERROR(BroadcastFromRank0(
+      comm(), "rank 0's image encoding",
+      [&](std::vector<torch::Tensor>* out) -> absl::Status {
+        std::vector<torch::Tensor> rows;
+        for (const JobItem& item : job.items) {
+          ASSIGN_OR_RETURN(torch::Tensor x,
+                           VaeImageInput(item.images[0], vae_->dtype(), vae_->device()));
+          ASSIGN_OR_RETURN(torch::Tensor encoded, encode(item, x));
+          rows.push_back(std::move(encoded));
+        }
+        torch::Tensor batch = torch::cat(rows, 0).to(device(), dtype()).contiguous();
+        if (!batch.sizes().equals(shape)) {
+          return absl::InternalError(absl::StrCat("the encoded images have the shape ",
+                                                  c10::str(batch.sizes()), ", not ",
+                                                  c10::str(shape)));
+        }
+        out->push_back(std::move(batch));
+        return absl::OkStatus();
+      },
+      {shape}, dtype(), device(), &tensors));
+  return tensors[0];
+}
+
+// FluxImg2ImgPipeline: the image (the output's size) encoded, sampled with the item's generator,
+// shifted and scaled, in the noise's (1, C, h, w) layout.
+absl::StatusOr<ImageConditioning> Flux1Pipeline::ImageToImage(const GenerationJob& job,
+                                                              const LatentGrid& grid) {
+  const std::vector<int64_t> latent_shape = {1, config_.in_channels / 4, grid.height, grid.width};
+  const torch::Tensor& rgb = job.items[0].images[0];
+  if (rgb.size(0) != grid.height * vae_scale_factor() ||
+      rgb.size(1) != grid.width * vae_scale_factor()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("images[0]: image-to-image needs the image at the output's size (",
+                     grid.width * vae_scale_factor(), "x", grid.height * vae_scale_factor(),
+                     "), got ", rgb.size(1), "x", rgb.size(0)));
+  }
+  ImageConditioning images;
+  ASSIGN_OR_RETURN(
+      images.image_latents,
+      BroadcastEncodedImages(
+          job, latent_shape,
+          [&](const JobItem& item, const torch::Tensor& x) -> absl::StatusOr<torch::Tensor> {
+            ASSIGN_OR_RETURN(vae::LatentDistribution dist, vae_->EncodeLatentDistribution(x));
+            ASSIGN_OR_RETURN(
+                std::vector<torch::Tensor> eps,
+                SeededDraws({dist.mean.sizes().vec()}, item.seed, vae_->dtype(), vae_->device()));
+            ASSIGN_OR_RETURN(torch::Tensor z, vae::SampleLatent(dist, eps[0]));
+            return vae_->ImageLatents(z);
+          }));
+  images.strength = job.items[0].strength;
+  // Every rank draws the posterior's sample too (and drops it) before the noise.
+  images.drawn_before_noise = {latent_shape};
+  images.drawn_before_noise_dtype = dtype();
+  return images;
+}
+
+// FluxKontextPipeline: the condition image's mode, shifted, scaled and packed; ids (1, y, x).
+absl::StatusOr<ImageConditioning> Flux1Pipeline::Kontext(const GenerationJob& job,
+                                                         const LatentGrid& grid) {
+  const TokenGrid g = ImageTokenGrid(job.items[0].images[0], vae_scale_factor() * 2);
+  ImageConditioning images;
+  ASSIGN_OR_RETURN(
+      images.reference_tokens,
+      BroadcastEncodedImages(
+          job, {1, g.tokens(), config_.in_channels},
+          [&](const JobItem&, const torch::Tensor& x) -> absl::StatusOr<torch::Tensor> {
+            ASSIGN_OR_RETURN(vae::LatentDistribution dist, vae_->EncodeLatentDistribution(x));
+            ASSIGN_OR_RETURN(torch::Tensor z, vae_->ImageLatents(dist));
+            return PackLatents(z);
+          }));
+  torch::Tensor ids = LatentImageIds(g.rows, g.cols, dtype(), device());
+  ids.select(1, 0).fill_(1);  // "the first dimension set to 1 instead of 0"
+  images.reference_args["img_ids"] =
+      torch::cat({LatentImageIds(grid.height / 2, grid.width / 2, dtype(), device()), ids}, 0);
+  return images;
 }
 
 }  // namespace ditserve::pipeline

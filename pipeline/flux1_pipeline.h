@@ -5,19 +5,30 @@
 //
 // What FLUX.1 supplies: the conditioning (prompt embeddings + pooled CLIP embedding), from the
 // request or encoded on rank 0 and broadcast (the ranks agree on an encode failure first, so a bad
-// prompt never strands a rank in the broadcast); the latent layout (noise (B, C/4, h, w) 2x2-packed,
-// image ids (0, y, x), text ids zeros); the guidance embedding (guidance-distilled -dev); true CFG
-// with a negative prompt, plainly combined; decode: unpack, then the AutoencoderKL.
+// prompt never strands a rank in the broadcast); the latent layout (noise (B, C/4, h, w)
+// 2x2-packed, image ids (0, y, x), text ids zeros); the guidance embedding (guidance-distilled
+// -dev); true CFG with a negative prompt, plainly combined; decode: unpack, then the AutoencoderKL.
 //
-// Model folder: a FluxPipeline root (its VAE and text encoders are required).
+// Input images (when the VAE has its encoder), as diffusers' pipelines on the same folder:
+//   * FluxPipeline folder: image-to-image (FluxImg2ImgPipeline; card ImageUse::kImageToImage): the
+//     one image, resized by the frontend to the output size, is encoded on rank 0, sampled from
+//     its posterior with the item's generator (before the noise, as diffusers draws), shifted and
+//     scaled, broadcast; the skeleton noises it to the strength's first step.
+//   * FluxKontextPipeline folder (ImageUse::kKontext): the condition image (resized by the frontend
+//     to the preferred Kontext resolution) is encoded on rank 0 (the mode), shifted, scaled, packed
+//     and broadcast; its tokens follow the latents with ids (1, y, x).
+//
+// Model folder: a FluxPipeline or FluxKontextPipeline root (its VAE and text encoders required).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/flux1/flux1_config.h"
-#include "models/vae/autoencoder_kl_decoder.h"
+#include "models/vae/autoencoder_kl.h"
 #include "pipeline/diffusion_pipeline.h"
 #include "pipeline/flux1_prompt_encoder.h"
 #include "sharding/pipeline_index.h"
@@ -34,7 +45,8 @@ class Flux1Pipeline final : public DiffusionPipeline {
   Flux1Pipeline();
 
   absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
-  absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir, const PipelineOptions& options) override;
+  absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
+                                  const PipelineOptions& options) override;
   absl::Status LoadTextSide(const sharding::PipelineIndex* index,
                             const PipelineOptions& options) override;
   void FillCard(ModelCard* card) const override;
@@ -48,10 +60,21 @@ class Flux1Pipeline final : public DiffusionPipeline {
                                              const TextConditioning& text) override;
   absl::StatusOr<torch::Tensor> Decode(const torch::Tensor& latents,
                                        const LatentGrid& grid) const override;
+  absl::StatusOr<ImageConditioning> ConditionOnImages(const GenerationJob& job,
+                                                      const LatentGrid& grid) override;
+  // Rank 0 encodes each item's first image with `encode` ((1, 3, H, W) in the VAE dtype → a
+  // tensor of `item_shape`), every rank receives the (B, ...) batch in the model dtype.
+  absl::StatusOr<torch::Tensor> BroadcastEncodedImages(
+      const GenerationJob& job, std::vector<int64_t> item_shape,
+      const std::function<absl::StatusOr<torch::Tensor>(const JobItem&, const torch::Tensor&)>&
+          encode);
+  absl::StatusOr<ImageConditioning> ImageToImage(const GenerationJob& job, const LatentGrid& grid);
+  absl::StatusOr<ImageConditioning> Kontext(const GenerationJob& job, const LatentGrid& grid);
 
+  bool kontext_ = false;  // a FluxKontextPipeline folder
   models::flux1::FluxTransformerConfig config_;
-  std::unique_ptr<Flux1PromptEncoder> encoder_;   // rank 0 only
-  std::optional<vae::AutoencoderKLDecoder> vae_;  // rank 0 only
+  std::unique_ptr<Flux1PromptEncoder> encoder_;  // rank 0 only
+  std::optional<vae::AutoencoderKL> vae_;        // rank 0 only
 };
 
 }  // namespace ditserve::pipeline

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "pipeline/image_inputs.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
 
@@ -11,6 +12,12 @@ namespace {
 // diffusers' Flux2Pipeline.__call__ defaults.
 constexpr int64_t kDefaultSteps = 50;
 constexpr float kDefaultGuidance = 4.0f;
+// Reference images: Flux2ImageProcessor.check_image_input's limits, the pipeline's area cap
+// (1024 * 1024), and BFL's published maximum of reference images for FLUX.2 [dev] (10).
+constexpr int kMaxReferenceImages = 10;
+constexpr int64_t kReferenceMinSide = 64;
+constexpr int64_t kReferenceMaxAspectRatio = 8;
+constexpr int64_t kReferenceMaxArea = 1024 * 1024;
 
 constexpr PipelineFamily kFlux2{
     "FLUX.2", "flux2", /*requires_vae=*/false,
@@ -30,7 +37,8 @@ absl::StatusOr<std::unique_ptr<Flux2Pipeline>> Flux2Pipeline::Load(
                 options, comm);
 }
 
-absl::StatusOr<TransformerShape> Flux2Pipeline::ParseTransformerConfig(const nlohmann::json& config) {
+absl::StatusOr<TransformerShape> Flux2Pipeline::ParseTransformerConfig(
+    const nlohmann::json& config) {
   ASSIGN_OR_RETURN(config_, models::flux2::ParseFlux2TransformerConfig(config));
   return TransformerShape{config_.in_channels, config_.joint_attention_dim};
 }
@@ -60,21 +68,34 @@ void Flux2Pipeline::FillCard(ModelCard* card) const {
   card->requires_prompt_embeddings = !text_site_.present;
   card->default_steps = kDefaultSteps;
   card->default_guidance_scale = kDefaultGuidance;
+  if (vae_encodes()) {
+    ImageInputCard& in = card->image_inputs;
+    in.use = ImageUse::kReference;
+    in.max_images = kMaxReferenceImages;
+    in.size_multiple = vae_scale_factor() * 2;
+    in.min_side = kReferenceMinSide;
+    in.max_aspect_ratio = kReferenceMaxAspectRatio;
+    in.max_area = kReferenceMaxArea;
+  }
 }
 
 absl::Status Flux2Pipeline::CheckJob(const GenerationJob& job) const {
   if (!job.true_cfg()) return absl::OkStatus();
   // diffusers' Flux2Pipeline has no negative prompt: FLUX.2-dev is guidance-distilled.
-  return absl::InvalidArgumentError("true_cfg_scale: FLUX.2 takes no negative prompt (guidance-distilled)");
+  return absl::InvalidArgumentError(
+      "true_cfg_scale: FLUX.2 takes no negative prompt (guidance-distilled)");
 }
 
-absl::StatusOr<TextConditioning> Flux2Pipeline::EncodeText(const GenerationJob& job, bool negative) {
-  if (negative) return absl::InternalError("FLUX.2 has no negative prompt (CheckJob refuses true CFG)");
+absl::StatusOr<TextConditioning> Flux2Pipeline::EncodeText(const GenerationJob& job,
+                                                           bool negative) {
+  if (negative)
+    return absl::InternalError("FLUX.2 has no negative prompt (CheckJob refuses true CFG)");
   if (job.items[0].embeddings.has_value() || !text_site_.present) {
-    ASSIGN_OR_RETURN(torch::Tensor embeds,
-                     StackEmbeddings(job, /*negative=*/false,
-                                     [](const PromptEmbeddings& e) { return e.prompt_embeds; },
-                                     "prompt_embeds"));
+    ASSIGN_OR_RETURN(
+        torch::Tensor embeds,
+        StackEmbeddings(
+            job, /*negative=*/false, [](const PromptEmbeddings& e) { return e.prompt_embeds; },
+            "prompt_embeds"));
     return TextConditioning{embeds.to(device(), dtype()), {}};
   }
   ASSIGN_OR_RETURN(torch::Tensor embeds, EncodePrompts(job));
@@ -94,7 +115,7 @@ absl::StatusOr<torch::Tensor> Flux2Pipeline::EncodePrompts(const GenerationJob& 
   }
   std::vector<torch::Tensor> tensors;
   RETURN_IF_ERROR(BroadcastFromRank0(
-      comm(),
+      comm(), "rank 0's text encoding",
       [&](std::vector<torch::Tensor>* out) -> absl::Status {
         ASSIGN_OR_RETURN(torch::Tensor embeds, encoder_->Encode(prompts, seq));
         out->push_back(embeds.to(device(), dtype()).contiguous());
@@ -123,16 +144,50 @@ absl::StatusOr<LatentLayout> Flux2Pipeline::LayOutLatents(const GenerationJob& j
   LatentLayout out;
   out.latents = noise.reshape({batch, config_.in_channels, tokens}).permute({0, 2, 1}).contiguous();
   auto fopts = torch::TensorOptions().dtype(dtype()).device(device());
-  torch::Tensor ys = torch::arange(h, fopts).view({-1, 1}).expand({h, w}).reshape({-1});
-  torch::Tensor xs = torch::arange(w, fopts).view({1, -1}).expand({h, w}).reshape({-1});
-  torch::Tensor zeros = torch::zeros({tokens}, fopts);
-  out.fixed["img_ids"] = torch::stack({zeros, ys, xs, zeros}, 1);
+  out.fixed["img_ids"] = Flux2TokenIds(0, TokenGrid{h, w}, dtype(), device());
   const int64_t seq = text.embeds.size(1);
   torch::Tensor txt = torch::zeros({seq, 4}, fopts);
   txt.select(1, 3).copy_(torch::arange(seq, fopts));
   out.fixed["txt_ids"] = txt;
   if (config_.guidance_embeds) out.fixed["guidance"] = GuidanceScales(job, device());
   return out;
+}
+
+absl::StatusOr<ImageConditioning> Flux2Pipeline::ConditionOnImages(const GenerationJob& job,
+                                                                   const LatentGrid& grid) {
+  const int64_t batch = static_cast<int64_t>(job.items.size());
+  const std::vector<torch::Tensor>& first = job.items[0].images;  // CheckRun: same sizes in each
+  const int64_t per_token = vae_scale_factor() * 2;
+  std::vector<torch::Tensor> ids = {
+      Flux2TokenIds(0, TokenGrid{grid.height, grid.width}, dtype(), device())};
+  int64_t total = 0;
+  for (size_t i = 0; i < first.size(); ++i) {
+    const TokenGrid g = ImageTokenGrid(first[i], per_token);
+    ids.push_back(Flux2TokenIds(10 + 10 * static_cast<int64_t>(i), g, dtype(), device()));
+    total += g.tokens();
+  }
+  std::vector<torch::Tensor> tensors;
+  RETURN_IF_ERROR(BroadcastFromRank0(
+      comm(), "rank 0's image encoding",
+      [&](std::vector<torch::Tensor>* out) -> absl::Status {
+        std::vector<torch::Tensor> rows;
+        for (const JobItem& item : job.items) {
+          std::vector<torch::Tensor> tokens;
+          for (const torch::Tensor& rgb : item.images) {
+            ASSIGN_OR_RETURN(torch::Tensor x, VaeImageInput(rgb, vae_->dtype(), vae_->device()));
+            ASSIGN_OR_RETURN(torch::Tensor latents, vae_->EncodeReference(x));
+            tokens.push_back(latents.flatten(2).transpose(1, 2));  // _pack_latents
+          }
+          rows.push_back(torch::cat(tokens, 1));
+        }
+        out->push_back(torch::cat(rows, 0).to(device(), dtype()).contiguous());
+        return absl::OkStatus();
+      },
+      {{batch, total, config_.in_channels}}, dtype(), device(), &tensors));
+  ImageConditioning images;
+  images.reference_tokens = tensors[0];
+  images.reference_args["img_ids"] = torch::cat(ids, 0);
+  return images;
 }
 
 std::optional<double> Flux2Pipeline::ScheduleShift(const LatentGrid& grid, int steps) const {

@@ -8,8 +8,14 @@
 // Latent layout (diffusers' prepare_latents): noise drawn already patchified as
 // (B, in_channels, H/16, W/16) for an 8x VAE, flattened row-major into (B, tokens, in_channels);
 // image ids (0, y, x, 0), text ids (0, 0, 0, l); schedule: FluxSigmas with mu from
-// compute_empirical_mu(tokens, steps); guidance embedded (guidance-distilled); no negative prompt
-// (a job with true CFG is refused).
+// compute_empirical_mu(tokens, steps) (the generated tokens only); guidance embedded
+// (guidance-distilled); no negative prompt (a job with true CFG is refused).
+//
+// Reference images (Flux2Pipeline's `image`; card: ImageUse::kReference when the VAE has its
+// encoder): each prepared image (imaging/preprocess.h) is encoded on rank 0 (mode, 2x2 patchify,
+// batch-norm normalisation: AutoencoderKLFlux2::EncodeReference), packed into tokens and
+// broadcast; the tokens follow the latents in every forward with ids (10 + 10 i, y, x, 0) for
+// image i, and the velocity keeps the latents' tokens. The text side is untouched.
 //
 // Model folder: a Flux2Pipeline root, or a Flux2Transformer2DModel folder alone (latents only,
 // the published scheduler configuration).
@@ -40,7 +46,8 @@ class Flux2Pipeline final : public DiffusionPipeline {
   Flux2Pipeline();
 
   absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
-  absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir, const PipelineOptions& options) override;
+  absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
+                                  const PipelineOptions& options) override;
   absl::Status LoadTextSide(const sharding::PipelineIndex* index,
                             const PipelineOptions& options) override;
   void FillCard(ModelCard* card) const override;
@@ -54,6 +61,8 @@ class Flux2Pipeline final : public DiffusionPipeline {
                                              const torch::Tensor& noise,
                                              const TextConditioning& text) override;
   std::optional<double> ScheduleShift(const LatentGrid& grid, int steps) const override;
+  absl::StatusOr<ImageConditioning> ConditionOnImages(const GenerationJob& job,
+                                                      const LatentGrid& grid) override;
   absl::StatusOr<torch::Tensor> Decode(const torch::Tensor& latents,
                                        const LatentGrid& grid) const override;
 

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/agree.h"
 #include "common/status_macros.h"
+#include "common/torch_compat.h"
 #include "common/torch_guard.h"
 #include "models/vae/image_postprocess.h"
 #include "pipeline/latents.h"
@@ -19,20 +20,21 @@ absl::Status AgreeOnFailure(comm::Communicator& comm, const absl::Status& local,
                       absl::StrCat(what, " failed on another rank"));
 }
 
-absl::Status BroadcastFromRank0(comm::Communicator& comm,
-                                const std::function<absl::Status(std::vector<torch::Tensor>*)>& produce,
-                                const std::vector<std::vector<int64_t>>& shapes,
-                                torch::ScalarType dtype, torch::Device device,
-                                std::vector<torch::Tensor>* tensors) {
+absl::Status BroadcastFromRank0(
+    comm::Communicator& comm, const char* what,
+    const std::function<absl::Status(std::vector<torch::Tensor>*)>& produce,
+    const std::vector<std::vector<int64_t>>& shapes, torch::ScalarType dtype, torch::Device device,
+    std::vector<torch::Tensor>* tensors) {
   absl::Status local;
   if (comm.rank() == 0) {
     tensors->clear();
-    local = produce(tensors);
+    // Guarded here: an exception on rank 0 alone must still reach the agreement below.
+    local = GuardTorchStatus(what, [&] { return produce(tensors); });
     if (local.ok() && tensors->size() != shapes.size()) {
       local = absl::InternalError("rank 0 produced the wrong number of tensors");
     }
   }
-  RETURN_IF_ERROR(AgreeOnFailure(comm, local, "rank 0's text encoding", device));
+  RETURN_IF_ERROR(AgreeOnFailure(comm, local, what, device));
   if (comm.world_size() == 1) return absl::OkStatus();
   if (comm.rank() != 0) {
     RETURN_IF_ERROR(GuardTorchStatus("broadcast buffers", [&] {
@@ -48,10 +50,24 @@ absl::Status BroadcastFromRank0(comm::Communicator& comm,
 
 absl::StatusOr<torch::Tensor> BatchNoise(const GenerationJob& job,
                                          const std::vector<int64_t>& item_shape,
-                                         torch::ScalarType dtype, torch::Device device) {
+                                         torch::ScalarType dtype, torch::Device device,
+                                         const std::vector<std::vector<int64_t>>& drawn_before,
+                                         torch::ScalarType drawn_before_dtype) {
   std::vector<torch::Tensor> noise;
   for (const JobItem& item : job.items) {
-    ASSIGN_OR_RETURN(torch::Tensor n, InitialNoise(item_shape, item.seed, dtype, device));
+    if (drawn_before.empty()) {
+      ASSIGN_OR_RETURN(torch::Tensor n, InitialNoise(item_shape, item.seed, dtype, device));
+      noise.push_back(std::move(n));
+      continue;
+    }
+    // One generator for both: the earlier draws in their dtype, then the noise in `dtype`.
+    ASSIGN_OR_RETURN(torch::Tensor n, GuardTorch("initial noise", [&] {
+                       auto gen = compat::SeededCpuGenerator(item.seed);
+                       const auto cpu = torch::TensorOptions().device(torch::kCPU);
+                       for (const auto& shape : drawn_before)
+                         torch::randn(shape, gen, cpu.dtype(drawn_before_dtype));
+                       return torch::randn(item_shape, gen, cpu.dtype(dtype)).to(device);
+                     }));
     noise.push_back(std::move(n));
   }
   return GuardTorch("initial noise", [&] { return torch::cat(noise, 0); });
@@ -81,7 +97,8 @@ torch::Tensor GuidanceScales(const GenerationJob& job, torch::Device device) {
   return torch::tensor(values, torch::kFloat32).to(device);
 }
 
-torch::Tensor TrueCfgScales(const GenerationJob& job, torch::ScalarType dtype, torch::Device device) {
+torch::Tensor TrueCfgScales(const GenerationJob& job, torch::ScalarType dtype,
+                            torch::Device device) {
   std::vector<float> values;
   for (const JobItem& item : job.items) values.push_back(item.true_cfg_scale);
   return torch::tensor(values, torch::kFloat32)
@@ -89,9 +106,10 @@ torch::Tensor TrueCfgScales(const GenerationJob& job, torch::ScalarType dtype, t
       .view({static_cast<int64_t>(values.size()), 1, 1});
 }
 
-absl::Status CollectOutputs(const GenerationJob& job, const torch::Tensor& latents,
-                            const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor&)>& decode,
-                            GenerationResult* result) {
+absl::Status CollectOutputs(
+    const GenerationJob& job, const torch::Tensor& latents,
+    const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor&)>& decode,
+    GenerationResult* result) {
   const auto start = std::chrono::steady_clock::now();
   const int64_t batch = static_cast<int64_t>(job.items.size());
   if (job.output == JobOutput::kLatents) {
@@ -101,7 +119,8 @@ absl::Status CollectOutputs(const GenerationJob& job, const torch::Tensor& laten
   } else {
     ASSIGN_OR_RETURN(torch::Tensor decoded, decode(latents));
     ASSIGN_OR_RETURN(torch::Tensor images, vae::PostprocessImage(decoded));
-    for (int64_t i = 0; i < batch; ++i) result->images.push_back(images[i].to(torch::kCPU, torch::kFloat32));
+    for (int64_t i = 0; i < batch; ++i)
+      result->images.push_back(images[i].to(torch::kCPU, torch::kFloat32));
   }
   result->seconds.decode = SecondsSince(start);
   return absl::OkStatus();

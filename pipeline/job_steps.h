@@ -28,19 +28,24 @@ absl::Status AgreeOnFailure(comm::Communicator& comm, const absl::Status& local,
                             torch::Device device);
 
 // Rank 0 runs `produce` (which fills `tensors` with contiguous tensors of `shapes`, dtype and
-// device given); the ranks agree on its outcome, the others allocate `shapes` and receive rank 0's
-// tensors. On every rank `tensors` then holds rank 0's values.
-absl::Status BroadcastFromRank0(comm::Communicator& comm,
-                                const std::function<absl::Status(std::vector<torch::Tensor>*)>& produce,
-                                const std::vector<std::vector<int64_t>>& shapes,
-                                torch::ScalarType dtype, torch::Device device,
-                                std::vector<torch::Tensor>* tensors);
+// device given; an exception it throws becomes its error); the ranks agree on its outcome (`what`
+// names it in the other ranks' errors: "rank 0's text encoding"), the others allocate `shapes` and
+// receive rank 0's tensors. On every rank `tensors` then holds rank 0's values.
+absl::Status BroadcastFromRank0(
+    comm::Communicator& comm, const char* what,
+    const std::function<absl::Status(std::vector<torch::Tensor>*)>& produce,
+    const std::vector<std::vector<int64_t>>& shapes, torch::ScalarType dtype, torch::Device device,
+    std::vector<torch::Tensor>* tensors);
 
 // torch::cat of each item's seeded noise of `item_shape` (leading dim 1), drawn as diffusers does
-// with a CPU generator per item, in `dtype`, moved to `device`.
+// with a CPU generator per item, in `dtype`, moved to `device`. `drawn_before`: the shapes (and
+// dtype) the pipeline drew from the item's generator before the noise (FLUX.1 image-to-image: the
+// VAE posterior's sample), drawn and dropped so the noise comes from the same generator state.
 absl::StatusOr<torch::Tensor> BatchNoise(const GenerationJob& job,
                                          const std::vector<int64_t>& item_shape,
-                                         torch::ScalarType dtype, torch::Device device);
+                                         torch::ScalarType dtype, torch::Device device,
+                                         const std::vector<std::vector<int64_t>>& drawn_before = {},
+                                         torch::ScalarType drawn_before_dtype = torch::kFloat32);
 
 // The items' request embeddings (negative ones if `negative`) stacked along the batch dim:
 // `pick` selects the tensor of a PromptEmbeddings; `field` names it in errors (an item without
@@ -51,14 +56,16 @@ absl::StatusOr<torch::Tensor> StackEmbeddings(
 
 // (B) float32 guidance scales, and (B, 1, 1) true-CFG scales in `dtype`, on `device`.
 torch::Tensor GuidanceScales(const GenerationJob& job, torch::Device device);
-torch::Tensor TrueCfgScales(const GenerationJob& job, torch::ScalarType dtype, torch::Device device);
+torch::Tensor TrueCfgScales(const GenerationJob& job, torch::ScalarType dtype,
+                            torch::Device device);
 
 // Rank 0's outputs from the final latents: for JobOutput::kLatents each item's latents, else
 // `decode` (latents -> (B, C, H, W) in about [-1, 1]) post-processed into each item's (H, W, 3)
 // image in [0, 1]; CPU float32 either way, with the time taken in result->seconds.decode.
-absl::Status CollectOutputs(const GenerationJob& job, const torch::Tensor& latents,
-                            const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor&)>& decode,
-                            GenerationResult* result);
+absl::Status CollectOutputs(
+    const GenerationJob& job, const torch::Tensor& latents,
+    const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor&)>& decode,
+    GenerationResult* result);
 
 // Seconds since `start`, for StageSeconds.
 inline double SecondsSince(std::chrono::steady_clock::time_point start) {

@@ -22,6 +22,21 @@ absl::StatusOr<torch::Tensor> InitialNoise(const std::vector<int64_t>& shape, ui
   });
 }
 
+absl::StatusOr<std::vector<torch::Tensor>> SeededDraws(
+    const std::vector<std::vector<int64_t>>& shapes, uint64_t seed, torch::ScalarType dtype,
+    torch::Device device) {
+  return GuardTorch("seeded draws", [&] {
+    auto gen = compat::SeededCpuGenerator(seed);
+    std::vector<torch::Tensor> out;
+    for (const auto& shape : shapes) {
+      out.push_back(
+          torch::randn(shape, gen, torch::TensorOptions().dtype(dtype).device(torch::kCPU))
+              .to(device));
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<torch::Tensor> PackLatents(const torch::Tensor& x) {
   if (!x.defined() || x.dim() != 4 || x.size(2) % 2 != 0 || x.size(3) % 2 != 0) {
     return absl::InvalidArgumentError("PackLatents: expected (B, C, h, w) with even h and w");

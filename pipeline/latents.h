@@ -28,6 +28,13 @@ int64_t LatentSide(int64_t pixels, int64_t vae_scale_factor);
 absl::StatusOr<torch::Tensor> InitialNoise(const std::vector<int64_t>& shape, uint64_t seed,
                                            torch::ScalarType dtype, torch::Device device);
 
+// Successive draws from one CPU generator seeded with `seed`, one tensor per shape, in order, each
+// in `dtype` on the CPU and then moved to `device`: what diffusers' randn_tensor calls draw from a
+// request's generator (FLUX.1 image-to-image: the VAE posterior's sample, then the noise).
+absl::StatusOr<std::vector<torch::Tensor>> SeededDraws(
+    const std::vector<std::vector<int64_t>>& shapes, uint64_t seed, torch::ScalarType dtype,
+    torch::Device device);
+
 // (B, C, h, w) with even h, w → (B, (h/2)(w/2), 4C).
 absl::StatusOr<torch::Tensor> PackLatents(const torch::Tensor& latents);
 // (B, (h/2)(w/2), 4C) → (B, C, h, w) for latent height h and width w (even).

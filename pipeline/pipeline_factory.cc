@@ -43,7 +43,9 @@ absl::StatusOr<std::unique_ptr<Pipeline>> LoadPipeline(const PipelineOptions& op
         "pipeline folder)"));
   }
   ASSIGN_OR_RETURN(sharding::PipelineIndex index, sharding::ReadPipelineIndex(options.model_dir));
-  if (index.class_name == "FluxPipeline") return Upcast(Flux1Pipeline::Load(index, options, comm));
+  if (index.class_name == "FluxPipeline" || index.class_name == "FluxKontextPipeline") {
+    return Upcast(Flux1Pipeline::Load(index, options, comm));
+  }
   if (index.class_name == "Flux2Pipeline" || index.class_name == "QwenImagePipeline") {
     ASSIGN_OR_RETURN(std::string transformer_dir, index.ComponentDir("transformer"));
     if (index.class_name == "Flux2Pipeline") {
@@ -53,7 +55,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> LoadPipeline(const PipelineOptions& op
   }
   return absl::UnimplementedError(absl::StrCat(
       options.model_dir, ": pipeline class '", index.class_name,
-      "' is not supported (supported: FluxPipeline, Flux2Pipeline, QwenImagePipeline)"));
+      "' is not supported (supported: FluxPipeline, FluxKontextPipeline, Flux2Pipeline, "
+      "QwenImagePipeline)"));
 }
 
 }  // namespace ditserve::pipeline

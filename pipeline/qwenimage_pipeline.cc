@@ -113,7 +113,7 @@ absl::StatusOr<TextConditioning> QwenImagePipeline::EncodePrompts(const Generati
     std::vector<torch::Tensor> length;
     std::pair<torch::Tensor, torch::Tensor> encoded;
     RETURN_IF_ERROR(BroadcastFromRank0(
-        comm(),
+        comm(), "rank 0's text encoding",
         [&](std::vector<torch::Tensor>* out) -> absl::Status {
           ASSIGN_OR_RETURN(encoded, encoder_->Encode(prompts, job.max_sequence_length));
           out->push_back(torch::full({1}, encoded.first.size(1),
@@ -124,7 +124,7 @@ absl::StatusOr<TextConditioning> QwenImagePipeline::EncodePrompts(const Generati
     const int64_t seq = length[0].item<int64_t>();
     std::vector<torch::Tensor> tensors;
     RETURN_IF_ERROR(BroadcastFromRank0(
-        comm(),
+        comm(), "rank 0's text encoding",
         [&](std::vector<torch::Tensor>* out) -> absl::Status {
           out->push_back(encoded.first.to(device(), dtype()).contiguous());
           out->push_back(encoded.second.to(device(), dtype()).contiguous());

@@ -28,18 +28,19 @@ absl::StatusOr<FlowMatchSchedulerConfig> ParseFlowMatchSchedulerConfig(const nlo
   ASSIGN_OR_RETURN(const double shift_terminal, JsonField<double>(j, "shift_terminal", 0.0));
   // diffusers tests `if self.config.shift_terminal:`, so 0 means off.
   if (shift_terminal != 0) c.shift_terminal = shift_terminal;
-  ASSIGN_OR_RETURN(c.time_shift_type, JsonField<std::string>(j, "time_shift_type", c.time_shift_type));
+  ASSIGN_OR_RETURN(c.time_shift_type,
+                   JsonField<std::string>(j, "time_shift_type", c.time_shift_type));
   if (c.time_shift_type != "exponential" && c.time_shift_type != "linear") {
-    return absl::InvalidArgumentError(absl::StrCat("scheduler config: time_shift_type '",
-                                                   c.time_shift_type, "' is not exponential/linear"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scheduler config: time_shift_type '", c.time_shift_type, "' is not exponential/linear"));
   }
   for (const char* key : {"use_karras_sigmas", "use_exponential_sigmas", "use_beta_sigmas",
                           "invert_sigmas", "stochastic_sampling"}) {
     bool on = false;
     RETURN_IF_ERROR(ReadBool(j, key, &on, kContext));
     if (on) {
-      return absl::UnimplementedError(absl::StrCat("scheduler config: '", key,
-                                                   "' is not supported by this server"));
+      return absl::UnimplementedError(
+          absl::StrCat("scheduler config: '", key, "' is not supported by this server"));
     }
   }
   if (c.base_image_seq_len == c.max_image_seq_len) {
@@ -49,7 +50,8 @@ absl::StatusOr<FlowMatchSchedulerConfig> ParseFlowMatchSchedulerConfig(const nlo
 }
 
 std::vector<double> FluxSigmas(int num_steps) {
-  // numpy.linspace: start + i·step with step = (stop - start)/(num - 1), the last value set to stop.
+  // numpy.linspace: start + i·step with step = (stop - start)/(num - 1), the last value set to
+  // stop.
   std::vector<double> s(static_cast<size_t>(std::max(num_steps, 0)));
   if (num_steps <= 0) return s;
   const double start = 1.0, stop = 1.0 / num_steps;
@@ -92,8 +94,8 @@ absl::Status FlowMatchEulerScheduler::SetTimesteps(const std::vector<double>& si
   std::vector<float> s(sigmas_in.size());
   for (size_t i = 0; i < s.size(); ++i) {
     if (!(sigmas_in[i] > 0 && sigmas_in[i] <= 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("scheduler: sigma ", sigmas_in[i],
-                                                     " outside (0, 1]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("scheduler: sigma ", sigmas_in[i], " outside (0, 1]"));
     }
     s[i] = static_cast<float>(sigmas_in[i]);
   }
@@ -121,22 +123,30 @@ absl::Status FlowMatchEulerScheduler::SetTimesteps(const std::vector<double>& si
 
 absl::StatusOr<torch::Tensor> FlowMatchEulerScheduler::Step(const torch::Tensor& v, int index,
                                                             const torch::Tensor& x) const {
-  if (!sigmas_.defined()) return absl::FailedPreconditionError("scheduler: SetTimesteps not called");
+  if (!sigmas_.defined())
+    return absl::FailedPreconditionError("scheduler: SetTimesteps not called");
   if (index < 0 || index >= num_steps()) {
-    return absl::InvalidArgumentError(absl::StrCat("scheduler: step index ", index, " outside [0, ",
-                                                   num_steps(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler: step index ", index, " outside [0, ", num_steps(), ")"));
   }
   if (!v.defined() || !x.defined() || v.sizes() != x.sizes()) {
     return absl::InvalidArgumentError("scheduler: velocity and sample shapes differ");
   }
   const float dt = sigmas_[index + 1].item<float>() - sigmas_[index].item<float>();
   return GuardTorch("scheduler step", [&] {
-    // dt rounded to v's dtype, product in v's dtype, sum in float32 (diffusers scheduling_flow_match_euler_discrete.py).
+    // dt rounded to v's dtype, product in v's dtype, sum in float32 (diffusers
+    // scheduling_flow_match_euler_discrete.py).
     auto dt_t = torch::scalar_tensor(dt, torch::TensorOptions().dtype(torch::kFloat32))
                     .to(v.device(), v.scalar_type());
     auto prod = dt_t * v;
     return (x.to(torch::kFloat32) + prod.to(torch::kFloat32)).to(v.scalar_type());
   });
+}
+
+int StrengthFirstStep(int steps, double strength) {
+  const double n = static_cast<double>(steps);
+  const double init_timestep = std::min(n * strength, n);
+  return static_cast<int>(std::max(n - init_timestep, 0.0));
 }
 
 }  // namespace ditserve::pipeline

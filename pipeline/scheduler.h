@@ -1,11 +1,13 @@
-// FlowMatchEulerDiscreteScheduler as the FLUX.1 / FLUX.2 / Qwen-Image pipelines use it (diffusers scheduling_flow_match_euler_discrete.py),
-// with the reference's exact float32/float64 semantics:
+// FlowMatchEulerDiscreteScheduler as the FLUX.1 / FLUX.2 / Qwen-Image pipelines use it (diffusers
+// scheduling_flow_match_euler_discrete.py), with the reference's exact float32/float64 semantics:
 //   * the pipeline's sigmas = linspace(1, 1/N, N) in float64 (FluxSigmas), taken as float32;
 //   * dynamic shifting with mu (CalculateShift for FLUX.1/Qwen, ComputeEmpiricalMu for FLUX.2):
 //     σ' = e^mu / (e^mu + (1/σ - 1)^1) elementwise in float32 ("exponential"; "linear" uses mu);
 //     otherwise the static shift σ' = s·σ / (1 + (s-1)·σ);
-//   * optional shift_terminal stretch (Qwen-Image): σ'' = 1 - (1-σ')/((1-σ'_last)/(1-shift_terminal));
-//   * timesteps = σ·num_train_timesteps (float32, length N); a terminal σ = 0 appended (length N+1);
+//   * optional shift_terminal stretch (Qwen-Image): σ'' = 1 -
+//   (1-σ')/((1-σ'_last)/(1-shift_terminal));
+//   * timesteps = σ·num_train_timesteps (float32, length N); a terminal σ = 0 appended (length
+//   N+1);
 //   * Step: x_next = (float32(x) + float32(dtype(dtype(dt)·v))).to(v.dtype), dt = σ[i+1]-σ[i],
 //     i.e. the dt·v product is an op in v's dtype (bf16 in a bf16 pipeline), the update fp32.
 // Options the FLUX pipelines never set (karras/exponential/beta sigmas, invert_sigmas, stochastic
@@ -20,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -57,6 +59,11 @@ inline double CalculateShift(int64_t image_seq_len, const FlowMatchSchedulerConf
 // FLUX.2's compute_empirical_mu(image_seq_len, num_steps).
 double ComputeEmpiricalMu(int64_t image_seq_len, int64_t num_steps);
 
+// Image-to-image's first step (diffusers' get_timesteps, in Python floats):
+// t_start = int(max(steps - min(steps * strength, steps), 0)). The loop runs steps - t_start steps
+// (at least one for any strength > 0).
+int StrengthFirstStep(int steps, double strength);
+
 class FlowMatchEulerScheduler {
  public:
   explicit FlowMatchEulerScheduler(FlowMatchSchedulerConfig config) : config_(std::move(config)) {}
@@ -74,7 +81,8 @@ class FlowMatchEulerScheduler {
 
   // Euler step `index` (0-based) from sample x with velocity v; result in v's dtype on v's device.
   // INVALID_ARGUMENT for an index outside [0, num_steps) or mismatched shapes.
-  absl::StatusOr<torch::Tensor> Step(const torch::Tensor& v, int index, const torch::Tensor& x) const;
+  absl::StatusOr<torch::Tensor> Step(const torch::Tensor& v, int index,
+                                     const torch::Tensor& x) const;
 
   const FlowMatchSchedulerConfig& config() const { return config_; }
 

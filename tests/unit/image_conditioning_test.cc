@@ -1,0 +1,270 @@
+// Image conditioning in the pipelines (issue 30), on the tiny fixtures whose VAEs diffusers saved
+// with their encoders (flux1-tiny, flux2-tiny; a FluxKontextPipeline folder assembled from
+// flux1-tiny): FLUX.2 reference images, FLUX.1 image-to-image and Kontext run at tp 1 and 2 (each
+// rank a thread of an in-process group) and every degree gives the same latents; the cards say
+// what each takes; the refusals happen on every rank alike; image-to-image's noise comes after
+// the posterior's draw and its loop starts where the strength says. Parity with diffusers' own
+// outputs is image_inputs_parity_test's (tests/fixtures/image-inputs).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/local_communicator.h"
+#include "pipeline/image_inputs.h"
+#include "pipeline/job_steps.h"
+#include "pipeline/latents.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/scheduler.h"
+#include "tests/support/fixtures.h"
+
+namespace ditserve::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+using ditserve::testing::FixturesDir;
+using ditserve::testing::RelativeError;
+
+// A seeded random uint8 (H, W, 3) image (smooth enough that the VAE sees structure).
+torch::Tensor RandomImage(int64_t height, int64_t width, uint64_t seed) {
+  torch::manual_seed(seed);
+  torch::Tensor coarse = torch::rand({1, 3, height / 4, width / 4});
+  torch::Tensor up =
+      torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
+                                                     .size(std::vector<int64_t>{height, width})
+                                                     .mode(torch::kBilinear)
+                                                     .align_corners(false));
+  return (up[0].permute({1, 2, 0}) * 255).round().clamp(0, 255).to(torch::kUInt8).contiguous();
+}
+
+GenerationJob Job(int64_t height, int64_t width, int64_t steps, int64_t max_sequence_length) {
+  GenerationJob job;
+  job.height = height;
+  job.width = width;
+  job.num_inference_steps = steps;
+  job.max_sequence_length = max_sequence_length;
+  job.output = JobOutput::kLatents;
+  JobItem item;
+  item.prompt = "a cat holding a sign that says hello";
+  item.prompt_2 = item.prompt;
+  item.seed = 42;
+  item.guidance_scale = 3.5f;
+  job.items.push_back(item);
+  return job;
+}
+
+struct Outcome {
+  torch::Tensor latents;  // rank 0's
+  ModelCard card;
+  std::vector<int> steps;  // progress events per rank
+};
+
+absl::StatusOr<Outcome> RunGroup(int world, const std::string& model_dir,
+                                 const GenerationJob& job) {
+  std::mutex mu;
+  Outcome out;
+  out.steps.assign(world, 0);
+  absl::Status s = comm::RunLocalGroup(world, [&](comm::Communicator& c) -> absl::Status {
+    PipelineOptions opts;
+    opts.model_dir = model_dir;
+    auto p = LoadPipeline(opts, &c);
+    if (!p.ok()) return p.status();
+    int steps = 0;
+    auto r = (*p)->Run(
+        job, [&](const StepEvent&) { ++steps; }, [] { return false; });
+    std::lock_guard<std::mutex> lock(mu);
+    out.steps[c.rank()] = steps;
+    if (!r.ok()) return r.status();
+    if (c.rank() == 0) {
+      out.latents = r->latents.at(0);
+      out.card = (*p)->Card();
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+// flux1-tiny as a FluxKontextPipeline folder (a copy; only model_index.json differs).
+std::string KontextFolder() {
+  static const std::string dir = [] {
+    const fs::path d =
+        fs::temp_directory_path() / ("ditserve-kontext-" + std::to_string(::getpid()));
+    fs::remove_all(d);
+    fs::copy(FixturesDir() + "/flux1-tiny", d, fs::copy_options::recursive);
+    nlohmann::json index;
+    std::ifstream(d / "model_index.json") >> index;
+    index["_class_name"] = "FluxKontextPipeline";
+    std::ofstream(d / "model_index.json") << index.dump(2);
+    return d.string();
+  }();
+  return dir;
+}
+
+void ExpectEveryDegreeAgrees(const std::string& dir, const GenerationJob& job, int expected_steps) {
+  auto one = RunGroup(1, dir, job);
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto two = RunGroup(2, dir, job);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_LT(RelativeError(two->latents, one->latents), 1e-5);
+  for (int s : one->steps) EXPECT_EQ(s, expected_steps);
+  for (int s : two->steps) EXPECT_EQ(s, expected_steps);
+}
+
+TEST(ImageConditioning, Flux2ReferencesAtEveryDegree) {
+  const std::string dir = FixturesDir() + "/flux2-tiny";
+  GenerationJob job = Job(32, 48, 3, 64);
+  job.items[0].guidance_scale = 4.0f;
+  auto plain = RunGroup(1, dir, job);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const ImageInputCard& in = plain->card.image_inputs;
+  EXPECT_EQ(in.use, ImageUse::kReference);
+  EXPECT_EQ(in.max_images, 10);
+  EXPECT_EQ(in.size_multiple, 4);  // the tiny VAE's scale factor is 2
+  EXPECT_EQ(in.min_side, 64);
+  EXPECT_EQ(in.max_aspect_ratio, 8);
+  EXPECT_EQ(in.max_area, 1024 * 1024);
+
+  job.items[0].images = {RandomImage(64, 96, 1), RandomImage(80, 64, 2)};
+  ExpectEveryDegreeAgrees(dir, job, 3);
+  auto with = RunGroup(1, dir, job);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(with->latents.sizes(), plain->latents.sizes());  // the references' tokens are dropped
+  EXPECT_GT(RelativeError(with->latents, plain->latents), 1e-3);  // and they matter
+  // Reference order matters (ids 10 and 20 differ).
+  std::swap(job.items[0].images[0], job.items[0].images[1]);
+  auto swapped = RunGroup(1, dir, job);
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  EXPECT_GT(RelativeError(swapped->latents, with->latents), 1e-4);
+}
+
+TEST(ImageConditioning, Flux1ImageToImageRunsFromTheStrengthsStep) {
+  const std::string dir = FixturesDir() + "/flux1-tiny";
+  GenerationJob job = Job(32, 32, 5, 32);
+  job.items[0].images = {RandomImage(32, 32, 3)};
+  job.items[0].strength = 0.6;  // t_start = int(5 - 3.0) = 2: 3 steps
+  ExpectEveryDegreeAgrees(dir, job, 3);
+  auto r = RunGroup(1, dir, job);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->card.image_inputs.use, ImageUse::kImageToImage);
+  EXPECT_EQ(r->card.image_inputs.max_images, 1);
+  EXPECT_DOUBLE_EQ(r->card.image_inputs.default_strength, 0.6);
+  // Another image, same seed: another result; strength 1 runs every step.
+  job.items[0].images = {RandomImage(32, 32, 4)};
+  auto other = RunGroup(1, dir, job);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_GT(RelativeError(other->latents, r->latents), 1e-3);
+  job.items[0].strength = 1.0;
+  auto full = RunGroup(1, dir, job);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->steps[0], 5);
+}
+
+TEST(ImageConditioning, Flux1KontextAtEveryDegree) {
+  GenerationJob job = Job(32, 32, 3, 32);
+  job.items[0].images = {RandomImage(48, 64, 5)};
+  ExpectEveryDegreeAgrees(KontextFolder(), job, 3);
+  auto r = RunGroup(1, KontextFolder(), job);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->card.image_inputs.use, ImageUse::kKontext);
+  EXPECT_EQ(r->card.image_inputs.max_images, 1);
+  auto plain = RunGroup(1, KontextFolder(), Job(32, 32, 3, 32));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_GT(RelativeError(r->latents, plain->latents), 1e-3);
+}
+
+TEST(ImageConditioning, RefusalsOnEveryRank) {
+  struct Case {
+    std::string dir;
+    std::function<void(GenerationJob*)> edit;
+    std::string message;
+  };
+  const std::string flux1 = FixturesDir() + "/flux1-tiny";
+  const std::string flux2 = FixturesDir() + "/flux2-tiny";
+  const std::vector<Case> cases = {
+      {FixturesDir() + "/qwenimage-tiny",
+       [](GenerationJob* j) { j->items[0].images = {RandomImage(32, 32, 1)}; },
+       "takes no input image"},
+      {flux1,
+       [](GenerationJob* j) {
+         j->items[0].images = {RandomImage(32, 32, 1), RandomImage(32, 32, 2)};
+         j->items[0].strength = 0.5;
+       },
+       "at most 1 input images"},
+      {flux1,
+       [](GenerationJob* j) {
+         j->items[0].images = {RandomImage(64, 32, 1)};
+         j->items[0].strength = 0.5;
+       },
+       "output's size"},
+      {flux1, [](GenerationJob* j) { j->items[0].images = {RandomImage(32, 32, 1)}; },
+       "strength in (0, 1]"},
+      {flux2,
+       [](GenerationJob* j) {
+         j->items[0].images = {RandomImage(64, 64, 1)};
+         j->items[0].strength = 0.5;
+       },
+       "only image-to-image"},
+      {flux2, [](GenerationJob* j) { j->items[0].images = {RandomImage(66, 64, 1)}; },
+       "multiples of 4"},
+  };
+  for (const Case& c : cases) {
+    GenerationJob job = Job(32, 32, 5, 32);
+    c.edit(&job);
+    auto r = RunGroup(2, c.dir, job);
+    ASSERT_FALSE(r.ok()) << c.message;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status();
+  }
+}
+
+TEST(ImageConditioning, NoiseComesAfterThePosteriorDraw) {
+  GenerationJob job = Job(32, 32, 4, 32);
+  job.items[0].seed = 7;
+  auto draws = SeededDraws({{1, 4, 16, 16}, {1, 4, 16, 16}}, 7, torch::kFloat32, torch::kCPU);
+  ASSERT_TRUE(draws.ok());
+  auto noise = BatchNoise(job, {1, 4, 16, 16}, torch::kFloat32, torch::kCPU, {{1, 4, 16, 16}});
+  ASSERT_TRUE(noise.ok());
+  EXPECT_TRUE(torch::equal(*noise, (*draws)[1]));
+  auto plain = BatchNoise(job, {1, 4, 16, 16}, torch::kFloat32, torch::kCPU);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(torch::equal(*plain, (*draws)[0]));
+}
+
+TEST(ImageConditioning, StrengthFirstStepIsDiffusersGetTimesteps) {
+  // t_start = int(max(N - min(N * strength, N), 0)) in doubles.
+  EXPECT_EQ(StrengthFirstStep(5, 0.6), 2);
+  EXPECT_EQ(StrengthFirstStep(5, static_cast<double>(0.6f)), 1);  // why strength is a double
+  EXPECT_EQ(StrengthFirstStep(28, 1.0), 0);
+  EXPECT_EQ(StrengthFirstStep(28, 0.95), 1);
+  EXPECT_EQ(StrengthFirstStep(4, 0.25), 3);
+}
+
+TEST(ImageConditioning, ReferenceIdsAndPixels) {
+  torch::Tensor ids = Flux2TokenIds(20, TokenGrid{2, 3}, torch::kFloat32, torch::kCPU);
+  ASSERT_EQ(ids.sizes(), (std::vector<int64_t>{6, 4}));
+  for (int64_t y = 0; y < 2; ++y) {
+    for (int64_t x = 0; x < 3; ++x) {
+      torch::Tensor row = ids[y * 3 + x];
+      EXPECT_EQ(row[0].item<float>(), 20);
+      EXPECT_EQ(row[1].item<float>(), y);
+      EXPECT_EQ(row[2].item<float>(), x);
+      EXPECT_EQ(row[3].item<float>(), 0);
+    }
+  }
+  torch::Tensor rgb = torch::tensor({0, 128, 255}, torch::kUInt8).view({1, 1, 3});
+  auto x = VaeImageInput(rgb, torch::kFloat32, torch::kCPU);
+  ASSERT_TRUE(x.ok());
+  ASSERT_EQ(x->sizes(), (std::vector<int64_t>{1, 3, 1, 1}));
+  EXPECT_FLOAT_EQ((*x)[0][0][0][0].item<float>(), -1.0f);
+  EXPECT_FLOAT_EQ((*x)[0][1][0][0].item<float>(), 2.0f * (128.0f / 255.0f) - 1.0f);
+  EXPECT_FLOAT_EQ((*x)[0][2][0][0].item<float>(), 1.0f);
+}
+
+}  // namespace
+}  // namespace ditserve::pipeline
