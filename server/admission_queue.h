@@ -37,7 +37,8 @@ class AdmissionQueue {
   // cancelled or past their deadline while queued are finished with their cancel reason / the
   // Deadline's DEADLINE_EXCEEDED and reported to the drop observer, never run. It waits only while
   // the queue is empty, and wakes on Push / Close only (no timer). Returns the oldest live
-  // request plus up to max_batch - 1 later requests of the same shape, in arrival order.
+  // request plus up to max_batch - 1 later requests of the same shape, in arrival order; a
+  // request whose shape is not batchable() (it has input images) is returned alone.
   std::vector<std::shared_ptr<PendingRequest>> PopBatch(size_t max_batch);
 
   // Zero-based position of a queued request (0 = next), or -1 when not queued.

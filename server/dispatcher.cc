@@ -200,8 +200,10 @@ void Dispatcher::RunBatch(const std::vector<std::shared_ptr<PendingRequest>>& ba
 
   const worker::v1::RunRequest run = MakeRunRequest(batch, ++job_counter_);
   const RequestShape& shape = batch.front()->request().shape;
-  spdlog::info("job {}: {} request(s), {}x{}, {} steps{}", run.job_id(), batch.size(), shape.width,
-               shape.height, shape.steps, LorasText(shape));
+  spdlog::info("job {}: {} request(s), {}x{}, {} steps{}{}", run.job_id(), batch.size(),
+               shape.width, shape.height, shape.steps, LorasText(shape),
+               shape.input_images ? absl::StrCat(", ", shape.input_images, " input image(s)")
+                                  : std::string());
 
   RunControl control;
   control.on_progress = [&](const worker::v1::StepProgress& p) {

@@ -148,6 +148,10 @@ absl::StatusOr<std::vector<LoraAdapterOption>> ResolveLoraAdapters(const Fronten
 
 }  // namespace
 
+uint64_t AutoMaxRequestBytes(const RequestLimits& limits) {
+  return (uint64_t{64} << 20) + kMaxInputImagesAllowance * limits.max_input_image_bytes;
+}
+
 std::vector<std::string> FrontendOptions::WorkerAddresses() const {
   std::vector<std::string> out;
   for (absl::string_view part : absl::StrSplit(workers, ',', absl::SkipWhitespace())) {
@@ -208,6 +212,16 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddDouble("max-guidance", &o.limits.max_guidance, "largest guidance_scale");
   p.AddUint("max-sequence-length", &o.limits.max_sequence_length, "largest max_sequence_length (T5 tokens)");
   p.AddUint("max-prompt-bytes", &o.limits.max_prompt_bytes, "longest prompt in UTF-8 bytes");
+  p.AddUint("max-input-image-bytes", &o.limits.max_input_image_bytes,
+            "largest input image (GenerateRequest.images) in encoded bytes (1 KiB..128 MiB)");
+  p.AddUint("max-input-image-pixels", &o.limits.max_input_image_pixels,
+            "largest input image in width x height pixels, checked from its header before "
+            "decoding (1..268435456)");
+  p.AddUint("max-input-image-side", &o.limits.max_input_image_side,
+            "largest input image width or height in pixels, checked from its header (1..65535)");
+  p.AddUint("max-request-bytes", &o.max_request_bytes,
+            "largest gRPC request in bytes (0: 64 MiB + 10 x --max-input-image-bytes; at most "
+            "2 GiB - 1)");
   p.AddStringList("lora", &o.lora,
                   "NAME=PATH: a LoRA adapter requests may choose by NAME (a .safetensors file, "
                   "or a folder holding one)");
@@ -306,6 +320,30 @@ absl::Status ValidateServingOptions(const FrontendOptions& o) {
   return absl::OkStatus();
 }
 
+// The input image limits and the gRPC request size they imply.
+absl::Status ValidateInputImageLimits(const FrontendOptions& o) {
+  const RequestLimits& l = o.limits;
+  if (l.max_input_image_bytes < 1024 || l.max_input_image_bytes > kMaxInputImageBytesCeiling) {
+    return Bad(absl::StrCat("--max-input-image-bytes must be in 1024..", kMaxInputImageBytesCeiling,
+                            ", got ", l.max_input_image_bytes));
+  }
+  if (l.max_input_image_pixels < 1 || l.max_input_image_pixels > (uint64_t{1} << 28)) {
+    return Bad(absl::StrCat("--max-input-image-pixels must be in 1..", uint64_t{1} << 28, ", got ",
+                            l.max_input_image_pixels));
+  }
+  if (l.max_input_image_side < 1 || l.max_input_image_side > 65535) {
+    return Bad(
+        absl::StrCat("--max-input-image-side must be in 1..65535, got ", l.max_input_image_side));
+  }
+  constexpr uint64_t kGrpcMax = (uint64_t{1} << 31) - 1;  // gRPC's sizes are ints
+  if (o.max_request_bytes != 0 &&
+      (o.max_request_bytes < (uint64_t{1} << 20) || o.max_request_bytes > kGrpcMax)) {
+    return Bad(absl::StrCat("--max-request-bytes must be 0 (automatic) or in ", uint64_t{1} << 20,
+                            "..", kGrpcMax, ", got ", o.max_request_bytes));
+  }
+  return absl::OkStatus();
+}
+
 // The request limits and the defaults they bound (the LoRA limits are ValidateLoraOptions').
 absl::Status ValidateRequestLimits(const FrontendOptions& o) {
   const RequestLimits& l = o.limits;
@@ -331,7 +369,7 @@ absl::Status ValidateRequestLimits(const FrontendOptions& o) {
   if (l.max_sequence_length < 1 || l.max_sequence_length > 512) {
     return Bad("--max-sequence-length must be in 1..512");
   }
-  return absl::OkStatus();
+  return ValidateInputImageLimits(o);
 }
 
 // The LoRA limits and mode, then the adapters (--lora, --lora-dir) into o.lora_adapters.

@@ -31,7 +31,20 @@ struct RequestLimits {
   uint64_t max_request_id_bytes = 128;
   uint64_t max_loras_per_request = 4;  // 1..64
   double max_lora_scale = 4.0;         // |scale| of each chosen adapter; (0, kLoraScaleCeiling]
+  // Each input image (GenerateRequest.images): its encoded bytes, and its size as the header
+  // states it, checked before any decoder runs (server/input_images.h).
+  uint64_t max_input_image_bytes = uint64_t{32} << 20;  // 1 KiB..kMaxInputImageBytesCeiling
+  uint64_t max_input_image_pixels = uint64_t{1} << 24;  // width x height; 1..2^28
+  uint64_t max_input_image_side = 8192;                 // width and height; 1..65535
 };
+
+// The most input images any served family takes (FLUX.2: 10): the gRPC message allowance below.
+inline constexpr uint64_t kMaxInputImagesAllowance = 10;
+// --max-input-image-bytes' ceiling, so that the automatic --max-request-bytes stays below 2 GiB.
+inline constexpr uint64_t kMaxInputImageBytesCeiling = uint64_t{128} << 20;
+// The public gRPC API's largest request with --max-request-bytes 0: 64 MiB (precomputed
+// embeddings) plus kMaxInputImagesAllowance images of --max-input-image-bytes (384 MiB by default).
+uint64_t AutoMaxRequestBytes(const RequestLimits& limits);
 
 // A LoRA adapter every worker loads at start (worker::v1::InitRequest.loras).
 struct LoraAdapterOption {
@@ -87,6 +100,11 @@ struct FrontendOptions {
   uint64_t default_width = 0;
   uint64_t default_steps = 0;
   RequestLimits limits;
+  // The largest GenerateRequest the gRPC server receives, in bytes (0: AutoMaxRequestBytes).
+  uint64_t max_request_bytes = 0;
+  uint64_t MaxRequestBytes() const {
+    return max_request_bytes ? max_request_bytes : AutoMaxRequestBytes(limits);
+  }
   // LoRA adapters, as given: --lora NAME=PATH (repeatable) and --lora-dir DIR.
   std::vector<std::string> lora;
   std::string lora_dir;

@@ -77,7 +77,9 @@ absl::StatusOr<std::unique_ptr<FrontendServer>> FrontendServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(f->options_.listen, f->security_->GrpcCredentials(), &f->port_);
   builder.RegisterService(f->service_.get());
-  builder.SetMaxReceiveMessageSize(64 << 20);  // precomputed embeddings can be a few MiB
+  // Precomputed embeddings can be a few MiB, input images up to --max-input-image-bytes each:
+  // --max-request-bytes (0: 64 MiB + 10 images of the image limit, AutoMaxRequestBytes).
+  builder.SetMaxReceiveMessageSize(static_cast<int>(f->options_.MaxRequestBytes()));
   builder.SetMaxSendMessageSize(256 << 20);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);

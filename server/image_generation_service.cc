@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +67,12 @@ absl::Status CallStatus(const absl::Status& failure, const PendingList& pending)
     status = p->status();
   }
   return status;
+}
+
+// Whether two requests carry the same input images and strength (then they decode alike).
+bool SameImages(const v1::GenerateRequest& a, const v1::GenerateRequest& b) {
+  return a.strength() == b.strength() && a.images_size() == b.images_size() &&
+         std::equal(a.images().begin(), a.images().end(), b.images().begin());
 }
 
 }  // namespace
@@ -156,9 +164,19 @@ absl::StatusOr<ImageGenerationService::PreparedCall> ImageGenerationService::Pre
   PreparedCall call;
   call.id = requests.front().request_id().empty() ? NewRequestId() : requests.front().request_id();
   call.pending.reserve(requests.size());
+  // The input images are decoded here, on the caller's thread, before admission (CPU work that
+  // must not reach the dispatcher); later requests of the call that carry the same images as the
+  // first (the HTTP edits' `n`) share its decode.
+  std::optional<DecodedInputImages> first_images;
   for (size_t i = 0; i < requests.size(); ++i) {
+    const v1::GenerateRequest& r = requests[i];
+    std::optional<DecodedInputImages> own;
+    if (!first_images || !SameImages(r, requests.front())) {
+      ASSIGN_OR_RETURN(own, DecodeInputImages(r, *model, options_->limits));
+    }
     ASSIGN_OR_RETURN(ValidatedRequest validated,
-                     ValidateRequest(requests[i], *model, options_->limits));
+                     ValidateRequest(r, *model, options_->limits, own ? *own : *first_images));
+    if (i == 0) first_images = std::move(own);
     // One image keeps the call's id; several are told apart by their index.
     call.pending.push_back(std::make_shared<PendingRequest>(
         requests.size() == 1 ? call.id : absl::StrCat(call.id, ".", i), std::move(validated),

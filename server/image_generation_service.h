@@ -107,7 +107,8 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
     PendingList pending;  // its requests, validated, in the order of the call's
   };
   // Refuses a call without images or one the server cannot take now (draining, model not ready),
-  // gives it its id and validates every request; none is queued yet.
+  // gives it its id and validates every request, decoding and preparing its input images here, on
+  // the caller's thread (server/input_images.h); none is queued yet.
   absl::StatusOr<PreparedCall> Prepare(const std::vector<v1::GenerateRequest>& requests,
                                        const Deadline& deadline);
   // Counts the call in flight and queues its requests together (AdmissionQueue::PushAll); on

@@ -221,12 +221,25 @@ struct Sampling {
 };
 
 absl::StatusOr<Sampling> ResolveSampling(const v1::GenerateRequest& r, const v1::Defaults& defaults,
+                                         const DecodedInputImages& images,
                                          const RequestLimits& limits) {
   Sampling s;
-  s.height = r.height() ? r.height() : defaults.height();
-  s.width = r.width() ? r.width() : defaults.width();
-  RETURN_IF_ERROR(CheckSize("height", s.height, limits, limits.max_height));
-  RETURN_IF_ERROR(CheckSize("width", s.width, limits, limits.max_width));
+  // A side the request leaves at 0: the first reference image's (Flux2Pipeline: `height = height
+  // or image_height`), else the default.
+  const bool height_from_image = r.height() == 0 && images.default_height != 0;
+  const bool width_from_image = r.width() == 0 && images.default_width != 0;
+  s.height = r.height()          ? r.height()
+             : height_from_image ? images.default_height
+                                 : defaults.height();
+  s.width = r.width() ? r.width() : width_from_image ? images.default_width : defaults.width();
+  RETURN_IF_ERROR(CheckSize(height_from_image ? "height (images[0]'s prepared height; send height "
+                                                "to choose another)"
+                                              : "height",
+                            s.height, limits, limits.max_height));
+  RETURN_IF_ERROR(CheckSize(width_from_image ? "width (images[0]'s prepared width; send width to "
+                                               "choose another)"
+                                             : "width",
+                            s.width, limits, limits.max_width));
 
   s.steps = r.num_inference_steps() ? r.num_inference_steps() : defaults.num_inference_steps();
   if (s.steps < limits.min_steps || s.steps > limits.max_steps) {
@@ -329,12 +342,24 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
                                                  const RequestLimits& limits) {
   RETURN_IF_ERROR(CheckTexts(r, limits));
   RETURN_IF_ERROR(CheckConditioning(r, model, limits));
-  ASSIGN_OR_RETURN(const Sampling sampling, ResolveSampling(r, model.defaults(), limits));
+  ASSIGN_OR_RETURN(const DecodedInputImages images, DecodeInputImages(r, model, limits));
+  return ValidateRequest(r, model, limits, images);
+}
+
+absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
+                                                 const worker::v1::ModelDescription& model,
+                                                 const RequestLimits& limits,
+                                                 const DecodedInputImages& images) {
+  RETURN_IF_ERROR(CheckTexts(r, limits));
+  RETURN_IF_ERROR(CheckConditioning(r, model, limits));
+  ASSIGN_OR_RETURN(const Sampling sampling, ResolveSampling(r, model.defaults(), images, limits));
   ASSIGN_OR_RETURN(const v1::OutputFormat format, ResolveOutputFormat(r, model));
   ASSIGN_OR_RETURN(auto loras, CheckLoras(r, model, limits));
 
   ValidatedRequest out;
   out.item = MakeItem(r, sampling, PickSeed(r), loras);
+  RETURN_IF_ERROR(AddInputImages(images, sampling.height, sampling.width, &out.item));
+  out.shape.input_images = static_cast<uint32_t>(images.images.size());
   const bool has_embeddings = r.has_prompt_embeddings();
   out.shape.height = sampling.height;
   out.shape.width = sampling.width;
@@ -361,6 +386,8 @@ v1::ModelInfo MakeModelInfo(const worker::v1::ModelDescription& model, const Req
   info.set_guidance_distilled(model.guidance_distilled());
   *info.mutable_defaults() = model.defaults();
   *info.mutable_inputs() = model.inputs();
+  *info.mutable_inputs()->mutable_image_inputs() =
+      PublicImageInputs(model.inputs().image_inputs(), l);
   v1::Limits* limits = info.mutable_limits();
   limits->set_max_height(static_cast<uint32_t>(l.max_height));
   limits->set_max_width(static_cast<uint32_t>(l.max_width));

@@ -13,6 +13,7 @@
 #include "ditserve/v1/ditserve.pb.h"
 #include "ditserve/worker/v1/worker.pb.h"
 #include "server/frontend_options.h"
+#include "server/input_images.h"
 
 namespace ditserve::server {
 
@@ -29,11 +30,16 @@ struct RequestShape {
   // The LoRA adapters applied (name, scale), as in RunItem.loras: sorted by name, so the same set
   // given in another order is equal, and a job's items all have the same (the workers require it).
   std::vector<std::pair<std::string, float>> loras;
+  // GenerateRequest.images given. A request with input images runs alone: the admission queue
+  // never batches it with another request (batchable()), so the pipelines get one item per job
+  // whenever images are involved.
+  uint32_t input_images = 0;
+  bool batchable() const { return input_images == 0; }
   bool operator==(const RequestShape& o) const {
     return height == o.height && width == o.width && steps == o.steps &&
            max_sequence_length == o.max_sequence_length && output_format == o.output_format &&
            uses_embeddings == o.uses_embeddings && embeddings_length == o.embeddings_length &&
-           true_cfg == o.true_cfg && loras == o.loras;
+           true_cfg == o.true_cfg && loras == o.loras && input_images == o.input_images;
   }
 };
 
@@ -45,11 +51,23 @@ struct ValidatedRequest {
 // LoRA choices (`loras`): at most limits.max_loras_per_request, each naming an adapter of
 // model.loras() once, with a finite scale of at most limits.max_lora_scale in magnitude (absent:
 // 1.0). They are copied to item.loras and shape.loras sorted by name, every scale set.
+// Input images (`images`, `strength`): checked, decoded and prepared by server/input_images.h
+// (CPU work on the calling thread) into item.images / item.strength; with use "reference" a
+// request without height (width) gets the first image's prepared height (width), checked against
+// the limits like any size (it takes precedence over the model's and --default-* sizes, as
+// diffusers' Flux2Pipeline does).
 absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
                                                  const worker::v1::ModelDescription& model,
                                                  const RequestLimits& limits);
+// The same, with the request's images already decoded by DecodeInputImages(request, model,
+// limits) (a call whose requests share their images decodes them once).
+absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
+                                                 const worker::v1::ModelDescription& model,
+                                                 const RequestLimits& limits,
+                                                 const DecodedInputImages& images);
 
-// The public ModelInfo for a model description (its loaded LoRA adapters included) and the limits.
+// The public ModelInfo for a model description (its loaded LoRA adapters included) and the limits
+// (inputs.image_inputs with the server's input image limits, PublicImageInputs).
 v1::ModelInfo MakeModelInfo(const worker::v1::ModelDescription& model, const RequestLimits& limits,
                             uint64_t max_queue, uint64_t max_batch);
 

@@ -1,5 +1,7 @@
 #include "worker/job_codec.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/model_flags.h"
@@ -50,6 +52,53 @@ std::vector<std::pair<std::string, std::string>> PngText(const v1::RunRequest& r
   return text;
 }
 
+// RunItem.images[j] as a uint8 (H, W, 3) CPU tensor, its size checked against its bytes.
+absl::StatusOr<torch::Tensor> ImageFromProto(const v1::RgbPixels& p, const std::string& field) {
+  const uint64_t expected = uint64_t{p.width()} * p.height() * 3;
+  if (p.width() == 0 || p.height() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", p.width(), "x", p.height(), ", an empty image"));
+  }
+  if (p.rgb().size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".rgb holds ", p.rgb().size(),
+                                                   " bytes; a ", p.width(), "x", p.height(),
+                                                   " RGB image needs ", expected));
+  }
+  // Runs on RPC handler threads: an allocation failure is a Status, not an exception.
+  return GuardTorch("decoding an input image", [&] {
+    torch::Tensor t = torch::empty(
+        {static_cast<int64_t>(p.height()), static_cast<int64_t>(p.width()), 3}, torch::kUInt8);
+    std::memcpy(t.data_ptr(), p.rgb().data(), p.rgb().size());
+    return t;
+  });
+}
+
+// ModelInfo.inputs.image_inputs.use for a card's ImageUse ("" for kNone).
+const char* ImageUseName(pipeline::ImageUse use) {
+  switch (use) {
+    case pipeline::ImageUse::kReference:
+      return "reference";
+    case pipeline::ImageUse::kImageToImage:
+      return "image_to_image";
+    case pipeline::ImageUse::kKontext:
+      return "kontext";
+    case pipeline::ImageUse::kNone:
+      break;
+  }
+  return "";
+}
+
+void DescribeImageInputs(const pipeline::ImageInputCard& card, ditserve::v1::ImageInputs* out) {
+  if (card.use == pipeline::ImageUse::kNone || card.max_images <= 0) return;  // takes none
+  out->set_max_images(static_cast<uint32_t>(card.max_images));
+  out->set_use(ImageUseName(card.use));
+  out->set_min_side(static_cast<uint32_t>(card.min_side));
+  out->set_max_aspect_ratio(static_cast<uint32_t>(card.max_aspect_ratio));
+  out->set_max_area(static_cast<uint64_t>(card.max_area));
+  out->set_size_multiple(static_cast<uint32_t>(card.size_multiple));
+  out->set_default_strength(card.default_strength);
+}
+
 // `value` parsed by `parse` (a common/model_flags.h parser), or `fallback` when it is empty.
 template <typename E, typename Parse>
 absl::StatusOr<E> ParseOr(const std::string& value, E fallback, Parse parse, absl::string_view field) {
@@ -85,6 +134,13 @@ absl::StatusOr<pipeline::GenerationJob> JobFromRunRequest(const v1::RunRequest& 
       ASSIGN_OR_RETURN(item.negative_embeddings,
                        EmbeddingsFromProto(in.negative_prompt_embeddings(), "negative_prompt_embeddings"));
     }
+    for (int j = 0; j < in.images_size(); ++j) {
+      ASSIGN_OR_RETURN(
+          torch::Tensor image,
+          ImageFromProto(in.images(j), absl::StrCat("items[", i, "].images[", j, "]")));
+      item.images.push_back(std::move(image));
+    }
+    item.strength = in.strength();
     // LoRA choices are the job's: the frontend batches only requests that agree on them.
     std::vector<lora::LoraChoice> loras;
     for (const ditserve::v1::LoraChoice& c : in.loras()) {
@@ -258,6 +314,7 @@ v1::ModelDescription DescribeModel(const pipeline::ModelCard& card, uint32_t tp_
   for (int64_t v : card.pooled_prompt_embeds_shape) in->add_pooled_prompt_embeds_shape(v);
   in->set_accepts_text_mask(card.accepts_text_mask);
   if (!card.images_out) in->add_output_formats(ditserve::v1::OUTPUT_FORMAT_LATENTS);
+  DescribeImageInputs(card.image_inputs, in->mutable_image_inputs());
   auto* def = d.mutable_defaults();
   def->set_height(static_cast<uint32_t>(card.default_height));
   def->set_width(static_cast<uint32_t>(card.default_width));

@@ -1,10 +1,12 @@
 // The one place where the worker's wire messages meet the engine's typed values:
-// - RunRequest -> GenerationJob (tensors decoded, field names in errors), GenerationResult ->
+// - RunRequest -> GenerationJob (tensors decoded, input images as uint8 (H, W, 3) tensors with
+//   their byte counts checked, field names in errors), GenerationResult ->
 //   RunResult (per item the encoded image or the latents, and the stage timings; the frontend
 //   builds the public response's metadata), StepEvent -> RunEvent progress;
 // - InitRequest -> InitConfig (every string value parsed with common/model_flags.h, errors naming
 //   the request field), InitProgress -> InitEvent, InitReport -> the "ready" InitEvent
-//   (ModelCard -> ModelDescription);
+//   (ModelCard -> ModelDescription, ImageInputCard -> inputs.image_inputs with use "reference",
+//   "image_to_image" or "kontext");
 // - Rendezvous <-> GroupRendezvous, EngineStatus -> WorkerStatus.
 //
 // Stateless functions; safe from any thread. They run on RPC handler threads: the torch-touching
