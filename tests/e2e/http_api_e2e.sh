@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # ctest entry for the OpenAI-style images HTTP API through the real binaries
-# (tests/e2e/CMakeLists.txt: http_api_openai_e2e, http_api_curl_e2e): starts ditserve-frontend with
-# --http-listen 127.0.0.1:0 (the port read from its "HTTP <port>" line), a bearer token, --max-batch 2
-# and 2 CPU workers on the flux1-tiny fixture, then
+# (tests/e2e/CMakeLists.txt: http_api_openai_e2e, http_api_curl_e2e, http_api_edits_e2e): starts
+# ditserve-frontend with --http-listen 127.0.0.1:0 (the port read from its "HTTP <port>" line), a
+# bearer token, --max-batch 2 and 2 CPU workers on the flux1-tiny fixture (edits: flux2-tiny), then
 #   openai  runs tests/e2e/openai_client/images_test.js (the official openai npm client);
-#   curl    checks every route and the main error answers with curl and python3;
+#   curl    checks every route and the main error answers with curl and python3, POST
+#           /v1/images/edits' errors included (no image, a mask, images the model does not take);
+#   edits   POST /v1/images/edits' success path on flux2-tiny (reference images) with curl -F and
+#           the openai client's images.edit (when node and its node_modules are there);
 # then SIGTERM: the frontend must drain and exit 0. Exits 77 (ctest SKIP_RETURN_CODE), saying why,
 # when the mode's client is missing: node or openai_client/node_modules (npm ci there;
-# scripts/setup.sh does it), or curl.
-# Usage: http_api_e2e.sh openai|curl BUILD_DIR
+# scripts/setup.sh does it), or curl; edits also while flux2-tiny's GET /v1/models says
+# image_inputs.max_images 0 (no FLUX.2 reference-image pipeline yet).
+# Usage: http_api_e2e.sh openai|curl|edits BUILD_DIR
 set -euo pipefail
 mode=${1:-}
 build=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-[ -n "$build" ] || { echo "usage: http_api_e2e.sh openai|curl BUILD_DIR" >&2; exit 2; }
+[ -n "$build" ] || { echo "usage: http_api_e2e.sh openai|curl|edits BUILD_DIR" >&2; exit 2; }
 
 case "$mode" in
   openai)
@@ -25,13 +29,20 @@ case "$mode" in
       echo "SKIP: tests/e2e/openai_client/node_modules is absent (run npm ci there; scripts/setup.sh does)"
       exit 77
     fi ;;
-  curl)
+  curl|edits)
     command -v curl >/dev/null 2>&1 || { echo "SKIP: curl is not installed (scripts/deps.txt)"; exit 77; }
     command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed"; exit 77; } ;;
-  *) echo "usage: http_api_e2e.sh openai|curl BUILD_DIR" >&2; exit 2 ;;
+  *) echo "usage: http_api_e2e.sh openai|curl|edits BUILD_DIR" >&2; exit 2 ;;
 esac
 
-model="$repo/tests/fixtures/flux1-tiny"
+if [ "$mode" = edits ]; then
+  model_name=flux2-tiny
+  extra=()
+else
+  model_name=flux1-tiny
+  extra=(--lora "style=$repo/tests/fixtures/lora/style")
+fi
+model="$repo/tests/fixtures/$model_name"
 tmp=$(mktemp -d /tmp/ditserve-http-e2e.XXXXXX)
 pid=""
 cleanup() {
@@ -44,7 +55,7 @@ echo "$token" >"$tmp/token"
 
 "$build/server/ditserve-frontend" --model "$model" --spawn-workers 2 --listen 127.0.0.1:0 \
   --metrics-listen "" --http-listen 127.0.0.1:0 --max-batch 2 --max-queue 4 \
-  --api-token-file "$tmp/token" --lora "style=$repo/tests/fixtures/lora/style" \
+  --api-token-file "$tmp/token" "${extra[@]}" \
   --log-level info >"$tmp/stdout" 2>"$tmp/log" &
 pid=$!
 
@@ -85,6 +96,53 @@ else
     fail "never SERVING within 180 s"
 fi
 
+auth=(-H "Authorization: Bearer $token")
+# code BODY_FILE METHOD PATH [curl args...]: the HTTP status; the body goes to BODY_FILE.
+call() {
+  local out=$1 method=$2 path=$3; shift 3
+  curl -s -o "$out" -w '%{http_code}' -X "$method" "$base$path" "$@" || true
+}
+expect() {  # expect WHAT WANT GOT
+  if [ "$2" = "$3" ]; then echo "ok   $1"; else fail "$1: want $2, got $3 ($(head -c 400 "$tmp/body"))"; fi
+}
+field() {  # field PYTHON_EXPR: evaluated on the JSON in $tmp/body as j
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($1)" "$tmp/body"
+}
+png_size() {  # png_size: "WxH seed=S n=N" of the images in $tmp/body (the first one's size and seed)
+  python3 - "$tmp/body" <<'EOF'
+import base64, json, struct, sys
+j = json.load(open(sys.argv[1]))
+png = base64.b64decode(j["data"][0]["b64_json"])
+assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR", "not a PNG"
+w, h = struct.unpack(">II", png[16:24])
+print(f"{w}x{h} seed={j['data'][0]['seed']} n={len(j['data'])}")
+EOF
+}
+# make_png FILE WIDTH HEIGHT R G B: a solid RGB PNG, written with zlib alone (no imaging module).
+make_png() {
+  python3 - "$@" <<'EOF'
+import struct, sys, zlib
+path, w, h, r, g, b = sys.argv[1], *map(int, sys.argv[2:])
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+rows = b"".join(b"\x00" + bytes([r, g, b]) * w for _ in range(h))
+open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+                       + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+EOF
+}
+# What the served model takes: "MAX_IMAGES USE" from GET /v1/models/<model> (curl, else node).
+image_inputs() {
+  if command -v curl >/dev/null 2>&1; then
+    call "$tmp/body" GET "/v1/models/$model_name" "${auth[@]}" >/dev/null
+    field 'str(j["image_inputs"]["max_images"]) + " " + (j["image_inputs"]["use"] or "-")'
+  else
+    node -e '
+      fetch(process.argv[1], {headers: {Authorization: "Bearer " + process.argv[2]}})
+        .then((r) => r.json()).then((j) => console.log(`${j.image_inputs.max_images} ${j.image_inputs.use || "-"}`));' \
+      "$base/v1/models/$model_name" "$token"
+  fi
+}
+
 case "$mode" in
   openai)
     (cd "$here/openai_client" && node images_test.js "$base/v1" "$tmp/token" flux1-tiny) ||
@@ -92,19 +150,6 @@ case "$mode" in
     grep -q "2 request(s), 64x64" "$tmp/log" || fail "the two images did not run as one batch"
     echo "ok   the two images ran as one job (--max-batch 2)" ;;
   curl)
-    auth=(-H "Authorization: Bearer $token")
-    # code BODY_FILE METHOD PATH [curl args...]: the HTTP status; the body goes to BODY_FILE.
-    call() {
-      local out=$1 method=$2 path=$3; shift 3
-      curl -s -o "$out" -w '%{http_code}' -X "$method" "$base$path" "$@" || true
-    }
-    expect() {  # expect WHAT WANT GOT
-      if [ "$2" = "$3" ]; then echo "ok   $1"; else fail "$1: want $2, got $3 ($(head -c 400 "$tmp/body"))"; fi
-    }
-    field() {  # field PYTHON_EXPR: evaluated on the JSON in $tmp/body as j
-      python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($1)" "$tmp/body"
-    }
-
     code=$(call "$tmp/body" GET /v1/models "${auth[@]}")
     expect "GET /v1/models is 200" 200 "$code"
     expect "  ... listing the served model" flux1-tiny "$(field 'j["data"][0]["id"]')"
@@ -160,7 +205,84 @@ EOF
     expect "a body over the limit is 413" 413 "$code"
     code=$(call "$tmp/body" GET /v1/nothing "${auth[@]}")
     expect "an unknown route is 404" 404 "$code"
-    expect "  ... as an OpenAI error object" not_found_error "$(field 'j["error"]["type"]')" ;;
+    expect "  ... as an OpenAI error object" not_found_error "$(field 'j["error"]["type"]')"
+
+    # POST /v1/images/edits (multipart/form-data): the form's errors, and the images a model does
+    # not take, named by Serve (images[i] / images) and answered with param "image".
+    make_png "$tmp/a.png" 64 64 200 30 30
+    make_png "$tmp/b.png" 64 64 30 30 200
+    edit=(-F "model=$model_name" -F "prompt=make it blue" -F size=64x64 -F num_inference_steps=3 -F seed=5
+          -F response_format=b64_json)
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" "${edit[@]}")
+    expect "an edit without an image is 400" 400 "$code"
+    expect "  ... with param image" image "$(field 'j["error"]["param"]')"
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" "${edit[@]}" -F "image=@$tmp/a.png" \
+      -F "mask=@$tmp/b.png")
+    expect "an edit with a mask is 400" 400 "$code"
+    expect "  ... saying inpainting is not supported" "mask True" \
+      "$(field 'j["error"]["param"], "inpainting is not supported" in j["error"]["message"]')"
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" -F "image=@$tmp/a.png" -F size=64x64)
+    expect "an edit without a prompt is 400" "400 prompt" "$code $(field 'j["error"]["param"]')"
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" -H 'Content-Type: application/json' \
+      -d '{"prompt": "x"}')
+    expect "an edit that is not a multipart form is 400" 400 "$code"
+    code=$(call "$tmp/body" POST /v1/images/edits -F prompt=x -F "image=@$tmp/a.png")
+    expect "an edit without a token is 401" 401 "$code"
+    read -r max_images use <<<"$(image_inputs)"
+    echo "     $model_name takes $max_images input image(s) (use $use)"
+    # More images than the model takes (at least two: image=@a.png image=@b.png) are refused
+    # naming images.
+    too_many=(-F "image=@$tmp/a.png")
+    while [ "${#too_many[@]}" -lt $((2 * (max_images + 1))) ] || [ "${#too_many[@]}" -lt 4 ]; do
+      too_many+=(-F "image=@$tmp/b.png")
+    done
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" "${edit[@]}" "${too_many[@]}")
+    expect "$((${#too_many[@]} / 2)) images to a model that takes $max_images is 400" 400 "$code"
+    expect "  ... with param image, naming images" "image True" \
+      "$(field 'j["error"]["param"], "images" in j["error"]["message"]')"
+    if [ "$max_images" -gt 0 ]; then
+      # The model takes images (FLUX.1 image-to-image once its pipeline lands): one edit succeeds.
+      strength=()
+      [ "$use" = image_to_image ] && strength=(-F strength=0.7)
+      code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" "${edit[@]}" "${strength[@]}" \
+        -F "image=@$tmp/a.png")
+      expect "an edit with one image is 200" 200 "$code"
+      expect "  ... a 64x64 PNG with the seed asked for" "64x64 seed=5 n=1" "$(png_size)"
+    fi ;;
+  edits)
+    # The success path of POST /v1/images/edits on flux2-tiny: reference images.
+    read -r max_images use <<<"$(image_inputs)"
+    if [ "$max_images" = 0 ]; then
+      # THE SKIP: remove it once FLUX.2's reference-image pipeline reports image_inputs.
+      echo "SKIP: $model_name's GET /v1/models says image_inputs.max_images 0 (no FLUX.2 reference-image pipeline yet): the edits success path cannot run"
+      kill -TERM "$pid"; wait "$pid" || true; pid=""
+      exit 77
+    fi
+    echo "     $model_name takes $max_images input image(s) (use $use)"
+    make_png "$tmp/a.png" 96 64 200 30 30
+    make_png "$tmp/b.png" 64 64 30 30 200
+    # size absent: the output takes the first image's size (FLUX.2), here 96 x 64.
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" -F "model=$model_name" \
+      -F "prompt=make the red square blue" -F "image=@$tmp/a.png" -F "image=@$tmp/b.png" \
+      -F num_inference_steps=3 -F seed=9 -F response_format=b64_json)
+    expect "an edit with two reference images (image=@a.png image=@b.png) is 200" 200 "$code"
+    expect "  ... a PNG of the first image's size with the seed asked for" "96x64 seed=9 n=1" "$(png_size)"
+    first=$(field 'j["data"][0]["b64_json"]')
+    # image[] (the openai clients' array form) carries the same images in the same order.
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" -F "prompt=make the red square blue" \
+      -F "image[]=@$tmp/a.png" -F "image[]=@$tmp/b.png" -F num_inference_steps=3 -F seed=9)
+    expect "  ... image[] gives the same image" "200 same" \
+      "$code $([ "$(field 'j["data"][0]["b64_json"]')" = "$first" ] && echo same || echo different)"
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" -F "prompt=make the red square blue" \
+      -F "image=@$tmp/b.png" -F "image=@$tmp/a.png" -F num_inference_steps=3 -F seed=9 -F size=64x64 -F n=2)
+    expect "the images in the other order with size 64x64 and n 2 are 200" 200 "$code"
+    expect "  ... two 64x64 PNGs" "64x64 seed=9 n=2" "$(png_size)"
+    if command -v node >/dev/null 2>&1 && [ -d "$here/openai_client/node_modules/openai" ]; then
+      (cd "$here/openai_client" && node images_test.js "$base/v1" "$tmp/token" "$model_name" edits) ||
+        fail "the openai client's images.edit test failed"
+    else
+      echo "skip the openai client's images.edit (node or openai_client/node_modules is missing)"
+    fi ;;
 esac
 
 # SIGTERM: the frontend drains (HTTP API included) and exits 0.

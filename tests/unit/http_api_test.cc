@@ -491,8 +491,11 @@ TEST_F(HttpApiTest, EditBodyOverItsOwnLimitIs413) {
   ExpectError(Post(gen), 413, "invalid_request_error", nullptr,
               "the request body is over the limit of " + std::to_string(http.max_body_bytes));
   EXPECT_TRUE(cluster_->jobs(0).empty());
-  // A form within the limit reaches Serve after that.
+  // A form within the limit reaches Serve after that, a large image read in many pieces too.
   ExpectError(PostEdit(EditForm()), 400, "invalid_request_error", "image", "images");
+  httplib::MultipartFormDataItems large = EditForm();
+  large.push_back(File("image", PngLike('d', 900 << 10)));
+  ExpectError(PostEdit(large), 400, "invalid_request_error", "image", "images");
 }
 
 TEST_F(HttpApiTest, EditBodyLimitFlagIsValidated) {

@@ -6,8 +6,15 @@
 //   - client.images.generate({model, prompt, size: "64x64", response_format: "b64_json", n: 2,
 //     seed}) returns two PNGs of 64 x 64 with the seeds seed and seed + 1;
 //   - a bad request raises the client's BadRequestError (status 400, `param` naming the field),
-//     "url" responses are refused the same way, and a wrong key raises AuthenticationError (401).
-// Usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL
+//     "url" responses are refused the same way, and a wrong key raises AuthenticationError (401);
+//   - client.images.edit({image: [file1, file2], prompt, ...}) with files made by the package's
+//     toFile (POST /v1/images/edits, multipart/form-data): a mask raises BadRequestError (param
+//     mask); images the model does not take (GET /v1/models' image_inputs.max_images; none for
+//     flux1-tiny today) raise BadRequestError (param image, naming images); when it takes some,
+//     one edit succeeds.
+// With MODE "edits" (http_api_e2e.sh edits, flux2-tiny) only the edit success path runs: two
+// reference images give one PNG of the first image's size, and n = 2 with a size two PNGs.
+// Usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits]
 // Exit codes: 0 passed, 1 failed, 77 the npm packages are not installed (ctest SKIP_RETURN_CODE;
 // `npm ci` in this folder, as scripts/setup.sh does, installs them).
 "use strict";
@@ -23,11 +30,12 @@ try {
               `package (run npm ci there; scripts/setup.sh does): ${e.message.split("\n")[0]}`);
   process.exit(77);
 }
-const { OpenAI, BadRequestError, AuthenticationError } = openai;
+const { OpenAI, BadRequestError, AuthenticationError, toFile } = openai;
+const zlib = require("zlib");
 
-const [baseURL, tokenFile, expectedModel] = process.argv.slice(2);
-if (!baseURL || !tokenFile || !expectedModel) {
-  console.error("usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL");
+const [baseURL, tokenFile, expectedModel, mode = "all"] = process.argv.slice(2);
+if (!baseURL || !tokenFile || !expectedModel || !["all", "edits"].includes(mode)) {
+  console.error("usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits]");
   process.exit(2);
 }
 const token = fs.readFileSync(tokenFile, "utf8").trim();
@@ -52,6 +60,37 @@ function pngSize(buf) {
   return { width: buf.readUInt32BE(16), height: buf.readUInt32BE(20) };
 }
 
+// A solid RGB PNG of width x height (zlib and a CRC-32 table: no imaging package).
+const crcTable = Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+function crc32(buf) {
+  let c = 0xffffffff;
+  for (const b of buf) c = crcTable[(c ^ b) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+function solidPng(width, height, [r, g, b]) {
+  const chunk = (kind, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(kind, "ascii"), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(body));
+    return Buffer.concat([len, body, crc]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);  // 8-bit RGB
+  const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array(width).fill([r, g, b]).flat())]);
+  const pixels = Buffer.concat(Array(height).fill(row));
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+                        chunk("IHDR", ihdr), chunk("IDAT", zlib.deflateSync(pixels)),
+                        chunk("IEND", Buffer.alloc(0))]);
+}
+
 // The error a call throws, or null when it succeeds.
 async function errorOf(call) {
   try {
@@ -59,6 +98,59 @@ async function errorOf(call) {
     return null;
   } catch (e) {
     return e;
+  }
+}
+
+// POST /v1/images/edits through client.images.edit. `inputs`: the served model's image_inputs
+// (GET /v1/models); in "all" mode the errors, and one success when the model takes images; in
+// "edits" mode (a model that takes two or more) the reference-image success path.
+async function edits(client, model, inputs) {
+  const maxImages = (inputs && inputs.max_images) || 0;
+  const red = await toFile(solidPng(96, 64, [200, 30, 30]), "red.png", { type: "image/png" });
+  const blue = await toFile(solidPng(64, 64, [30, 30, 200]), "blue.png", { type: "image/png" });
+  if (mode === "edits") {
+    const t0 = Date.now();
+    const res = await client.images.edit({
+      model, image: [red, blue], prompt: "make the red square blue", response_format: "b64_json",
+      seed: 9, num_inference_steps: 3,
+    });
+    console.log(`images.edit(2 images) took ${((Date.now() - t0) / 1000).toFixed(2)} s`);
+    const png = Buffer.from((res.data && res.data[0] && res.data[0].b64_json) || "", "base64");
+    check("images.edit({image: [file1, file2]}) returns one PNG of the first image's size (96x64)",
+          res.data.length === 1 && JSON.stringify(pngSize(png)) === '{"width":96,"height":64}',
+          JSON.stringify(pngSize(png)));
+    check("  ... with the seed asked for", res.data[0].seed === 9, `${res.data[0].seed}`);
+    const two = await client.images.edit({
+      model, image: [blue, red], prompt: "make the red square blue", size: "64x64", n: 2,
+      response_format: "b64_json", seed: 9, num_inference_steps: 3,
+    });
+    const sizes = (two.data || []).map((d) => JSON.stringify(pngSize(Buffer.from(d.b64_json, "base64"))));
+    check("images.edit(n: 2, size: 64x64) returns two 64x64 PNGs with seeds 9 and 10",
+          sizes.length === 2 && sizes.every((z) => z === '{"width":64,"height":64}') &&
+          two.data[0].seed === 9 && two.data[1].seed === 10, JSON.stringify(sizes));
+    return;
+  }
+  const mask = await errorOf(() => client.images.edit({ model, image: red, mask: blue, prompt: "x" }));
+  check("images.edit with a mask raises BadRequestError (param mask)",
+        mask instanceof BadRequestError && mask.param === "mask" &&
+        /inpainting is not supported/.test(mask.message), String(mask));
+  // One more image than the model takes (none: any image) is refused naming images.
+  const tooMany = Array(Math.max(2, maxImages + 1)).fill(blue);
+  const refused = await errorOf(() => client.images.edit({
+    model, image: tooMany, prompt: "make it red", size: "64x64", response_format: "b64_json" }));
+  check(`images.edit with ${tooMany.length} image(s) to a model that takes ${maxImages} raises ` +
+        "BadRequestError (param image)", refused instanceof BadRequestError &&
+        refused.param === "image" && /images/.test(refused.message), String(refused));
+  if (maxImages > 0) {
+    // The model takes images (FLUX.1 image-to-image once its pipeline lands): one edit succeeds.
+    const extra = inputs.use === "image_to_image" ? { strength: 0.7 } : {};
+    const res = await client.images.edit({
+      model, image: [blue], prompt: "make it red", size: "64x64", response_format: "b64_json",
+      seed: 3, num_inference_steps: 3, ...extra,
+    });
+    const png = Buffer.from((res.data && res.data[0] && res.data[0].b64_json) || "", "base64");
+    check("images.edit with one image returns a 64x64 PNG",
+          JSON.stringify(pngSize(png)) === '{"width":64,"height":64}', JSON.stringify(pngSize(png)));
   }
 }
 
@@ -71,6 +163,12 @@ async function main() {
   check("models.list() names the served model", models.length === 1 && models[0].id === expectedModel,
         JSON.stringify(models));
   const model = models.length ? models[0].id : expectedModel;
+  const inputs = models.length ? models[0].image_inputs : null;
+  console.log(`${model} takes ${inputs ? inputs.max_images : "?"} input image(s)`);
+  if (mode === "edits") {
+    await edits(client, model, inputs);
+    return;
+  }
 
   const t0 = Date.now();
   const res = await client.images.generate({
@@ -118,6 +216,8 @@ async function main() {
   const denied = await errorOf(() => wrongKey.images.generate({ model, prompt: "x", size: "64x64" }));
   check("a wrong key raises AuthenticationError", denied instanceof AuthenticationError &&
         denied.status === 401, String(denied));
+
+  await edits(client, model, inputs);
 }
 
 main()
