@@ -42,6 +42,12 @@ void Bind(FlagParser* p, GenerateOptions* o) {
   p->AddStringList("lora", &o->loras,
                    "NAME[:SCALE]: apply the server's LoRA adapter NAME with weight SCALE (default "
                    "1.0; see `info` for the adapters)");
+  p->AddStringList("image", &o->images,
+                   "FILE: an input image (PNG, JPEG or WebP), sent in order; what the model does "
+                   "with it is `info`'s inputs.image_inputs.use");
+  p->AddDouble("strength", &o->strength,
+               "image to image: how much of the schedule runs from the noised input image, in "
+               "(0, 1]; 0 = the model's default");
   p->AddString("output", &o->output, "output file (-o); '-' writes to stdout");
   p->AddBool("quiet", &o->quiet, "no progress output");
   p->AddBool("unary", &o->unary, "use the unary Generate call (no progress)");

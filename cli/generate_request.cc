@@ -1,7 +1,13 @@
 #include "cli/generate_request.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
+#include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -23,6 +29,32 @@ absl::StatusOr<float> ToFloat(const char* flag, double value) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be a finite number"));
   }
   return static_cast<float>(value);
+}
+
+// An --image file's bytes.
+absl::StatusOr<std::string> ReadImageFile(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) {
+    return absl::InvalidArgumentError(absl::StrCat("--image ", path, ": no such file"));
+  }
+  if (!std::filesystem::is_regular_file(st)) {
+    return absl::InvalidArgumentError(absl::StrCat("--image ", path, ": not a regular file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--image ", path, ": cannot open it: ", std::strerror(errno)));
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (in.bad()) {
+    return absl::InvalidArgumentError(absl::StrCat("--image ", path, ": cannot read it"));
+  }
+  if (bytes.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--image ", path, ": the file is empty"));
+  }
+  return bytes.str();
 }
 
 }  // namespace
@@ -94,6 +126,13 @@ absl::StatusOr<ditserve::v1::GenerateRequest> BuildGenerateRequest(const Generat
   r.set_request_id(o.request_id);
   for (const std::string& lora : o.loras) {
     ASSIGN_OR_RETURN(*r.add_loras(), ParseLoraChoice(lora));
+  }
+  if (!std::isfinite(o.strength)) {
+    return absl::InvalidArgumentError("--strength must be a finite number");
+  }
+  r.set_strength(o.strength);
+  for (const std::string& path : o.images) {
+    ASSIGN_OR_RETURN(*r.add_images(), ReadImageFile(path));
   }
   if (!o.embeddings.empty()) {
     ASSIGN_OR_RETURN(*r.mutable_prompt_embeddings(), LoadPromptEmbeddings(o.embeddings));

@@ -33,6 +33,8 @@ struct GenerateOptions {
   std::string negative_embeddings;  // same layout, for true CFG
   std::string request_id;
   std::vector<std::string> loras;  // --lora NAME[:SCALE], repeatable; no SCALE: the API's 1.0
+  std::vector<std::string> images;  // --image FILE, repeatable: GenerateRequest.images in order
+  double strength = 0;              // --strength (image to image); 0: the model's default
   std::string output;  // file to write, "-" = stdout
   bool quiet = false;
   bool unary = false;  // use Generate instead of GenerateStream (no progress)
@@ -48,7 +50,9 @@ std::string OutputFormatName(ditserve::v1::OutputFormat format);
 absl::StatusOr<ditserve::v1::LoraChoice> ParseLoraChoice(const std::string& value);
 
 // Validates the options that can be checked locally (ranges of the uint32 fields, format, output,
-// --lora syntax) and reads the embeddings files. INVALID_ARGUMENT naming the flag otherwise.
+// --lora syntax, --strength finite) and reads the embeddings files and the --image files (their
+// bytes as they are: the server sniffs the format and decodes). INVALID_ARGUMENT naming the flag
+// otherwise (a missing or unreadable --image file included), before any call to the server.
 absl::StatusOr<ditserve::v1::GenerateRequest> BuildGenerateRequest(const GenerateOptions& options);
 
 }  // namespace ditserve::cli

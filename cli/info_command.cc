@@ -1,6 +1,8 @@
 // ditserve-cli info: GetModelInfo, printed as JSON (protobuf's JSON mapping, field names as in the
 // .proto, default values included so every key is always present). A server that is not serving
-// because its worker group could not be formed says why in `not_serving_reason`.
+// because its worker group could not be formed says why in `not_serving_reason`. The input image
+// spec (GenerateRequest.images, `generate --image`) is `inputs.image_inputs`: how many, what the
+// model does with them (use), the model's size rules and the server's limits.
 #include <cstdio>
 
 #include <google/protobuf/util/json_util.h>
