@@ -1,6 +1,7 @@
 // ditserve-frontend's options (server/frontend_options.h): the LoRA flags (--lora NAME=PATH,
 // --lora-dir, --max-loras-per-request, --max-lora-scale), bound with common/flags.h, resolved and
-// validated at start, and passed to every worker in InitRequest.loras.
+// validated at start, and passed to every worker in InitRequest.loras; the input image limits and
+// --max-request-bytes.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -243,6 +244,28 @@ TEST_F(FrontendOptionsLora, CudaGraphsFlagIsCheckedAndReachesTheWorkers) {
   ASSERT_TRUE(init.has_cuda_graphs());
   EXPECT_EQ(init.cuda_graphs(), 0u);
   ExpectError({"--cuda-graphs", "65"}, "--cuda-graphs must be in 0..64, got 65");
+}
+
+TEST_F(FrontendOptionsLora, InputImageLimitsAndTheRequestSize) {
+  ASSERT_TRUE(ParseAndValidate({}).ok());
+  EXPECT_EQ(options_.limits.max_input_image_bytes, uint64_t{32} << 20);
+  EXPECT_EQ(options_.limits.max_input_image_pixels, uint64_t{16777216});
+  EXPECT_EQ(options_.limits.max_input_image_side, uint64_t{8192});
+  // 0: 64 MiB + 10 images of the image limit.
+  EXPECT_EQ(options_.MaxRequestBytes(), (uint64_t{64} << 20) + 10 * (uint64_t{32} << 20));
+  ASSERT_TRUE(ParseAndValidate({"--max-input-image-bytes", "1048576", "--max-input-image-pixels",
+                                "1000000", "--max-input-image-side", "2000"})
+                  .ok());
+  EXPECT_EQ(options_.MaxRequestBytes(), (uint64_t{64} << 20) + 10 * (uint64_t{1} << 20));
+  ASSERT_TRUE(ParseAndValidate({"--max-request-bytes", "100000000"}).ok());
+  EXPECT_EQ(options_.MaxRequestBytes(), uint64_t{100000000});
+
+  ExpectError({"--max-input-image-bytes", "0"}, "--max-input-image-bytes must be in 1024..");
+  ExpectError({"--max-input-image-bytes", "999999999999"}, "--max-input-image-bytes");
+  ExpectError({"--max-input-image-pixels", "0"}, "--max-input-image-pixels must be in 1..");
+  ExpectError({"--max-input-image-side", "70000"}, "--max-input-image-side must be in 1..65535");
+  ExpectError({"--max-request-bytes", "1000"}, "--max-request-bytes must be 0 (automatic) or in");
+  ExpectError({"--max-request-bytes", "4294967296"}, "--max-request-bytes");
 }
 
 }  // namespace
