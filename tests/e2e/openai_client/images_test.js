@@ -9,9 +9,9 @@
 //     "url" responses are refused the same way, and a wrong key raises AuthenticationError (401);
 //   - client.images.edit({image: [file1, file2], prompt, ...}) with files made by the package's
 //     toFile (POST /v1/images/edits, multipart/form-data): a mask raises BadRequestError (param
-//     mask); images the model does not take (GET /v1/models' image_inputs.max_images; none for
-//     flux1-tiny today) raise BadRequestError (param image, naming images); when it takes some,
-//     one edit succeeds.
+//     mask); more images than the model takes (GET /v1/models' image_inputs.max_images; at least
+//     two) raise BadRequestError (param image, naming images); when it takes some, one edit
+//     succeeds (flux1-tiny: image-to-image with strength).
 // With MODE "edits" (http_api_e2e.sh edits, flux2-tiny) only the edit success path runs: two
 // reference images give one PNG of the first image's size, and n = 2 with a size two PNGs.
 // Usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits]
