@@ -252,12 +252,8 @@ EOF
   edits)
     # The success path of POST /v1/images/edits on flux2-tiny: reference images.
     read -r max_images use <<<"$(image_inputs)"
-    if [ "$max_images" = 0 ]; then
-      # THE SKIP: remove it once FLUX.2's reference-image pipeline reports image_inputs.
-      echo "SKIP: $model_name's GET /v1/models says image_inputs.max_images 0 (no FLUX.2 reference-image pipeline yet): the edits success path cannot run"
-      kill -TERM "$pid"; wait "$pid" || true; pid=""
-      exit 77
-    fi
+    [ "$max_images" -ge 2 ] && [ "$use" = reference ] ||
+      fail "$model_name's GET /v1/models says image_inputs max_images $max_images, use '$use' (expected FLUX.2 references)"
     echo "     $model_name takes $max_images input image(s) (use $use)"
     make_png "$tmp/a.png" 96 64 200 30 30
     make_png "$tmp/b.png" 64 64 30 30 200
