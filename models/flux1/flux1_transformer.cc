@@ -36,26 +36,18 @@ absl::Status FluxTransformer2DModel::LoadLayers(const ModuleLoader& loader,
   const FluxTransformerConfig& config = config_;
   // Local heads from the first attention's q rows (read before any layer is built: FP8 weights
   // release the state dict's tensors); the blocks check their own against head_dim.
-  ASSIGN_OR_RETURN(auto q, sd.Get(config.num_layers > 0 ? "transformer_blocks.0.attn.to_q.weight"
-                                                        : "single_transformer_blocks.0.attn.to_q.weight"));
+  ASSIGN_OR_RETURN(auto q,
+                   sd.Get(config.num_layers > 0 ? "transformer_blocks.0.attn.to_q.weight"
+                                                : "single_transformer_blocks.0.attn.to_q.weight"));
   RETURN_IF_ERROR(SetLocalHeads(q.size(0) / config.attention_head_dim, config.num_attention_heads,
                                 sd.world_size()));
   const int64_t d = config.inner_dim();
 
-  ASSIGN_OR_RETURN(x_embedder_, LoadFullWidthLinear(loader, "x_embedder", config.in_channels, d));
-  ASSIGN_OR_RETURN(context_embedder_,
-                   LoadFullWidthLinear(loader, "context_embedder", config.joint_attention_dim, d));
-  TakeDtypeAndDevice(*x_embedder_);
-
-  ASSIGN_OR_RETURN(timestep_embedder_,
-                   TimestepEmbedding::Load(loader, "time_text_embed.timestep_embedder"));
-  if (timestep_embedder_->in_features() != kTimeProjChannels) {
-    return absl::InvalidArgumentError("time_text_embed.timestep_embedder.linear_1 must take 256 features");
-  }
-  if (config.guidance_embeds) {
-    ASSIGN_OR_RETURN(guidance_embedder_,
-                     TimestepEmbedding::Load(loader, "time_text_embed.guidance_embedder"));
-  }
+  ASSIGN_OR_RETURN(
+      embedders_,
+      FluxEmbedders::Load(loader, {config.in_channels, config.joint_attention_dim, d,
+                                   "time_text_embed", kTimeProjChannels, config.guidance_embeds}));
+  TakeDtypeAndDevice(*embedders_.x_embedder);
   ASSIGN_OR_RETURN(text_embedder_,
                    PixArtAlphaTextProjection::Load(loader, "time_text_embed.text_embedder"));
   if (text_embedder_->in_features() != config.pooled_projection_dim) {
@@ -65,8 +57,9 @@ absl::Status FluxTransformer2DModel::LoadLayers(const ModuleLoader& loader,
   }
 
   for (int64_t i = 0; i < config.num_layers; ++i) {
-    ASSIGN_OR_RETURN(auto block, FluxDoubleBlock::Load(loader, absl::StrCat("transformer_blocks.", i),
-                                                       config.attention_head_dim));
+    ASSIGN_OR_RETURN(auto block,
+                     FluxDoubleBlock::Load(loader, absl::StrCat("transformer_blocks.", i),
+                                           config.attention_head_dim));
     double_blocks_.push_back(std::move(block));
   }
   for (int64_t i = 0; i < config.num_single_layers; ++i) {
@@ -79,7 +72,8 @@ absl::Status FluxTransformer2DModel::LoadLayers(const ModuleLoader& loader,
   // Every AdaLN modulation of a step in one GEMM (and one all-reduce when sharded).
   std::vector<tp::ModulationConsumer> modulation;
   auto adaln = [&modulation](auto& norm) {
-    modulation.push_back({norm.linear(), [&norm](ModulationSource s) { norm.set_modulation_source(std::move(s)); }});
+    modulation.push_back(
+        {norm.linear(), [&norm](ModulationSource s) { norm.set_modulation_source(std::move(s)); }});
   };
   for (FluxDoubleBlock& b : double_blocks_) {
     adaln(b.norm1());
@@ -106,13 +100,15 @@ absl::Status FluxTransformer2DModel::CheckArgs(const FluxForwardArgs& a) const {
   }
   const int64_t b = a.hidden_states.size(0), n = a.hidden_states.size(1);
   if (!a.encoder_hidden_states.defined() || a.encoder_hidden_states.dim() != 3 ||
-      a.encoder_hidden_states.size(0) != b || a.encoder_hidden_states.size(2) != c.joint_attention_dim) {
+      a.encoder_hidden_states.size(0) != b ||
+      a.encoder_hidden_states.size(2) != c.joint_attention_dim) {
     return bad("encoder_hidden_states", a.encoder_hidden_states,
                absl::StrCat("(", b, ", T, ", c.joint_attention_dim, ")"));
   }
   const int64_t t = a.encoder_hidden_states.size(1);
   if (!a.pooled_projections.defined() || a.pooled_projections.dim() != 2 ||
-      a.pooled_projections.size(0) != b || a.pooled_projections.size(1) != c.pooled_projection_dim) {
+      a.pooled_projections.size(0) != b ||
+      a.pooled_projections.size(1) != c.pooled_projection_dim) {
     return bad("pooled_projections", a.pooled_projections,
                absl::StrCat("(", b, ", ", c.pooled_projection_dim, ")"));
   }
@@ -138,7 +134,7 @@ torch::Tensor FluxTransformer2DModel::ForwardImpl(const FluxForwardArgs& a) cons
   torch::NoGradGuard no_grad;
   auto to_model = [&](const torch::Tensor& x) { return x.to(device_, dtype_); };
 
-  auto h = x_embedder_->Forward(to_model(a.hidden_states));
+  auto h = embedders_.x_embedder->Forward(to_model(a.hidden_states));
   const auto b = h.size(0);
   // Deliberate divergence from diffusers: timestep and guidance stay float32 up to the sinusoid
   // (diffusers computes `.to(h.dtype) * 1000`, which in bf16 turns guidance 3500 into 3504 and
@@ -146,16 +142,18 @@ torch::Tensor FluxTransformer2DModel::ForwardImpl(const FluxForwardArgs& a) cons
   // to the float32 reference. See FloatConditioning in models/common.
   auto timestep = FloatConditioning(a.timestep, device_) * 1000;
   auto pooled = to_model(a.pooled_projections);
-  auto temb = timestep_embedder_->Forward(TimestepProjection(timestep).to(pooled.scalar_type()));
-  if (guidance_embedder_) {
+  auto temb = embedders_.timestep->Forward(TimestepProjection(timestep).to(pooled.scalar_type()));
+  if (embedders_.guidance) {
     auto guidance = FloatConditioning(a.guidance, device_) * 1000;
-    temb = temb + guidance_embedder_->Forward(TimestepProjection(guidance).to(pooled.scalar_type()));
+    temb =
+        temb + embedders_.guidance->Forward(TimestepProjection(guidance).to(pooled.scalar_type()));
   }
   temb = temb + text_embedder_->Forward(pooled);
   TORCH_CHECK(temb.size(0) == b, "conditioning batch mismatch");
 
-  auto context = context_embedder_->Forward(to_model(a.encoder_hidden_states));
-  auto ids = torch::cat({PositionIds2d(a.txt_ids).to(device_), PositionIds2d(a.img_ids).to(device_)}, 0);
+  auto context = embedders_.context_embedder->Forward(to_model(a.encoder_hidden_states));
+  auto ids =
+      torch::cat({PositionIds2d(a.txt_ids).to(device_), PositionIds2d(a.img_ids).to(device_)}, 0);
   const RopeTables rope = FluxRopeTables(ids, config_.axes_dims_rope, kRopeTheta);
 
   for (const auto& block : double_blocks_) {

@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "models/common/ada_layer_norm.h"
+#include "models/common/flux_embedders.h"
 #include "models/common/linear_layer.h"
 #include "models/common/text_projection.h"
-#include "models/common/timestep_embedding.h"
 #include "models/flux1/flux1_config.h"
 #include "models/flux1/flux1_double_block.h"
 #include "models/flux1/flux1_single_block.h"
@@ -51,9 +51,9 @@ class FluxTransformer2DModel
   absl::Status CheckArgs(const FluxForwardArgs& args) const override;
   torch::Tensor ForwardImpl(const FluxForwardArgs& args) const override;
 
-  std::shared_ptr<LinearLayer> x_embedder_, context_embedder_, proj_out_;
-  std::optional<TimestepEmbedding> timestep_embedder_, guidance_embedder_;
-  std::optional<PixArtAlphaTextProjection> text_embedder_;
+  FluxEmbedders embedders_;
+  std::optional<PixArtAlphaTextProjection> text_embedder_;  // the pooled CLIP projection
+  std::shared_ptr<LinearLayer> proj_out_;
   std::vector<FluxDoubleBlock> double_blocks_;
   std::vector<FluxSingleBlock> single_blocks_;
   std::optional<AdaLayerNormContinuous> norm_out_;

@@ -31,50 +31,39 @@ absl::Status Flux2Transformer2DModel::LoadLayers(const ModuleLoader& loader,
   const int64_t d = config.inner_dim(), hd = config.attention_head_dim;
   const int64_t mh = config.mlp_hidden_dim();
 
-  ASSIGN_OR_RETURN(x_embedder_, LoadFullWidthLinear(loader, "x_embedder", config.in_channels, d));
-  ASSIGN_OR_RETURN(context_embedder_,
-                   LoadFullWidthLinear(loader, "context_embedder", config.joint_attention_dim, d));
-  TakeDtypeAndDevice(*x_embedder_);
-
-  ASSIGN_OR_RETURN(timestep_embedder_,
-                   TimestepEmbedding::Load(loader, "time_guidance_embed.timestep_embedder"));
-  if (timestep_embedder_->in_features() != config.timestep_guidance_channels) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "time_guidance_embed.timestep_embedder.linear_1 takes ", timestep_embedder_->in_features(),
-        " features, timestep_guidance_channels is ", config.timestep_guidance_channels));
-  }
-  if (config.guidance_embeds) {
-    ASSIGN_OR_RETURN(guidance_embedder_,
-                     TimestepEmbedding::Load(loader, "time_guidance_embed.guidance_embedder"));
-    if (guidance_embedder_->in_features() != config.timestep_guidance_channels) {
-      return absl::InvalidArgumentError(
-          "time_guidance_embed.guidance_embedder.linear_1 does not take timestep_guidance_channels");
-    }
-  }
+  ASSIGN_OR_RETURN(
+      embedders_,
+      FluxEmbedders::Load(loader,
+                          {config.in_channels, config.joint_attention_dim, d, "time_guidance_embed",
+                           config.timestep_guidance_channels, config.guidance_embeds}));
+  TakeDtypeAndDevice(*embedders_.x_embedder);
   ASSIGN_OR_RETURN(mod_img_, Flux2Modulation::Load(loader, "double_stream_modulation_img", d, 2));
   ASSIGN_OR_RETURN(mod_txt_, Flux2Modulation::Load(loader, "double_stream_modulation_txt", d, 2));
   ASSIGN_OR_RETURN(mod_single_, Flux2Modulation::Load(loader, "single_stream_modulation", d, 1));
 
   for (int64_t i = 0; i < config.num_layers; ++i) {
-    ASSIGN_OR_RETURN(auto block, Flux2DoubleBlock::Load(loader, absl::StrCat("transformer_blocks.", i),
-                                                        hd, config.eps));
+    ASSIGN_OR_RETURN(
+        auto block,
+        Flux2DoubleBlock::Load(loader, absl::StrCat("transformer_blocks.", i), hd, config.eps));
     double_blocks_.push_back(std::move(block));
   }
   for (int64_t i = 0; i < config.num_single_layers; ++i) {
     ASSIGN_OR_RETURN(auto block,
-                     Flux2SingleBlock::Load(loader, absl::StrCat("single_transformer_blocks.", i), hd,
-                                            d, mh, config.eps));
+                     Flux2SingleBlock::Load(loader, absl::StrCat("single_transformer_blocks.", i),
+                                            hd, d, mh, config.eps));
     single_blocks_.push_back(std::move(block));
   }
   ASSIGN_OR_RETURN(norm_out_, AdaLayerNormContinuous::Load(loader, "norm_out", config.eps));
   // The three shared modulations and norm_out's in one GEMM (and one all-reduce when sharded).
   std::vector<tp::ModulationConsumer> modulation;
   for (Flux2Modulation* mod : {&*mod_img_, &*mod_txt_, &*mod_single_}) {
-    modulation.push_back({mod->linear(), [mod](ModulationSource s) { mod->set_modulation_source(std::move(s)); }});
+    modulation.push_back(
+        {mod->linear(), [mod](ModulationSource s) { mod->set_modulation_source(std::move(s)); }});
   }
   AdaLayerNormContinuous& norm_out = *norm_out_;
-  modulation.push_back(
-      {norm_out.linear(), [&norm_out](ModulationSource s) { norm_out.set_modulation_source(std::move(s)); }});
+  modulation.push_back({norm_out.linear(), [&norm_out](ModulationSource s) {
+                          norm_out.set_modulation_source(std::move(s));
+                        }});
   RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, model_name()));
   ASSIGN_OR_RETURN(
       proj_out_, LoadFullWidthLinear(loader, "proj_out", d,
@@ -129,8 +118,10 @@ absl::Status Flux2Transformer2DModel::CheckArgs(const Flux2ForwardArgs& a) const
     auto two = PositionIds2d(ids);
     return two.size(0) == len && two.size(1) >= axes;
   };
-  if (!ids_ok(a.img_ids, n)) return bad("img_ids", a.img_ids, absl::StrCat("(", n, ", ", axes, ")"));
-  if (!ids_ok(a.txt_ids, t)) return bad("txt_ids", a.txt_ids, absl::StrCat("(", t, ", ", axes, ")"));
+  if (!ids_ok(a.img_ids, n))
+    return bad("img_ids", a.img_ids, absl::StrCat("(", n, ", ", axes, ")"));
+  if (!ids_ok(a.txt_ids, t))
+    return bad("txt_ids", a.txt_ids, absl::StrCat("(", t, ", ", axes, ")"));
   return absl::OkStatus();
 }
 
@@ -143,18 +134,18 @@ torch::Tensor Flux2Transformer2DModel::ForwardImpl(const Flux2ForwardArgs& a) co
   // timestep * 1000 and guidance * 1000 in float32 (diffusers rounds them to the model dtype first;
   // see FloatConditioning), then the fp32 sinusoid is cast to the model dtype before linear_1.
   auto timestep = FloatConditioning(a.timestep, device_) * 1000;
-  auto temb = timestep_embedder_->Forward(TimestepProjection(timestep, proj).to(dtype_));
-  if (guidance_embedder_) {
+  auto temb = embedders_.timestep->Forward(TimestepProjection(timestep, proj).to(dtype_));
+  if (embedders_.guidance) {
     auto guidance = FloatConditioning(a.guidance, device_) * 1000;
-    temb = temb + guidance_embedder_->Forward(TimestepProjection(guidance, proj).to(dtype_));
+    temb = temb + embedders_.guidance->Forward(TimestepProjection(guidance, proj).to(dtype_));
   }
   // The shared modulation, once per forward.
   const auto mod_img = mod_img_->Forward(temb);
   const auto mod_txt = mod_txt_->Forward(temb);
   const auto mod_single = mod_single_->Forward(temb);
 
-  auto h = x_embedder_->Forward(to_model(a.hidden_states));
-  auto context = context_embedder_->Forward(to_model(a.encoder_hidden_states));
+  auto h = embedders_.x_embedder->Forward(to_model(a.hidden_states));
+  auto context = embedders_.context_embedder->Forward(to_model(a.encoder_hidden_states));
 
   // RoPE evaluated separately on image and text ids, then [text, image].
   const auto img_rope = FluxRopeTables(PositionIds2d(a.img_ids).to(device_), config_.axes_dims_rope,

@@ -20,14 +20,14 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "models/common/ada_layer_norm.h"
+#include "models/common/flux_embedders.h"
 #include "models/common/linear_layer.h"
-#include "models/common/timestep_embedding.h"
 #include "models/flux2/flux2_config.h"
 #include "models/flux2/flux2_double_block.h"
 #include "models/flux2/flux2_modulation.h"
@@ -57,9 +57,10 @@ class Flux2Transformer2DModel
   absl::Status CheckArgs(const Flux2ForwardArgs& args) const override;
   torch::Tensor ForwardImpl(const Flux2ForwardArgs& args) const override;
 
-  std::shared_ptr<LinearLayer> x_embedder_, context_embedder_, proj_out_;
-  std::optional<TimestepEmbedding> timestep_embedder_, guidance_embedder_;
+  FluxEmbedders embedders_;
+  // The blocks' shared modulations (one GEMM with norm_out's, modulation_bank.h).
   std::optional<Flux2Modulation> mod_img_, mod_txt_, mod_single_;
+  std::shared_ptr<LinearLayer> proj_out_;
   std::vector<Flux2DoubleBlock> double_blocks_;
   std::vector<Flux2SingleBlock> single_blocks_;
   std::optional<AdaLayerNormContinuous> norm_out_;
