@@ -5,7 +5,15 @@ eager or under torch.compile, with exactly the inputs of our step benchmarks
 (build-cuda/models/*/ditserve-*-bench: batch 1, 4096 image + 512 text tokens).
 
   python3 bench/diffusers_step.py --model flux1|flux2|qwenimage [--runs 10] [--warmup 3]
-      [--compile [--regional]] --out FILE.json
+      [--compile [--regional]] [--reference-images N [--reference-size 1024x1024]] --out FILE.json
+
+--reference-images N (flux2 only) times a step of FLUX.2 editing as diffusers' Flux2Pipeline runs
+it with N reference images of --reference-size (WIDTHxHEIGHT pixels, one token per 16x16): every
+call concatenates the N references' tokens after the latents (`torch.cat([latents, image_latents],
+dim=1)`), passes the image ids followed by reference i's (10 + 10 i, y, x, 0) (`_prepare_image_ids`)
+and keeps the generated tokens' velocity (`noise_pred[:, : latents.size(1)]`); as our
+`ditserve-flux2-bench --reference-images N`. Under --compile the concatenation and the slice stay
+outside the compiled model, as in the pipeline.
 
 The transformer (FluxTransformer2DModel / Flux2Transformer2DModel / QwenImageTransformer2DModel)
 is built from the released config committed in bench/results/shapes/<model>.json (made with
@@ -93,6 +101,32 @@ def build_model(model_key, seed):
     return model, spec, built == spec["tensors"]
 
 
+def reference_grid(size):
+    """--reference-size "WIDTHxHEIGHT" -> (rows, cols) of one reference's token grid (16 px a token)."""
+    try:
+        w, h = (int(v) for v in size.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--reference-size must be WIDTHxHEIGHT, got {size!r}") from None
+    if w < 16 or h < 16 or w % 16 or h % 16:
+        raise ValueError(f"--reference-size: each side a positive multiple of 16, got {size!r}")
+    return h // 16, w // 16
+
+
+def reference_ids(count, rows, cols, axes, device):
+    """(count * rows * cols, axes) int64 ids: reference i's (10 + 10 i, y, x, 0), row-major, in order
+    (Flux2Pipeline._prepare_image_ids with scale 10)."""
+    ids = []
+    for i in range(count):
+        y = torch.arange(rows, device=device).repeat_interleave(cols)
+        x = torch.arange(cols, device=device).repeat(rows)
+        one = torch.zeros(rows * cols, axes, dtype=torch.int64, device=device)
+        one[:, 0] = 10 + 10 * i
+        if axes > 2:
+            one[:, 1], one[:, 2] = y, x
+        ids.append(one)
+    return torch.cat(ids, 0)
+
+
 def make_inputs(model_key, config, batch, image_tokens, text_tokens):
     """The forward's keyword arguments, as our benchmark builds them (same shapes, dtypes, ids)."""
     b, n, t = batch, image_tokens, text_tokens
@@ -132,6 +166,24 @@ def make_inputs(model_key, config, batch, image_tokens, text_tokens):
     return kw
 
 
+def add_references(kw, config, count, size):
+    """FLUX.2 editing: the reference tokens and the joined ids; returns the step's forward input
+    builder (latents + references concatenated on every call, as the pipeline) and the reference
+    token count."""
+    rows, cols = reference_grid(size)
+    n_ref = count * rows * cols
+    b, n = kw["hidden_states"].shape[:2]
+    references = torch.randn(b, n_ref, config["in_channels"], device="cuda", dtype=torch.bfloat16)
+    axes = len(config["axes_dims_rope"])
+    kw["img_ids"] = torch.cat([kw["img_ids"], reference_ids(count, rows, cols, axes, "cuda")], 0)
+    latents = kw.pop("hidden_states")
+
+    def inputs():
+        return dict(kw, hidden_states=torch.cat([latents, references], dim=1))
+
+    return inputs, n_ref, latents, references
+
+
 def describe_inputs(kw):
     out = {}
     for k, v in kw.items():
@@ -165,11 +217,29 @@ def run(a, result):
 
     torch.manual_seed(a.seed + 1)
     kw = make_inputs(a.model, spec["config"], a.batch, a.image_tokens, a.text_tokens)
-    result["inputs"] = describe_inputs(kw)
+    editing = ""
+    if a.reference_images:
+        inputs, n_ref, latents, references = add_references(kw, spec["config"], a.reference_images,
+                                                            a.reference_size)
+        result["inputs"] = describe_inputs(dict(kw, hidden_states=latents, references=references))
+        result.update(reference_tokens=n_ref)
+        editing = (f" + {a.reference_images} reference images of {a.reference_size} ({n_ref} tokens: "
+                   f"{a.image_tokens + n_ref} image tokens a forward, velocity narrowed to "
+                   f"{a.image_tokens})")
+    else:
+        result["inputs"] = describe_inputs(kw)
+
+        def inputs():
+            return kw
     print(f"diffusers {MODELS[a.model]['cls']} ({MODELS[a.model]['name']}): {params} params "
           f"({params / 1e9:.2f} B), cuda bfloat16, batch {a.batch}, {a.image_tokens} image + "
-          f"{a.text_tokens} text tokens, {result['mode']}; diffusers {diffusers.__version__}, "
+          f"{a.text_tokens} text tokens{editing}, {result['mode']}; diffusers {diffusers.__version__}, "
           f"torch {torch.__version__}", flush=True)
+
+    n_out = a.image_tokens
+
+    def step(fn):  # one denoising step's transformer call, as the pipeline makes it
+        return fn(**inputs())[0][:, :n_out]
 
     torch.cuda.reset_peak_memory_stats()
     with torch.inference_mode():
@@ -181,13 +251,13 @@ def run(a, result):
             else:
                 fn = torch.compile(model)
             # The first call compiles (lazily): its wall time is the compile wait.
-            out, ms = timed_call(lambda: fn(**kw)[0])
+            out, ms = timed_call(lambda: step(fn))
             result["compile_s"] = time.perf_counter() - t0
             result["first_call_ms"] = ms
             print(f"compiled: first call {result['compile_s']:.1f} s", flush=True)
         warm, times = [], []
         for i in range(a.warmup + a.runs):
-            out, ms = timed_call(lambda: fn(**kw)[0])
+            out, ms = timed_call(lambda: step(fn))
             if i == 0:
                 result["output_finite"] = bool(torch.isfinite(out).all().item())
                 if not result["output_finite"]:
@@ -198,7 +268,8 @@ def run(a, result):
         max_ms=max(times), peak_gib=torch.cuda.max_memory_allocated() / 2**30,
         peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30)
     compiled = f", compile {result['compile_s']:.1f} s" if a.compile else ""
-    print(f"diffusers {MODELS[a.model]['name']} {result['mode']}: median {result['median_ms']:.3f} ms/step  "
+    edit = f" {a.reference_images} refs" if a.reference_images else ""
+    print(f"diffusers {MODELS[a.model]['name']}{edit} {result['mode']}: median {result['median_ms']:.3f} ms/step  "
           f"(min {result['min_ms']:.3f}, max {result['max_ms']:.3f}, {len(times)} runs after "
           f"{a.warmup} warmup{compiled}), peak {result['peak_gib']:.2f} GiB", flush=True)
 
@@ -215,16 +286,30 @@ def main():
     ap.add_argument("--image-tokens", type=int, default=4096, help="4096 = 1024x1024")
     ap.add_argument("--text-tokens", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reference-images", type=int, default=0,
+                    help="flux2: FLUX.2 editing with N reference images (0..10), as Flux2Pipeline")
+    ap.add_argument("--reference-size", default="1024x1024",
+                    help="each reference image, WIDTHxHEIGHT pixels (16 px a token)")
     ap.add_argument("--out", required=True, help="JSON file to write")
     a = ap.parse_args()
     if a.runs < 1 or a.warmup < 0:
         ap.error("--runs must be >= 1 and --warmup >= 0")
     if a.regional and not a.compile:
         ap.error("--regional needs --compile")
+    if a.reference_images and a.model != "flux2":
+        ap.error("--reference-images is FLUX.2 editing: --model flux2")
+    if not 0 <= a.reference_images <= 10:
+        ap.error("--reference-images must be in 0..10")
+    try:
+        reference_grid(a.reference_size)
+    except ValueError as e:
+        ap.error(str(e))
     mode = ("compile-regional" if a.regional else "compile") if a.compile else "eager"
     result = dict(model=a.model, released=MODELS[a.model]["name"], cls=MODELS[a.model]["cls"], mode=mode,
                   compile=a.compile, batch=a.batch, image_tokens=a.image_tokens, text_tokens=a.text_tokens,
-                  dtype="bfloat16", warmup=a.warmup, runs=a.runs, seed=a.seed)
+                  dtype="bfloat16", warmup=a.warmup, runs=a.runs, seed=a.seed,
+                  reference_images=a.reference_images,
+                  reference_size=a.reference_size if a.reference_images else None)
     rc = 0
     try:
         if not torch.cuda.is_available():

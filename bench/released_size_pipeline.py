@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Released-size FLUX.2-dev and Qwen-Image pipelines with random weights, for the end-to-end
-benchmark on the GPU host (scripts/gpu-bench.sh stage 8), and diffusers' side of it.
+benchmarks on the GPU host (scripts/gpu-bench.sh stage 8, and stage 13's FLUX.2 editing), and
+diffusers' side of them.
 
   write --family flux2|qwenimage --out DIR [--fixtures tests/fixtures]
       Builds every component at its released size (diffusers' and transformers' own defaults for
@@ -13,6 +14,15 @@ benchmark on the GPU host (scripts/gpu-bench.sh stage 8), and diffusers' side of
       diffusers' Flux2Pipeline / QwenImagePipeline from DIR (each component loaded straight to the
       GPU), one 2-step warm-up call, then one timed call: load, text encoding, denoising (per step),
       VAE decode, total, and peak GPU memory, as one line per quantity.
+  run --family flux2 --dir DIR --image A.png [--image B.png ...] [--reference-counts 1 3]
+      FLUX.2 editing (Flux2Pipeline's `image=`): the pipeline loaded once, then for each count k of
+      --reference-counts (default: all the images) a 2-step warm-up call and one timed call with
+      the first k images as references, at --size (the output's; the references keep their own,
+      1024x1024 files stay 1024x1024), each block as above plus image_encode
+      (prepare_image_latents: the references through the VAE encoder).
+  images --out DIR [--count 3] [--size 1024]
+      COUNT seeded RGB PNGs of SIZE x SIZE (smooth content plus noise, as make_image_fixtures.py's
+      inputs), ref-0.png ...: the editing benchmark's reference images, read by both sides.
 
 Needs torch, transformers and diffusers' source on PYTHONPATH (the GPU host has the first two;
 carry diffusers, see scripts/gpu-bench.sh)."""
@@ -101,6 +111,22 @@ def write(a):
         save(vae, out / "vae", report)
 
 
+def images(a):
+    import numpy as np
+    from PIL import Image
+
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for i in range(a.count):
+        rng = np.random.default_rng(100 + i)
+        coarse = rng.integers(0, 256, size=(max(2, a.size // 24), max(2, a.size // 24), 3), dtype=np.uint8)
+        img = Image.fromarray(coarse, "RGB").resize((a.size, a.size), Image.BICUBIC)
+        arr = np.asarray(img).astype(np.int16) + rng.integers(-12, 13, size=(a.size, a.size, 3))
+        path = out / f"ref-{i}.png"
+        Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), "RGB").save(path, "PNG")
+        print(f"{path}: {a.size}x{a.size}, {path.stat().st_size} bytes", flush=True)
+
+
 class Clock:
     """Wall times of the pipeline's stages, taken at the stage edges with the GPU synchronized."""
 
@@ -143,9 +169,15 @@ def run(a):
     load_s = time.perf_counter() - t0
     pipe.set_progress_bar_config(disable=True)
 
-    kw = dict(prompt="a lighthouse on a cliff at dawn", height=a.size, width=a.size)
+    base = dict(prompt="a lighthouse on a cliff at dawn", height=a.size, width=a.size)
     if a.family == "qwenimage":
-        kw.update(negative_prompt=" ", true_cfg_scale=4.0)
+        base.update(negative_prompt=" ", true_cfg_scale=4.0)
+    refs = []
+    if a.image:
+        from diffusers.utils import load_image
+
+        refs = [load_image(f) for f in a.image]  # as a user loads them (PIL, RGB)
+    counts = (a.reference_counts or [len(refs)]) if refs else [0]
     step_ends = []
 
     def on_step(p, i, t, cb_kwargs):
@@ -156,28 +188,39 @@ def run(a):
     clock = Clock()
     clock.wrap(pipe, "encode_prompt", "text_encode")
     clock.wrap(pipe.vae, "decode", "vae_decode")
-    with torch.no_grad():
-        pipe(**kw, num_inference_steps=2, generator=torch.Generator("cuda").manual_seed(0))
-        clock.marks.clear()
-        torch.cuda.reset_peak_memory_stats()
-        torch.cuda.synchronize()
-        t_start = time.perf_counter()
-        pipe(**kw, num_inference_steps=a.steps, generator=torch.Generator("cuda").manual_seed(0),
-             callback_on_step_end=on_step)
-        torch.cuda.synchronize()
-        total = time.perf_counter() - t_start
-    steps = [b - e for e, b in zip(step_ends, step_ends[1:])]
-    denoise = step_ends[-1] - step_ends[0] + (statistics.median(steps) if steps else 0.0)
-    print(f"diffusers {index['_class_name']} {a.size}x{a.size}, {a.steps} steps, bf16, "
-          f"diffusers {diffusers.__version__}, transformers {transformers.__version__}, "
-          f"torch {torch.__version__}")
-    print(f"  load (from_pretrained, device_map=cuda): {load_s:.1f} s")
-    print(f"  text_encode: {clock.marks.get('text_encode', 0) * 1e3:.0f} ms")
-    print(f"  denoise: {denoise * 1e3:.0f} ms ({statistics.median(steps) * 1e3:.1f} ms a step, median)")
-    print(f"  vae_decode: {clock.marks.get('vae_decode', 0) * 1e3:.0f} ms")
-    print(f"  total: {total * 1e3:.0f} ms")
-    print(f"  peak GPU memory: {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB allocated, "
-          f"{torch.cuda.max_memory_reserved() / 2**30:.2f} GiB reserved")
+    if refs:
+        clock.wrap(pipe, "prepare_image_latents", "image_encode")
+    for k in counts:
+        kw = dict(base, image=refs[:k]) if k else base
+        with torch.no_grad():
+            pipe(**kw, num_inference_steps=2, generator=torch.Generator("cuda").manual_seed(0))
+            clock.marks.clear()
+            step_ends.clear()
+            torch.cuda.reset_peak_memory_stats()
+            torch.cuda.synchronize()
+            t_start = time.perf_counter()
+            pipe(**kw, num_inference_steps=a.steps, generator=torch.Generator("cuda").manual_seed(0),
+                 callback_on_step_end=on_step)
+            torch.cuda.synchronize()
+            total = time.perf_counter() - t_start
+        steps = [b - e for e, b in zip(step_ends, step_ends[1:])]
+        denoise = step_ends[-1] - step_ends[0] + (statistics.median(steps) if steps else 0.0)
+        editing = ""
+        if k:
+            sizes = ", ".join(f"{r.size[0]}x{r.size[1]}" for r in refs[:k])
+            editing = f", {k} reference image{'s' if k > 1 else ''} ({sizes})"
+        print(f"diffusers {index['_class_name']} {a.size}x{a.size}{editing}, {a.steps} steps, bf16, "
+              f"diffusers {diffusers.__version__}, transformers {transformers.__version__}, "
+              f"torch {torch.__version__}")
+        print(f"  load (from_pretrained, device_map=cuda): {load_s:.1f} s")
+        print(f"  text_encode: {clock.marks.get('text_encode', 0) * 1e3:.0f} ms")
+        if k:
+            print(f"  image_encode: {clock.marks.get('image_encode', 0) * 1e3:.0f} ms")
+        print(f"  denoise: {denoise * 1e3:.0f} ms ({statistics.median(steps) * 1e3:.1f} ms a step, median)")
+        print(f"  vae_decode: {clock.marks.get('vae_decode', 0) * 1e3:.0f} ms")
+        print(f"  total: {total * 1e3:.0f} ms")
+        print(f"  peak GPU memory: {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB allocated, "
+              f"{torch.cuda.max_memory_reserved() / 2**30:.2f} GiB reserved", flush=True)
 
 
 def main():
@@ -192,8 +235,23 @@ def main():
     r.add_argument("--dir", required=True)
     r.add_argument("--steps", type=int, default=50)
     r.add_argument("--size", type=int, default=1024)
+    r.add_argument("--image", action="append", default=[],
+                   help="flux2: a reference image file (repeatable, in order): FLUX.2 editing")
+    r.add_argument("--reference-counts", type=int, nargs="+", default=None,
+                   help="with --image: time editing with the first K images for each K (default: all)")
+    i = sub.add_parser("images")
+    i.add_argument("--out", required=True)
+    i.add_argument("--count", type=int, default=3)
+    i.add_argument("--size", type=int, default=1024)
     a = ap.parse_args()
-    write(a) if a.cmd == "write" else run(a)
+    if a.cmd == "run" and a.image:
+        if a.family != "flux2":
+            ap.error("--image is FLUX.2 editing: --family flux2")
+        if any(k < 1 or k > len(a.image) for k in a.reference_counts or []):
+            ap.error(f"--reference-counts: each in 1..{len(a.image)} (the --image files given)")
+    elif a.cmd == "run" and a.reference_counts:
+        ap.error("--reference-counts needs --image")
+    {"write": write, "run": run, "images": images}[a.cmd](a)
     return 0
 
 

@@ -39,12 +39,33 @@
 #      (SBS_COMPILE=regional compiles the repeated blocks only; needs .carry/diffusers-src or DIFFUSERS_SRC)
 #  12. LoRA: the FLUX.1-dev step with and without a random rank-64 adapter on every block linear, two
 #      adapters, switching on and off, merged and as runtime terms (--lora-rank 64) -> lora_bench.txt
+#  13. FLUX.2 editing at released size, 1024x1024 output with EDIT_REFS (default "1 3") reference
+#      images of 1024x1024 (4096 tokens each): EDIT_PARTS (default "step diffusers e2e"; "build"
+#      builds the binaries of all three and runs nothing) picks
+#        step: our step (ditserve-flux2-bench --reference-images N)     -> edit_step_ours_<N>ref.txt
+#        diffusers: diffusers' transformer step with the same inputs (bench/diffusers_step.py
+#          --reference-images N), eager and under torch.compile -> edit_step_diffusers_<N>ref_*.json/.log
+#        e2e: released-size random weights (bench/released_size_pipeline.py write), frontend + 1 CUDA
+#          worker, ditserve-cli generate --image x N (a 2-step warm-up request, then one of
+#          EDIT_STEPS, default 28, steps), then diffusers' Flux2Pipeline with the same images and
+#          steps in the same call                                                 -> edit_e2e.txt
+#      (diffusers parts need .carry/diffusers-src or DIFFUSERS_SRC)
+#  14. image-input fixtures and their tests: tests/fixtures/make_image_fixtures.py with diffusers on
+#      the host's CPU (float32) and --bf16-device cuda (diffusers' bf16 CUDA run), image-inputs/
+#      copied into FIXTURES_DIR (and packed as image-inputs.tar.gz for the repository), re-configured
+#      so that the REQUIRES tests register, then image_inputs_parity_test (CPU, float32, tp 1/2) and
+#      image_inputs_gpu_test (CUDA, float32 and bf16)  -> image_fixtures.txt, image_tests.txt,
+#      image-inputs.tar.gz (needs .carry/diffusers-src or DIFFUSERS_SRC)
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny
 #      pipeline and transformers on the GPU in float32 / bfloat16, frontend + 1 CUDA worker)
 #                                                                            -> gpu_tests.txt
 # Usage: [STAGES="5 6 1"] scripts/gpu-bench.sh BUNDLE_TGZ OUT_DIR [FIXTURES_DIR]
 #   STAGES: which stages to run, in the given order (default "1 2 3 4 5"; FULL=1 adds 6).
 #   FIXTURES_DIR defaults to tests/fixtures. GPU_TESTS: a ctest -R regex narrowing stage 6's gpu tests.
+#   Stage 13's CPU dry run of its plumbing (no GPU, no diffusers; the CPU build in BIN_DIR, nothing
+#   built): NO_BUILD=1 BIN_DIR=build DEVICE=cpu EDIT_MODEL=tests/fixtures/flux2-tiny EDIT_SIZE=64
+#   EDIT_STEPS=2 EDIT_IMAGES=DIR_OF_PNGS EDIT_STEP_ARGS="<tiny shape flags> --reference-size 64x64"
+#   STAGES=13 scripts/gpu-bench.sh ANY.tgz OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle_tgz="$1"
@@ -60,6 +81,8 @@ if [ ! -d "$diffusers_src" ] && [ -f .carry/diffusers-src.tar.gz ]; then  # carr
   tar xzf .carry/diffusers-src.tar.gz -C /tmp && diffusers_src=/tmp/diffusers-src/src
 fi
 stages="${STAGES:-1 2 3 4 5}"
+bin="${BIN_DIR:-build-cuda}"  # stage 13's binaries (a dry run points it at a CPU build)
+device="${DEVICE:-cuda}"      # stage 13's device (cpu: the dry run)
 [ "${FULL:-0}" = 1 ] && stages="$stages 6"
 t0=$(date +%s)
 log() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -67,6 +90,7 @@ log() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())' "http://127.0.0.1:$1/metrics"; }
 
 build() {  # build the given targets (configures on first use); log to $out/build.log
+  [ "${NO_BUILD:-0}" = 1 ] && return 0  # dry runs: the binaries in $bin are used as they are
   local args=()
   for t in "$@"; do args+=(--target "$t"); done
   scripts/gpu-build.sh --bundle "$bundle" --build-dir build-cuda --jobs "$(nproc)" "${args[@]}" \
@@ -76,31 +100,64 @@ build() {  # build the given targets (configures on first use); log to $out/buil
   return $rc
 }
 
-# Starts frontend + 1 CUDA worker on MODEL, makes a cold and a warm 1024x1024 image through the CLI
-# (extra CLI arguments after RESULT_FILE), then appends the worker's memory and step metrics.
-serve_and_generate() {
-  local model="$1" result="$2"; shift 2
-  local flog="$out/frontend.log" fpid port mport serving=0
-  build-cuda/server/ditserve-frontend --model "$model" --spawn-workers 1 --device cuda \
-    --dtype bfloat16 --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 $frontend_extra > "$flog" 2>&1 &
+# Starts frontend + 1 worker on MODEL ($1; $bin's binaries, on $device: bf16 on CUDA, float32 on
+# the CPU) and waits until it serves; sets fpid, port and mport, and appends the load line to
+# RESULT_FILE ($2). 1 when it never serves (the frontend is stopped).
+start_frontend() {
+  local model="$1" result="$2" flog="$out/frontend.log" serving=0 dtype=bfloat16
+  [ "$device" = cpu ] && dtype=float32
+  "$bin/server/ditserve-frontend" --model "$model" --spawn-workers 1 --device "$device" \
+    --dtype "$dtype" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 ${frontend_extra:-} > "$flog" 2>&1 &
   fpid=$!
   for _ in $(seq 600); do grep -q "^METRICS" "$flog" && break; sleep 0.2; done
   port=$(awk '/^LISTENING/ {print $2}' "$flog"); mport=$(awk '/^METRICS/ {print $2}' "$flog")
   for _ in $(seq 3000); do
-    build-cuda/cli/ditserve-cli health --server "127.0.0.1:$port" > /dev/null 2>&1 && { serving=1; break; }
+    "$bin/cli/ditserve-cli" health --server "127.0.0.1:$port" > /dev/null 2>&1 && { serving=1; break; }
     grep -q "forming the worker group failed" "$flog" && break
     sleep 0.2
   done
   if [ $serving = 0 ]; then log "the server never became SERVING: $(grep -m1 -i error "$flog")"; kill "$fpid"; return 1; fi
   log "serving: $(grep -m1 -o 'ready in .*' "$flog")" | tee -a "$result"
+}
+
+# Starts frontend + 1 CUDA worker on MODEL, makes a cold and a warm 1024x1024 image through the CLI
+# (extra CLI arguments after RESULT_FILE), then appends the worker's memory and step metrics.
+serve_and_generate() {
+  local model="$1" result="$2"; shift 2
+  local fpid port mport
+  start_frontend "$model" "$result" || return 1
   for run in cold warm; do
-    echo "$run: $(build-cuda/cli/ditserve-cli generate --server "127.0.0.1:$port" \
+    echo "$run: $("$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" \
       --prompt "a lighthouse on a cliff at dawn" --height 1024 --width 1024 --seed 0 "$@" \
       --quiet -o "$out/e2e_1024.png" 2>&1 | tail -1)" | tee -a "$result"
   done
   scrape "$mport" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise|load_duration|resident)" |
     tee -a "$result"
   kill "$fpid"; wait "$fpid" 2>/dev/null
+}
+
+# Writes FAMILY's ($1) released-size random bf16 weights (bench/released_size_pipeline.py write, on
+# the GPU) where they fit, logging to RESULT_FILE ($2), and prints the folder; 1 on failure. The
+# disk (64 GiB) holds Qwen-Image's; FLUX.2-dev's 112 GB go to a tmpfs in host memory (128 GiB),
+# mounted when /dev/shm is too small.
+write_released_weights() {
+  local family="$1" res="$2" need=60 dir=""
+  [ "$family" = flux2 ] && need=118
+  for d in /dev/shm /tmp; do
+    [ "$(df -B1G --output=avail "$d" | tail -1)" -ge "$need" ] && { dir="$d/ditserve-$family"; break; }
+  done
+  if [ -z "$dir" ]; then
+    mkdir -p /mnt/ditserve-weights && mount -t tmpfs -o size=${need}g tmpfs /mnt/ditserve-weights &&
+      dir=/mnt/ditserve-weights/$family
+  fi
+  [ -n "$dir" ] || { log "no room for $need GB of $family weights: $(df -h /tmp /dev/shm | tr '\n' ' ')" >&2; return 1; }
+  rm -rf "$dir"
+  PYTHONPATH="$diffusers_src" python3 bench/released_size_pipeline.py write --family "$family" \
+    --out "$dir" --fixtures "$fixtures" 2>&1 | tee -a "$res" | grep -v Warning >&2
+  [ -f "$dir/vae/config.json" ] || { log "writing the $family weights failed" >&2; rm -rf "$dir"; return 1; }
+  sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null
+  log "$family weights written to $dir" >&2
+  echo "$dir"
 }
 
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
@@ -234,25 +291,9 @@ stage8() {
 for family in ${E2E_FAMILIES:-qwenimage flux2}; do
 log "stage 8: $family at its released size, 1024x1024 end to end (ours, then diffusers)"
 build ditserve-frontend ditserve-worker ditserve-cli || return
-local need=60 res="$out/e2e_$family.txt"
-[ "$family" = flux2 ] && need=118
-# The weights go where they fit: the disk (64 GiB) holds Qwen-Image's; FLUX.2-dev's 112 GB go to a
-# tmpfs in host memory (128 GiB) when it can be mounted.
-local dir=""
-for d in /dev/shm /tmp; do
-  [ "$(df -B1G --output=avail "$d" | tail -1)" -ge "$need" ] && { dir="$d/ditserve-$family"; break; }
-done
-if [ -z "$dir" ]; then
-  mkdir -p /mnt/ditserve-weights && mount -t tmpfs -o size=${need}g tmpfs /mnt/ditserve-weights &&
-    dir=/mnt/ditserve-weights/$family
-fi
-[ -n "$dir" ] || { log "no room for $need GB of $family weights: $(df -h /tmp /dev/shm | tr '\n' ' ')"; continue; }
-rm -rf "$dir"
-PYTHONPATH="$diffusers_src" python3 bench/released_size_pipeline.py write --family "$family" \
-  --out "$dir" --fixtures "$fixtures" 2>&1 | tee "$res" | grep -v Warning
-[ -f "$dir/vae/config.json" ] || { log "writing the $family weights failed"; rm -rf "$dir"; continue; }
-sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null
-log "$family weights written to $dir"
+local res="$out/e2e_$family.txt" dir
+: > "$res"
+dir=$(write_released_weights "$family" "$res") || continue
 local args=()
 [ "$family" = qwenimage ] && args=(--negative-prompt " ")
 [ "${E2E_OURS:-1}" = 1 ] && serve_and_generate "$dir" "$res" "${args[@]}"
@@ -281,18 +322,18 @@ stage10() {
 log "stage 10: tensor-parallel projection (rank 0's shard, all-reduces counted), FLUX.1 / FLUX.2 / Qwen-Image"
 if build ditserve-flux1-bench ditserve-flux2-bench ditserve-qwenimage-bench; then
   local f="$out/tp_projection.txt" bin tp mod
-  for bin in flux1/ditserve-flux1-bench qwenimage/ditserve-qwenimage-bench flux2/ditserve-flux2-bench; do
+  for bin in ditserve-flux1-bench ditserve-qwenimage-bench ditserve-flux2-bench; do
     for tp in ${TP_DEGREES:-1 2 4 8}; do
       for mod in "" --replicate-modulation; do
         [ "$tp" = 1 ] && [ -n "$mod" ] && continue
         echo "== $bin --tp $tp $mod" >> "$f"
-        build-cuda/models/$bin --device cuda --runs 5 --warmup 2 --tp "$tp" $mod 2>&1 |
+        build-cuda/bench/$bin --device cuda --runs 5 --warmup 2 --tp "$tp" $mod 2>&1 |
           grep -E "median|projection|graphs" >> "$f"
       done
     done
     # The step's CUDA graph where a rank's share is small: tp 4 again with every step op by op.
     echo "== $bin --tp 4, DITSERVE_CUDA_GRAPHS=0" >> "$f"
-    DITSERVE_CUDA_GRAPHS=0 build-cuda/models/$bin --device cuda --runs 5 --warmup 2 --tp 4 2>&1 |
+    DITSERVE_CUDA_GRAPHS=0 build-cuda/bench/$bin --device cuda --runs 5 --warmup 2 --tp 4 2>&1 |
       grep -E "median|projection|graphs" >> "$f"
   done
   cat "$f"
@@ -357,6 +398,126 @@ if build ditserve-flux1-bench; then
       > "$out/lora_bench_gdb.txt" 2>&1
     grep -E "^#|signal|SIG" "$out/lora_bench_gdb.txt" | head -30
   fi
+fi
+}
+
+stage13() {
+local parts="${EDIT_PARTS:-step diffusers e2e}" refs="${EDIT_REFS:-1 3}" steps="${EDIT_STEPS:-28}"
+local size="${EDIT_SIZE:-1024}"  # the output's sides (the dry run's tiny model: 64)
+local n res mode nsteps
+log "stage 13: FLUX.2 editing, ${size}x${size} with $refs reference images ($parts)"
+# "build": every binary of the parts, built and nothing run (a first call builds for later calls).
+if [[ " $parts " == *" build "* ]]; then
+  build ditserve-flux2-bench ditserve-frontend ditserve-worker ditserve-cli && log "stage 13: built"
+fi
+if [[ " $parts " == *" step "* ]] && build ditserve-flux2-bench; then
+  for n in $refs; do
+    log "stage 13: our step with $n reference image(s)"
+    # shellcheck disable=SC2086  # EDIT_STEP_ARGS: the dry run's tiny shapes
+    "$bin/bench/ditserve-flux2-bench" --device "$device" --runs 5 --warmup 2 \
+      --reference-images "$n" ${EDIT_STEP_ARGS:-} > "$out/edit_step_ours_${n}ref.txt" 2>&1
+    grep -E "^editing|median|graphs|Error|error" "$out/edit_step_ours_${n}ref.txt" | sed "s/^/ours, $n ref: /"
+  done
+fi
+if [[ " $parts " == *" diffusers "* ]]; then
+  if [ ! -d "$diffusers_src" ]; then
+    log "no diffusers source at $diffusers_src: diffusers' editing step skipped"
+  else
+    for n in $refs; do
+      for mode in eager compile; do
+        log "stage 13: diffusers' step with $n reference image(s), $mode"
+        res="$out/edit_step_diffusers_${n}ref_$mode"
+        local compile=()
+        [ "$mode" = compile ] && compile=(--compile)
+        PYTHONPATH="$diffusers_src" python3 bench/diffusers_step.py --model flux2 --runs 5 \
+          --warmup 2 --reference-images "$n" "${compile[@]}" --out "$res.json" > "$res.log" 2>&1
+        grep -E "ms/step|failed:" "$res.log" | tail -1
+      done
+    done
+  fi
+fi
+if [[ " $parts " == *" e2e "* ]] && build ditserve-frontend ditserve-worker ditserve-cli; then
+  res="$out/edit_e2e.txt"
+  : > "$res"
+  local dir="${EDIT_MODEL:-}" images="${EDIT_IMAGES:-/tmp/ditserve-edit-images}" most=0 i args
+  for n in $refs; do [ "$n" -gt "$most" ] && most=$n; done
+  if [ -z "${EDIT_IMAGES:-}" ]; then
+    python3 bench/released_size_pipeline.py images --out "$images" --count "$most" --size 1024 \
+      2>&1 | tee -a "$res"
+  fi
+  local files=()
+  mapfile -t files < <(ls "$images"/*.png | sort | head -"$most")
+  [ "${#files[@]}" -ge "$most" ] || { log "stage 13: fewer than $most images in $images"; return; }
+  if [ -z "$dir" ]; then
+    dir=$(write_released_weights flux2 "$res") || return
+  fi
+  local fpid port mport
+  if start_frontend "$dir" "$res"; then
+    for n in $refs; do
+      args=()
+      for ((i = 0; i < n; i++)); do args+=(--image "${files[$i]}"); done
+      # A 2-step request first (this shape's first request: its CUDA graph captured, the encoder's
+      # kernels chosen), as diffusers' side runs a 2-step call first; then the timed one.
+      for nsteps in 2 "$steps"; do
+        echo "ours, $n reference image(s), $nsteps steps: $("$bin/cli/ditserve-cli" generate \
+          --server "127.0.0.1:$port" --prompt "a lighthouse on a cliff at dawn" --height "$size" \
+          --width "$size" --seed 0 --steps "$nsteps" "${args[@]}" --quiet -o /tmp/ditserve-edit.png 2>&1 |
+          tail -1)" | tee -a "$res"
+      done
+    done
+    scrape "$mport" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise|load_duration|resident)" |
+      tee -a "$res"
+    kill "$fpid"; wait "$fpid" 2>/dev/null
+  fi
+  log "stage 13: ours done; diffusers next"
+  if [ -d "$diffusers_src" ]; then
+    args=()
+    for ((i = 0; i < most; i++)); do args+=(--image "${files[$i]}"); done
+    # shellcheck disable=SC2086  # $refs: the counts
+    PYTHONPATH="$diffusers_src" python3 bench/released_size_pipeline.py run --family flux2 \
+      --dir "$dir" --steps "$steps" "${args[@]}" --reference-counts $refs 2>&1 |
+      grep -v -i warn | tee -a "$res"
+  else
+    log "no diffusers source at $diffusers_src: diffusers' editing pipeline skipped" | tee -a "$res"
+  fi
+  [ -z "${EDIT_MODEL:-}" ] && rm -rf "$dir"
+fi
+}
+
+stage14() {
+log "stage 14: image-input fixtures (diffusers: CPU float32 + CUDA bf16), then their tests"
+[ -d "$diffusers_src" ] || { log "no diffusers source at $diffusers_src: stage 14 skipped"; return; }
+local imgfx=/tmp/ditserve-imgfx res="$out/image_fixtures.txt" tests_build
+rm -rf "$imgfx"
+# The two tests compile (niced) while diffusers makes the fixtures; relinked below once they exist.
+nice -n 10 bash -c "$(declare -f build log); $(declare -p out bundle t0); build image_inputs_parity_test image_inputs_gpu_test" &
+tests_build=$!
+PYTHONPATH="$diffusers_src" PYTHONUNBUFFERED=1 python3 tests/fixtures/make_image_fixtures.py \
+  --out "$imgfx" --bf16-device cuda > "$res" 2>&1
+local rc=$?
+wait "$tests_build"
+log "fixtures made (exit status $rc), tests compiled"
+grep -v -i warn "$res" | tail -5
+if [ $rc != 0 ] || [ ! -f "$imgfx/image-inputs/image_reference_bf16.safetensors" ]; then
+  log "make_image_fixtures.py failed (exit status $rc): $(grep -m1 -E 'Error|error' "$res")"
+  return
+fi
+tar czf "$out/image-inputs.tar.gz" -C "$imgfx" image-inputs  # for the repository's tests/fixtures
+# Into the fixtures the tests read, and where the build's REQUIRES looks (the configured
+# DITSERVE_FIXTURES_DIR: the repository's tests/fixtures unless the cache says otherwise).
+local configured
+configured=$(sed -n 's/^DITSERVE_FIXTURES_DIR:PATH=//p' build-cuda/CMakeCache.txt 2>/dev/null)
+for d in "$fixtures" "${configured:-$(pwd)/tests/fixtures}"; do
+  rm -rf "$d/image-inputs" && cp -r "$imgfx/image-inputs" "$d/"
+done
+# gtest_discover_tests lists a test's cases after its link (POST_BUILD): relink the two so that
+# the re-configured REQUIRES registration gets them.
+rm -f build-cuda/tests/unit/image_inputs_parity_test build-cuda/tests/gpu/image_inputs_gpu_test
+if build image_inputs_parity_test image_inputs_gpu_test; then
+  (cd build-cuda && . ./ditserve-env.sh && DITSERVE_FIXTURES_DIR="$fixtures" \
+    ctest -R "ImageInputsParity|ImageInputsGpu" -V --timeout 900) > "$out/image_tests.txt" 2>&1
+  grep -E "relative error|Passed|Failed|SKIPPED|NOT_BUILT|No tests|tests passed|tests failed" \
+    "$out/image_tests.txt" | tail -40
 fi
 }
 

@@ -4,7 +4,15 @@
 // 15360, mlp_ratio 3, RoPE axes 32×4 θ 2000, guidance embedder) at 1024² (4096 image tokens) with
 // 512 text tokens, bf16 (≈64 GB of weights).
 //
+// --reference-images N times a step of FLUX.2 editing as Flux2Pipeline runs it with N reference
+// images of --reference-size (WIDTHxHEIGHT pixels, default 1024x1024: 4096 tokens each, one per
+// 16x16 pixels): the reference tokens appended to the generated image's tokens (4096 + N * 4096
+// at released size), reference i's ids (10 + 10 i, y, x, 0) after the image's (0, y, x, 0), and
+// the velocity narrowed back to the generated tokens (pipeline/diffusion_pipeline.cc Forward,
+// pipeline/flux2_pipeline.cc ConditionOnImages).
+//
 //   ditserve-flux2-bench --device cuda --runs 10 --warmup 3
+//   ditserve-flux2-bench --device cuda --runs 5 --warmup 2 --reference-images 3
 //   ditserve-flux2-bench --layers 2 --single-layers 2 --heads 4 --head-dim 16 --joint-dim 32
 //       --in-channels 16 --axes 4,4,4,4 --timestep-channels 32 --image-tokens 64 --text-tokens 12
 //
@@ -12,6 +20,8 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -36,8 +46,42 @@ struct BenchOptions {
   int64_t single_layers = 48, timestep_channels = 256;
   double mlp_ratio = 3.0, rope_theta = 2000;
   bool no_guidance = false;
+  int64_t reference_images = 0;
+  std::string reference_size = "1024x1024";  // WIDTHxHEIGHT, pixels
   CommonBenchOptions common;
 };
+
+// FLUX.2 has one token per 16x16 pixels: the VAE's 8x downsampling, then 2x2 patchified latents
+// (the pipeline's vae_scale_factor * 2).
+constexpr int64_t kPixelsPerToken = 16;
+
+// --reference-size "WIDTHxHEIGHT" -> (rows, cols) of one reference's token grid.
+absl::StatusOr<std::pair<int64_t, int64_t>> ReferenceGrid(const std::string& size) {
+  std::vector<std::string> parts = absl::StrSplit(size, 'x');
+  int64_t w = 0, h = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &w) || !absl::SimpleAtoi(parts[1], &h) ||
+      w < kPixelsPerToken || h < kPixelsPerToken || w % kPixelsPerToken != 0 ||
+      h % kPixelsPerToken != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--reference-size must be WIDTHxHEIGHT, each a positive multiple of ", kPixelsPerToken,
+        " pixels (as the pipeline crops references); got '", size, "'"));
+  }
+  return std::make_pair(h / kPixelsPerToken, w / kPixelsPerToken);
+}
+
+// (rows * cols, axes) int64 ids (t, y, x, 0), row-major, as pipeline/image_inputs.h's
+// Flux2TokenIds (and our default image ids: int64, as diffusers' pipeline hands them over).
+torch::Tensor TokenIds(int64_t t, int64_t rows, int64_t cols, int64_t axes) {
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  auto idx = torch::arange(rows * cols, i64);
+  torch::Tensor ids = torch::zeros({rows * cols, axes}, i64);
+  ids.select(1, 0).fill_(t);
+  if (axes > 2) {
+    ids.select(1, 1).copy_(torch::div(idx, cols, "floor"));
+    ids.select(1, 2).copy_(torch::remainder(idx, cols));
+  }
+  return ids;
+}
 
 absl::Status Run(const BenchOptions& o) {
   Flux2TransformerConfig c;
@@ -78,19 +122,60 @@ absl::Status Run(const BenchOptions& o) {
   }
   a.txt_ids = torch::zeros({t, axes}, i64);
   a.txt_ids.select(1, axes - 1).copy_(torch::arange(t, i64));
+
+  // FLUX.2 editing: N references' tokens after the generated ones, their ids (10 + 10 i, y, x, 0)
+  // after the image's; every step appends them to the latents and narrows the velocity back, as
+  // DiffusionPipeline::Forward does.
+  if (o.reference_images < 0 || o.reference_images > 10) {
+    return absl::InvalidArgumentError("--reference-images must be in 0..10 (FLUX.2 takes 10)");
+  }
+  ASSIGN_OR_RETURN(const auto grid, ReferenceGrid(o.reference_size));
+  const int64_t per_reference = grid.first * grid.second;
+  const int64_t reference_tokens = o.reference_images * per_reference;
+  torch::Tensor references;
+  BenchForward<Flux2Transformer2DModel, Flux2ForwardArgs> forward;
+  if (o.reference_images > 0) {
+    std::vector<torch::Tensor> ids = {a.img_ids};
+    for (int64_t i = 0; i < o.reference_images; ++i) {
+      ids.push_back(TokenIds(10 + 10 * i, grid.first, grid.second, axes));
+    }
+    a.img_ids = torch::cat(ids, 0);
+    references = torch::randn({b, reference_tokens, c.in_channels}, opts);
+    forward = [&references](Flux2Transformer2DModel& model,
+                            const Flux2ForwardArgs& x) -> absl::StatusOr<torch::Tensor> {
+      Flux2ForwardArgs joined = x;
+      joined.hidden_states = torch::cat({x.hidden_states, references}, 1);
+      ASSIGN_OR_RETURN(torch::Tensor velocity, model.Forward(joined));
+      return velocity.narrow(1, 0, x.hidden_states.size(1));
+    };
+  }
   a.img_ids = a.img_ids.to(device);
   a.txt_ids = a.txt_ids.to(device);
 
-  return RunStepBench<Flux2Transformer2DModel>(c, in, target, a, o.common, [&] {
-    std::printf(
-        "FLUX.2 transformer: %lld double + %lld single blocks, %lld heads x %lld, mlp %lld, "
-        "%lld params (%.2f B), %s %s, batch %lld, %lld image + %lld text tokens\n",
-        static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
-        static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.attention_head_dim),
-        static_cast<long long>(c.mlp_hidden_dim()), static_cast<long long>(params), params / 1e9,
-        o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
-        static_cast<long long>(n), static_cast<long long>(t));
-  });
+  return RunStepBench<Flux2Transformer2DModel>(
+      c, in, target, a, o.common,
+      [&] {
+        std::printf(
+            "FLUX.2 transformer: %lld double + %lld single blocks, %lld heads x %lld, mlp %lld, "
+            "%lld params (%.2f B), %s %s, batch %lld, %lld image + %lld text tokens\n",
+            static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
+            static_cast<long long>(c.num_attention_heads),
+            static_cast<long long>(c.attention_head_dim),
+            static_cast<long long>(c.mlp_hidden_dim()), static_cast<long long>(params),
+            params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(),
+            static_cast<long long>(b), static_cast<long long>(n), static_cast<long long>(t));
+        if (o.reference_images > 0) {
+          std::printf(
+              "editing: + %lld reference images of %s (%lld tokens each, ids t = 10..%lld): "
+              "%lld + %lld = %lld image tokens a forward, velocity narrowed to %lld\n",
+              static_cast<long long>(o.reference_images), o.reference_size.c_str(),
+              static_cast<long long>(per_reference),
+              static_cast<long long>(10 * o.reference_images), static_cast<long long>(n),
+              static_cast<long long>(reference_tokens),
+              static_cast<long long>(n + reference_tokens), static_cast<long long>(n));
+        }
+      },
+      nullptr, forward);
 }
 
 }  // namespace
@@ -106,6 +191,11 @@ int main(int argc, char** argv) {
   p.AddDouble("mlp-ratio", &o.mlp_ratio, "mlp_ratio (Mh = int(D * ratio))");
   p.AddDouble("rope-theta", &o.rope_theta, "rope_theta");
   p.AddBool("no-guidance", &o.no_guidance, "no guidance embedder (Klein)");
+  p.AddInt("reference-images", &o.reference_images,
+           "FLUX.2 editing: N reference images' tokens appended to the image tokens each step, "
+           "as Flux2Pipeline (0..10)");
+  p.AddString("reference-size", &o.reference_size,
+              "each reference image's size, WIDTHxHEIGHT pixels (one token per 16x16)");
   ditserve::bench::AddCommonBenchFlags(&p, &o.common);
   return ditserve::bench::BenchMain(argc, argv, p, [&] { return ditserve::models::flux2::Run(o); });
 }

@@ -326,13 +326,20 @@ inline double RelativeDifference(const torch::Tensor& y, const torch::Tensor& re
       .item<double>();
 }
 
+// A benchmark's step around the transformer's forward, when it is more than model->Forward(args)
+// (FLUX.2 editing: the reference tokens appended to the latents, the velocity narrowed back).
+template <typename Model, typename Args>
+using BenchForward = std::function<absl::StatusOr<torch::Tensor>(Model&, const Args&)>;
+
 template <typename Model, typename Config, typename Args>
 absl::StatusOr<ModelDtypeReference> ModelDtypeStep(const Config& config, const BenchModelInputs& in,
-                                                   const BenchTarget& target, const Args& args) {
+                                                   const BenchTarget& target, const Args& args,
+                                                   const BenchForward<Model, Args>& forward = {}) {
   ModelDtypeReference ref;
   if (target.load.weights != WeightFormat::kFp8) return ref;
   ASSIGN_OR_RETURN(auto model, Model::Load(config, in.weights, in.comm.get()));
-  ASSIGN_OR_RETURN(torch::Tensor y, model->Forward(args));
+  auto run = [&](const Args& x) { return forward ? forward(*model, x) : model->Forward(x); };
+  ASSIGN_OR_RETURN(torch::Tensor y, run(args));
   ref.output = y.to(torch::kFloat32);
   Args perturbed = args;
   torch::Tensor noise = torch::randn(
@@ -340,7 +347,7 @@ absl::StatusOr<ModelDtypeReference> ModelDtypeStep(const Config& config, const B
       torch::TensorOptions().dtype(torch::kFloat32).device(args.hidden_states.device()));
   perturbed.hidden_states = (args.hidden_states.to(torch::kFloat32) * (1.0 + noise / 256.0))
                                 .to(args.hidden_states.scalar_type());
-  ASSIGN_OR_RETURN(torch::Tensor yp, model->Forward(perturbed));
+  ASSIGN_OR_RETURN(torch::Tensor yp, run(perturbed));
   ref.sensitivity = RelativeDifference(yp, ref.output);
   return ref;
 }
@@ -363,16 +370,22 @@ inline absl::Status ReportAgainstModelDtype(
 // (loading the FP8 model quantizes and releases them), then the model is loaded, `describe` prints
 // what is being measured, and the step is checked against the model-dtype one and timed
 // (TimeAndReport). `instead`, when set, replaces the check and the timing (FLUX.1's --lora-rank).
+// `forward`, when set, is the step instead of model->Forward(a), in the check and the timing
+// (FLUX.2's --reference-images).
 template <typename Model, typename Config, typename Args>
 absl::Status RunStepBench(
     const Config& c, const BenchModelInputs& in, const BenchTarget& target, const Args& a,
     const CommonBenchOptions& o, const std::function<void()>& describe,
     const std::function<absl::Status(
-        const Model&, const std::function<absl::StatusOr<torch::Tensor>()>&)>& instead = nullptr) {
-  ASSIGN_OR_RETURN(const ModelDtypeReference dtype_out, (ModelDtypeStep<Model>(c, in, target, a)));
+        const Model&, const std::function<absl::StatusOr<torch::Tensor>()>&)>& instead = nullptr,
+    const BenchForward<Model, Args>& forward = {}) {
+  ASSIGN_OR_RETURN(const ModelDtypeReference dtype_out,
+                   (ModelDtypeStep<Model>(c, in, target, a, forward)));
   ASSIGN_OR_RETURN(auto model, Model::Load(c, in.weights, in.comm.get(), target.load));
   describe();
-  const std::function<absl::StatusOr<torch::Tensor>()> step = [&] { return model->Forward(a); };
+  const std::function<absl::StatusOr<torch::Tensor>()> step = [&] {
+    return forward ? forward(*model, a) : model->Forward(a);
+  };
   if (instead) return instead(*model, step);
   RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, step));
   return TimeAndReport(*model, step, target, o, in.comm.get());
