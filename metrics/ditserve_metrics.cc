@@ -9,11 +9,10 @@ namespace {
 
 // gRPC status code names, indexed by code (absl::StatusCode uses the same numbering).
 constexpr const char* kCodeNames[] = {
-    "OK",        "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED", "NOT_FOUND",  "ALREADY_EXISTS",    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-    "UNIMPLEMENTED", "INTERNAL",       "UNAVAILABLE",       "DATA_LOSS",
-    "UNAUTHENTICATED"};
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
 static_assert(sizeof(kCodeNames) / sizeof(kCodeNames[0]) == 17);
 
 const char* RpcMethodName(RpcMethod method) {
@@ -24,6 +23,8 @@ const char* RpcMethodName(RpcMethod method) {
       return "GenerateStream";
     case RpcMethod::kImagesGenerations:
       return "ImagesGenerations";
+    case RpcMethod::kImagesEdits:
+      return "ImagesEdits";
   }
   return "unknown";
 }
@@ -43,8 +44,8 @@ const char* QueueDropReasonName(QueueDropReason reason) {
 }  // namespace
 
 const std::vector<double>& RequestLatencyBuckets() {
-  static const std::vector<double> kBuckets = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,   2,
-                                               3,    5,     7.5,  10,  15,   20,  30,  45,
+  static const std::vector<double> kBuckets = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,  2,
+                                               3,    5,     7.5,  10,  15,   20,  30, 45,
                                                60,   90,    120,  180, 300,  600};
   return kBuckets;
 }
@@ -77,20 +78,20 @@ DitserveMetrics::DitserveMetrics(const BuildInfo& build) {
       histogram("ditserve_request_duration_seconds",
                 "End-to-end generation RPC latency (arrival to final status), every outcome "
                 "included.");
-  queue_wait_ = &histogram("ditserve_queue_wait_seconds",
-                           "Time from admission to dispatch to the workers.")
-                     ->Add({}, RequestLatencyBuckets());
+  queue_wait_ =
+      &histogram("ditserve_queue_wait_seconds", "Time from admission to dispatch to the workers.")
+           ->Add({}, RequestLatencyBuckets());
   time_to_first_step_ = &histogram("ditserve_time_to_first_step_seconds",
                                    "Time from admission to the end of the first denoising step.")
                              ->Add({}, RequestLatencyBuckets());
   denoise_step_ = &histogram("ditserve_denoise_step_duration_seconds",
                              "Duration of one denoising step, as reported by rank 0.")
                        ->Add({}, StepLatencyBuckets());
-  in_flight_ =
-      &gauge("ditserve_requests_in_flight", "Requests currently executing on the workers.")->Add({});
-  queue_depth_ = &gauge("ditserve_queue_depth",
-                        "Requests admitted but not yet dispatched to the workers.")
-                      ->Add({});
+  in_flight_ = &gauge("ditserve_requests_in_flight", "Requests currently executing on the workers.")
+                    ->Add({});
+  queue_depth_ =
+      &gauge("ditserve_queue_depth", "Requests admitted but not yet dispatched to the workers.")
+           ->Add({});
   queue_capacity_ =
       &gauge("ditserve_queue_capacity", "Configured maximum number of queued requests.")->Add({});
   images_generated_ =
@@ -98,8 +99,9 @@ DitserveMetrics::DitserveMetrics(const BuildInfo& build) {
   prometheus::Family<prometheus::Counter>* dropped =
       counter("ditserve_queue_dropped_total",
               "Requests removed from the queue without running, by reason.");
-  lora_requests_ = counter("ditserve_lora_requests_total",
-                           "Requests dispatched to the workers with a LoRA adapter applied, by adapter.");
+  lora_requests_ =
+      counter("ditserve_lora_requests_total",
+              "Requests dispatched to the workers with a LoRA adapter applied, by adapter.");
   permanent_formation_failures_ =
       &counter("ditserve_worker_group_permanent_failures_total",
                "Formations of the worker group that failed with a permanent load error (a bad or "
@@ -109,8 +111,8 @@ DitserveMetrics::DitserveMetrics(const BuildInfo& build) {
       gauge("ditserve_build_info", "Build and model information; the value is always 1.");
 
   // --- labelled children known up front (at 0) ---
-  for (RpcMethod method :
-       {RpcMethod::kGenerate, RpcMethod::kGenerateStream, RpcMethod::kImagesGenerations}) {
+  for (RpcMethod method : {RpcMethod::kGenerate, RpcMethod::kGenerateStream,
+                           RpcMethod::kImagesGenerations, RpcMethod::kImagesEdits}) {
     const int mi = static_cast<int>(method);
     for (int code = 0; code < kNumCodes; ++code) {
       requests_[mi][code] =

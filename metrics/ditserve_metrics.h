@@ -1,17 +1,20 @@
 // The ditserve metric set: every ditserve_* family the frontend exports on its single /metrics
-// endpoint (the process_* ones are process_metrics.h's). Names follow the Prometheus conventions (prefix "ditserve_", base units,
-// counters end in _total); METRICS.md is the same list as a table for the README.
+// endpoint (the process_* ones are process_metrics.h's). Names follow the Prometheus conventions
+// (prefix "ditserve_", base units, counters end in _total); METRICS.md is the same list as a table
+// for the README.
 //
 // Frontend figures (measured in the frontend process):
 //   ditserve_requests_total{method,code}            counter   generation calls finished (gRPC
-//       Generate / GenerateStream, HTTP ImagesGenerations), by final status code name (OK,
-//       INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...; the gRPC name also for HTTP calls); every
+//       Generate / GenerateStream, HTTP ImagesGenerations / ImagesEdits), by final status code name
+//       (OK, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...; the gRPC name also for HTTP calls); every
 //       method x code pair starts at 0 so rate() and alerts work before the first event.
 //   ditserve_request_duration_seconds{method}        histogram end-to-end latency, RPC arrival ->
 //       final status, every outcome included.
-//   ditserve_queue_wait_seconds                      histogram admission -> dispatch to the workers.
-//   ditserve_time_to_first_step_seconds              histogram admission -> first denoising step done
-//       (queue wait + text encoding + first step: what a streaming client waits for first progress).
+//   ditserve_queue_wait_seconds                      histogram admission -> dispatch to the
+//   workers. ditserve_time_to_first_step_seconds              histogram admission -> first
+//   denoising step done
+//       (queue wait + text encoding + first step: what a streaming client waits for first
+//       progress).
 //   ditserve_denoise_step_duration_seconds           histogram one denoising step, from rank 0's
 //       progress events.
 //   ditserve_requests_in_flight                      gauge     requests executing on the workers.
@@ -31,7 +34,8 @@
 //   ditserve_worker_last_report_timestamp_seconds{rank} gauge  when the frontend last got a report;
 //       time() - this = staleness (a hung worker stops advancing it).
 //   ditserve_worker_device_memory_allocated_bytes{rank} gauge  bytes held by live tensors.
-//   ditserve_worker_device_memory_peak_allocated_bytes{rank} gauge  the highest allocated_bytes since
+//   ditserve_worker_device_memory_peak_allocated_bytes{rank} gauge  the highest allocated_bytes
+//   since
 //       the worker started (what a request at the largest size served so far needed).
 //   ditserve_worker_device_memory_reserved_bytes{rank}  gauge  bytes held by the caching allocator.
 //   ditserve_worker_device_memory_total_bytes{rank}     gauge  device capacity (0 on CPU builds).
@@ -43,10 +47,12 @@
 //   ditserve_worker_allreduce_seconds_total{rank}    counter   time spent in all-reduce.
 //   ditserve_worker_denoise_steps_total{rank}        counter   denoising steps executed.
 //   ditserve_worker_denoise_step_seconds_total{rank} counter   time spent in those steps
-//       (mean step time = rate(..._step_seconds_total) / rate(..._steps_total); stragglers show here).
+//       (mean step time = rate(..._step_seconds_total) / rate(..._steps_total); stragglers show
+//       here).
 //   ditserve_worker_cuda_graph_replays_total{rank}   counter   transformer forwards replayed from a
 //       CUDA graph (models/common/step_graphs.h; against ..._denoise_steps_total: how many ran so).
-//   ditserve_worker_cuda_graph_captures_total{rank}  counter   CUDA graphs captured (one per request
+//   ditserve_worker_cuda_graph_captures_total{rank}  counter   CUDA graphs captured (one per
+//   request
 //       shape in use; a steady rise means shapes churn past --cuda-graphs).
 // The worker figures live in a WorkerSeries (worker_series.h): the *_total ones are cumulative
 // values kept by each worker, exported as counters set to the reported total (prometheus-cpp's
@@ -92,9 +98,9 @@ struct BuildInfo {
   std::string dtype;  // e.g. "bfloat16"
 };
 
-// Label method="Generate" / "GenerateStream" (the gRPC calls) / "ImagesGenerations" (the HTTP API's
-// POST /v1/images/generations).
-enum class RpcMethod { kGenerate, kGenerateStream, kImagesGenerations };
+// Label method="Generate" / "GenerateStream" (the gRPC calls) / "ImagesGenerations" /
+// "ImagesEdits" (the HTTP API's POST /v1/images/generations and /v1/images/edits).
+enum class RpcMethod { kGenerate, kGenerateStream, kImagesGenerations, kImagesEdits };
 // Label reason="deadline_expired" / "cancelled" / "shutdown".
 enum class QueueDropReason { kDeadlineExpired, kCancelled, kShutdown };
 
@@ -136,8 +142,8 @@ class DitserveMetrics final : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  static constexpr int kNumCodes = 17;    // absl::StatusCode / grpc::StatusCode 0..16
-  static constexpr int kNumMethods = 3;  // RpcMethod
+  static constexpr int kNumCodes = 17;   // absl::StatusCode / grpc::StatusCode 0..16
+  static constexpr int kNumMethods = 4;  // RpcMethod
 
   prometheus::Registry registry_;  // the frontend families; declared first, destroyed last
   WorkerSeries workers_;

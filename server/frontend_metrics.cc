@@ -19,6 +19,8 @@ metrics::RpcMethod MetricsMethod(ApiMethod method) {
       return metrics::RpcMethod::kGenerateStream;
     case ApiMethod::kImagesGenerations:
       return metrics::RpcMethod::kImagesGenerations;
+    case ApiMethod::kImagesEdits:
+      return metrics::RpcMethod::kImagesEdits;
   }
   return metrics::RpcMethod::kGenerate;
 }
@@ -36,10 +38,13 @@ FrontendMetrics::FrontendMetrics(const FrontendOptions* options, AdmissionQueue*
   build.dtype = options->dtype;
   metrics_ = std::make_unique<metrics::DitserveMetrics>(build);
   metrics_->queue_capacity().Set(static_cast<double>(options->max_queue));
-  for (const LoraAdapterOption& lora : options->lora_adapters) metrics_->DeclareLoraAdapter(lora.name);
+  for (const LoraAdapterOption& lora : options->lora_adapters)
+    metrics_->DeclareLoraAdapter(lora.name);
 }
 
-FrontendMetrics::~FrontendMetrics() { Stop(); }
+FrontendMetrics::~FrontendMetrics() {
+  Stop();
+}
 
 void FrontendMetrics::RefreshOnScrape() {
   metrics_->queue_depth().Set(static_cast<double>(queue_->size()));

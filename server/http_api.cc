@@ -183,20 +183,20 @@ Form ReadForm(const httplib::ContentReader& reader, size_t max_bytes,
 // Errors cpp-httplib answers itself (no route, an unreadable request) get the same JSON, and an
 // exception that escapes a handler a 500.
 void SetErrorHandlers(httplib::Server& svr) {
-  svr.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    openai::HttpError e;
-    e.http_status = res.status;
-    e.type = res.status == 404 ? "not_found_error"
-             : res.status < 500 ? "invalid_request_error"
-                                : "server_error";
-    e.code = res.status == 404 ? "not_found"
-             : res.status == 413 ? "request_too_large"
-                                 : absl::StrCat("http_", res.status);
-    res.set_content(openai::ErrorJson(TransportErrorMessage(req, res.status), e, ""), kJson);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  svr.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        openai::HttpError e;
+        e.http_status = res.status;
+        e.type = res.status == 404  ? "not_found_error"
+                 : res.status < 500 ? "invalid_request_error"
+                                    : "server_error";
+        e.code = res.status == 404   ? "not_found"
+                 : res.status == 413 ? "request_too_large"
+                                     : absl::StrCat("http_", res.status);
+        res.set_content(openai::ErrorJson(TransportErrorMessage(req, res.status), e, ""), kJson);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   svr.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
         SendError(res, absl::InternalError("internal error"));
@@ -212,8 +212,8 @@ HttpApiOptions MakeHttpApiOptions(const FrontendOptions& options) {
   o.max_body_bytes = (64u << 10) + 24 * options.limits.max_prompt_bytes;
   o.max_edit_body_bytes = options.http_max_edit_body_bytes != 0 ? options.http_max_edit_body_bytes
                                                                 : (64u << 20) + o.max_body_bytes;
-  o.max_images = static_cast<uint32_t>(
-      std::min<uint64_t>(openai::kMaxImagesPerRequest, options.max_queue));
+  o.max_images =
+      static_cast<uint32_t>(std::min<uint64_t>(openai::kMaxImagesPerRequest, options.max_queue));
   o.limits = options.limits;
   return o;
 }
@@ -253,8 +253,8 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
   svr.set_payload_max_length(std::max(options.max_body_bytes, options.max_edit_body_bytes));
   self->Route();
 
-  absl::StatusOr<int> port = metrics::BindAndListen(svr, address->host, address->port,
-                                                    &self->listener_, "--http-listen");
+  absl::StatusOr<int> port =
+      metrics::BindAndListen(svr, address->host, address->port, &self->listener_, "--http-listen");
   if (!port.ok()) return port.status();
   self->port_ = *port;
   spdlog::info(
@@ -298,9 +298,11 @@ void HttpApi::HandleGenerations(const httplib::Request& req, httplib::Response& 
   }
   const size_t limit = options_.max_body_bytes;
   const Body body = ReadBody(reader, limit, DeclaredLength(req));
-  if (!body.read || body.too_large) return RefuseBody(res, body.too_large, limit, arrived);
+  if (!body.read || body.too_large)
+    return RefuseBody(ApiMethod::kImagesGenerations, res, body.too_large, limit, arrived);
   auto info = service_->ModelInfo();  // not loaded yet: any model name passes, Serve says 503
-  ServeImages(openai::ParseImagesRequest(body.data, info.ok() ? info->name() : "",
+  ServeImages(ApiMethod::kImagesGenerations,
+              openai::ParseImagesRequest(body.data, info.ok() ? info->name() : "",
                                          options_.max_images, options_.limits),
               res, arrived);
 }
@@ -314,9 +316,11 @@ void HttpApi::HandleEdits(const httplib::Request& req, httplib::Response& res,
   const size_t limit = options_.max_edit_body_bytes;
   if (!req.is_multipart_form_data()) {
     const Body body = ReadBody(reader, limit, DeclaredLength(req), /*keep=*/false);
-    if (!body.read || body.too_large) return RefuseBody(res, body.too_large, limit, arrived);
+    if (!body.read || body.too_large)
+      return RefuseBody(ApiMethod::kImagesEdits, res, body.too_large, limit, arrived);
     const std::string type = req.get_header_value("Content-Type");
     return ServeImages(
+        ApiMethod::kImagesEdits,
         absl::InvalidArgumentError(absl::StrCat(
             "POST /v1/images/edits takes a multipart/form-data body (the `image` files and the "
             "text fields), got Content-Type '",
@@ -324,39 +328,41 @@ void HttpApi::HandleEdits(const httplib::Request& req, httplib::Response& res,
         res, arrived);
   }
   Form form = ReadForm(reader, limit, DeclaredLength(req));
-  if (!form.read || form.too_large) return RefuseBody(res, form.too_large, limit, arrived);
+  if (!form.read || form.too_large)
+    return RefuseBody(ApiMethod::kImagesEdits, res, form.too_large, limit, arrived);
   if (form.too_many_parts) {
-    return ServeImages(absl::InvalidArgumentError(
+    return ServeImages(ApiMethod::kImagesEdits,
+                       absl::InvalidArgumentError(
                            absl::StrCat("the form has more than ", kMaxFormParts, " parts")),
                        res, arrived);
   }
   auto info = service_->ModelInfo();  // not loaded yet: any model name passes, Serve says 503
-  ServeImages(openai::ParseImageEditRequest(std::move(form.parts), info.ok() ? info->name() : "",
+  ServeImages(ApiMethod::kImagesEdits,
+              openai::ParseImageEditRequest(std::move(form.parts), info.ok() ? info->name() : "",
                                             options_.max_images, options_.limits),
               res, arrived);
 }
 
-void HttpApi::ServeImages(const absl::StatusOr<openai::ImagesRequest>& parsed,
+void HttpApi::ServeImages(ApiMethod method, const absl::StatusOr<openai::ImagesRequest>& parsed,
                           httplib::Response& res, Clock::time_point arrived) {
   if (!parsed.ok()) {
-    service_->RecordRefused(ApiMethod::kImagesGenerations, parsed.status(), arrived);
+    service_->RecordRefused(method, parsed.status(), arrived);
     return SendError(res, parsed.status());
   }
   const NoDeadlineCallContext ctx;
-  auto responses = service_->Serve(ctx, ApiMethod::kImagesGenerations,
-                                   openai::ExpandImages(*parsed), nullptr);
+  auto responses = service_->Serve(ctx, method, openai::ExpandImages(*parsed), nullptr);
   if (!responses.ok()) return SendError(res, responses.status());
   SendJson(res, 200, openai::ImagesResponseJson(*responses, UnixNow()));
 }
 
-void HttpApi::RefuseBody(httplib::Response& res, bool too_large, size_t limit,
+void HttpApi::RefuseBody(ApiMethod method, httplib::Response& res, bool too_large, size_t limit,
                          Clock::time_point arrived) {
   // The rest of the body is unread: the connection cannot carry another request.
   res.set_header("Connection", "close");
   if (too_large || res.status == 413) {
     const absl::Status s = absl::InvalidArgumentError(
         absl::StrCat("the request body is over the limit of ", limit, " bytes"));
-    service_->RecordRefused(ApiMethod::kImagesGenerations, s, arrived);
+    service_->RecordRefused(method, s, arrived);
     openai::HttpError e = openai::HttpErrorFor(s);
     e.http_status = 413;
     e.code = "request_too_large";
@@ -394,6 +400,8 @@ void HttpApi::Stop() {
   if (listener_.joinable()) listener_.join();
 }
 
-HttpApi::~HttpApi() { Stop(); }
+HttpApi::~HttpApi() {
+  Stop();
+}
 
 }  // namespace ditserve::server

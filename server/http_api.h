@@ -18,7 +18,7 @@
 // refused with 413, whether sent with a Content-Length (refused before reading on) or chunked
 // (counted as they arrive; an edit form's parts are streamed, not buffered twice). Every error is
 // OpenAI's {"error": {...}} with openai::HttpErrorFor's status. Handlers catch every exception:
-// none leaves this module. Edits are counted under the ImagesGenerations metric label.
+// none leaves this module. Each route has its metric label (ImagesGenerations, ImagesEdits).
 //
 // Threads: a pool of `threads` handler threads (a generation call holds one until it ends, so the
 // pool is sized to let the admission queue fill and refuse with 429 rather than leave connections
@@ -41,7 +41,7 @@ class ContentReader;
 struct Request;
 struct Response;
 class Server;
-}
+}  // namespace httplib
 
 namespace ditserve::server {
 
@@ -50,8 +50,8 @@ struct HttpApiOptions {
   int threads = 8;
   size_t max_body_bytes = 1 << 20;        // POST /v1/images/generations
   size_t max_edit_body_bytes = 64 << 20;  // POST /v1/images/edits (several images)
-  uint32_t max_images = 10;  // the largest `n`
-  RequestLimits limits;      // for the parser's messages (steps)
+  uint32_t max_images = 10;               // the largest `n`
+  RequestLimits limits;                   // for the parser's messages (steps)
 };
 
 // The options FrontendOptions imply: threads = --max-queue + --max-batch + 4 (capped at 256),
@@ -90,11 +90,12 @@ class HttpApi {
   void HandleEdits(const httplib::Request& req, httplib::Response& res,
                    const httplib::ContentReader& reader);
   // Parsed requests to Serve, and its answer (or its error) to `res`.
-  void ServeImages(const absl::StatusOr<openai::ImagesRequest>& parsed, httplib::Response& res,
-                   Clock::time_point arrived);
+  void ServeImages(ApiMethod method, const absl::StatusOr<openai::ImagesRequest>& parsed,
+                   httplib::Response& res, Clock::time_point arrived);
   // A body that was not read whole: 413 naming `limit` when it is over it (counted as refused),
   // else 400.
-  void RefuseBody(httplib::Response& res, bool too_large, size_t limit, Clock::time_point arrived);
+  void RefuseBody(ApiMethod method, httplib::Response& res, bool too_large, size_t limit,
+                  Clock::time_point arrived);
   void HandleModels(const httplib::Request& req, httplib::Response& res);
   void HandleModel(const httplib::Request& req, httplib::Response& res);
 

@@ -36,6 +36,7 @@ enum class ApiMethod {
   kGenerate,           // gRPC ImageGeneration/Generate
   kGenerateStream,     // gRPC ImageGeneration/GenerateStream
   kImagesGenerations,  // HTTP POST /v1/images/generations
+  kImagesEdits,        // HTTP POST /v1/images/edits
 };
 
 // Metric hooks; every member may be empty.

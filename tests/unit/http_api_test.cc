@@ -42,8 +42,12 @@ constexpr char kToken[] = "s3cret-token";
 
 // A generation body for the fake model (64 x 64; the fake runs `steps` steps of 10 ms).
 Json Images(uint32_t steps = 3, uint32_t n = 1) {
-  return {{"model", "fake-model"}, {"prompt", "a fake cat"}, {"size", "64x64"},
-          {"num_inference_steps", steps}, {"seed", 7}, {"n", n},
+  return {{"model", "fake-model"},
+          {"prompt", "a fake cat"},
+          {"size", "64x64"},
+          {"num_inference_steps", steps},
+          {"seed", 7},
+          {"n", n},
           {"response_format", "b64_json"}};
 }
 
@@ -155,8 +159,8 @@ class HttpApiTest : public ::testing::Test {
   }
 
   // An OpenAI error object with this status, type and param whose message holds `message`.
-  static void ExpectError(const Answer& a, int status, const std::string& type,
-                          const Json& param, const std::string& message) {
+  static void ExpectError(const Answer& a, int status, const std::string& type, const Json& param,
+                          const std::string& message) {
     EXPECT_EQ(a.status, status) << a.body;
     EXPECT_EQ(a.content_type, "application/json") << a.body;
     ASSERT_TRUE(a.json.is_object() && a.json.contains("error")) << a.body;
@@ -196,7 +200,7 @@ TEST_F(HttpApiTest, GeneratesNImagesAsOneBatchWithConsecutiveSeeds) {
     std::string image;
     ASSERT_TRUE(absl::Base64Unescape(a.json["data"][i]["b64_json"].get<std::string>(), &image));
     EXPECT_EQ(image, "fake image for " + ids[i]);  // in the order of the call's images
-    EXPECT_EQ(a.json["data"][i]["seed"], 7 + i);    // seed, seed + 1
+    EXPECT_EQ(a.json["data"][i]["seed"], 7 + i);   // seed, seed + 1
   }
   // Counted like a gRPC call: one call, two images.
   EXPECT_EQ(Metric(R"(ditserve_requests_total{code="OK",method="ImagesGenerations"})"), 1);
@@ -274,8 +278,9 @@ TEST_F(HttpApiTest, InvalidInputIs400NamingTheFieldAndTheLimit) {
   }
   // Nothing ran, and every call was counted like a refused gRPC call.
   EXPECT_TRUE(cluster_->jobs(0).empty());
-  EXPECT_EQ(Metric(R"(ditserve_requests_total{code="INVALID_ARGUMENT",method="ImagesGenerations"})"),
-            static_cast<double>(cases.size()));
+  EXPECT_EQ(
+      Metric(R"(ditserve_requests_total{code="INVALID_ARGUMENT",method="ImagesGenerations"})"),
+      static_cast<double>(cases.size()));
 }
 
 TEST_F(HttpApiTest, BearerTokenIsRequiredExceptForHealth) {
@@ -372,9 +377,10 @@ TEST_F(HttpApiTest, EditsGoThroughTheOneGenerationPathWhichRefusesImagesTheModel
   }
   ExpectError(PostEdit(array), 400, "invalid_request_error", "image", "images");
   EXPECT_TRUE(cluster_->jobs(0).empty());
-  // Counted like any refused call.
+  // Counted like any refused call, under the edits' own label.
+  EXPECT_EQ(Metric(R"(ditserve_requests_total{code="INVALID_ARGUMENT",method="ImagesEdits"})"), 2);
   EXPECT_EQ(
-      Metric(R"(ditserve_requests_total{code="INVALID_ARGUMENT",method="ImagesGenerations"})"), 2);
+      Metric(R"(ditserve_requests_total{code="INVALID_ARGUMENT",method="ImagesGenerations"})"), 0);
   // Generations still work beside it.
   EXPECT_EQ(Post(Images()).status, 200);
 }
@@ -524,7 +530,8 @@ TEST_F(HttpApiTest, FullQueueIs429WithRetryAfter) {
   EXPECT_EQ(running.get().status, 200);
   EXPECT_EQ(queued.get().status, 200);
   EXPECT_EQ(
-      Metric(R"(ditserve_requests_total{code="RESOURCE_EXHAUSTED",method="ImagesGenerations"})"), 1);
+      Metric(R"(ditserve_requests_total{code="RESOURCE_EXHAUSTED",method="ImagesGenerations"})"),
+      1);
 }
 
 TEST_F(HttpApiTest, NImagesThatDoNotFitTheQueueAre429) {

@@ -41,30 +41,33 @@ TEST(DitserveMetrics, PreInitialisesKnownSeriesAndBuildInfo) {
   m.DeclareLoraAdapter("style");
   m.DeclareLoraAdapter("style");  // a second declaration adds nothing
   const ParsedExposition p = Scrape(m);
-  for (const char* method : {"Generate", "GenerateStream", "ImagesGenerations"}) {
+  for (const char* method : {"Generate", "GenerateStream", "ImagesGenerations", "ImagesEdits"}) {
     for (const char* code : {"OK", "CANCELLED", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
                              "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "UNAUTHENTICATED"}) {
       EXPECT_EQ(Value(p, "ditserve_requests_total", {{"method", method}, {"code", code}}), 0);
     }
     EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_count", {{"method", method}}), 0);
-    EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_bucket", {{"method", method}, {"le", "+Inf"}}), 0);
+    EXPECT_EQ(
+        Value(p, "ditserve_request_duration_seconds_bucket", {{"method", method}, {"le", "+Inf"}}),
+        0);
   }
   int request_series = 0;
   for (const ParsedSample& s : p.samples) request_series += s.name == "ditserve_requests_total";
-  EXPECT_EQ(request_series, 3 * 17) << "every method x code pair";
-  for (const char* name : {"ditserve_queue_wait_seconds_count", "ditserve_time_to_first_step_seconds_count",
-                           "ditserve_denoise_step_duration_seconds_count", "ditserve_requests_in_flight",
-                           "ditserve_queue_depth", "ditserve_queue_capacity",
-                           "ditserve_images_generated_total"}) {
+  EXPECT_EQ(request_series, 4 * 17) << "every method x code pair";
+  for (const char* name :
+       {"ditserve_queue_wait_seconds_count", "ditserve_time_to_first_step_seconds_count",
+        "ditserve_denoise_step_duration_seconds_count", "ditserve_requests_in_flight",
+        "ditserve_queue_depth", "ditserve_queue_capacity", "ditserve_images_generated_total"}) {
     EXPECT_EQ(Value(p, name, {}), 0) << name;
   }
   EXPECT_EQ(Value(p, "ditserve_lora_requests_total", {{"adapter", "style"}}), 0);
   for (const char* reason : {"deadline_expired", "cancelled", "shutdown"}) {
     EXPECT_EQ(Value(p, "ditserve_queue_dropped_total", {{"reason", reason}}), 0);
   }
-  EXPECT_EQ(Value(p, "ditserve_build_info",
-                  {{"version", "0.1.0"}, {"model", "flux1"}, {"tp_degree", "4"}, {"dtype", "bfloat16"}}),
-            1);
+  EXPECT_EQ(
+      Value(p, "ditserve_build_info",
+            {{"version", "0.1.0"}, {"model", "flux1"}, {"tp_degree", "4"}, {"dtype", "bfloat16"}}),
+      1);
   EXPECT_EQ(p.types.count("ditserve_worker_ready"), 0u) << "no rank has reported yet";
   EXPECT_EQ(p.types.at("ditserve_request_duration_seconds"), "histogram");
   EXPECT_EQ(p.types.at("ditserve_requests_total"), "counter");
@@ -92,13 +95,17 @@ TEST(DitserveMetrics, FrontendHelpersHitTheRightSeries) {
   const ParsedExposition p = Scrape(m);
   EXPECT_EQ(Value(p, "ditserve_requests_total", {{"method", "Generate"}, {"code", "OK"}}), 2);
   EXPECT_EQ(Value(p, "ditserve_requests_total",
-                  {{"method", "GenerateStream"}, {"code", "RESOURCE_EXHAUSTED"}}), 1);
+                  {{"method", "GenerateStream"}, {"code", "RESOURCE_EXHAUSTED"}}),
+            1);
   EXPECT_EQ(Value(p, "ditserve_requests_total", {{"method", "Generate"}, {"code", "UNKNOWN"}}), 1);
   EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_sum", {{"method", "Generate"}}), 11);
-  EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_bucket", {{"method", "Generate"}, {"le", "5"}}), 2);
+  EXPECT_EQ(
+      Value(p, "ditserve_request_duration_seconds_bucket", {{"method", "Generate"}, {"le", "5"}}),
+      2);
   EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_count", {{"method", "Generate"}}), 3);
   EXPECT_EQ(Value(p, "ditserve_request_duration_seconds_bucket",
-                  {{"method", "GenerateStream"}, {"le", "0.01"}}), 1);
+                  {{"method", "GenerateStream"}, {"le", "0.01"}}),
+            1);
   EXPECT_EQ(Value(p, "ditserve_queue_wait_seconds_bucket", {{"le", "0.25"}}), 1);
   EXPECT_EQ(Value(p, "ditserve_queue_wait_seconds_bucket", {{"le", "0.1"}}), 0);
   EXPECT_EQ(Value(p, "ditserve_time_to_first_step_seconds_count", {}), 1);
