@@ -64,14 +64,15 @@ struct Outcome {
   std::vector<int> steps;  // progress events per rank
 };
 
-absl::StatusOr<Outcome> RunGroup(int world, const std::string& model_dir,
-                                 const GenerationJob& job) {
+absl::StatusOr<Outcome> RunGroup(int world, const std::string& model_dir, const GenerationJob& job,
+                                 const std::vector<lora::LoraAdapterSpec>& loras = {}) {
   std::mutex mu;
   Outcome out;
   out.steps.assign(world, 0);
   absl::Status s = comm::RunLocalGroup(world, [&](comm::Communicator& c) -> absl::Status {
     PipelineOptions opts;
     opts.model_dir = model_dir;
+    opts.loras = loras;
     auto p = LoadPipeline(opts, &c);
     if (!p.ok()) return p.status();
     int steps = 0;
@@ -163,6 +164,24 @@ TEST(ImageConditioning, Flux1ImageToImageRunsFromTheStrengthsStep) {
   auto full = RunGroup(1, dir, job);
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_EQ(full->steps[0], 5);
+}
+
+TEST(ImageConditioning, ImageToImageWithALoraAtEveryDegree) {
+  const std::string dir = FixturesDir() + "/flux1-tiny";
+  const std::vector<lora::LoraAdapterSpec> loras = {{"style", FixturesDir() + "/lora/style"}};
+  GenerationJob job = Job(32, 32, 4, 32);
+  job.items[0].images = {RandomImage(32, 32, 6)};
+  job.items[0].strength = 0.75;
+  auto base = RunGroup(1, dir, job, loras);
+  ASSERT_TRUE(base.ok()) << base.status();
+  job.loras = {{"style", 0.8f}};
+  auto one = RunGroup(1, dir, job, loras);
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto two = RunGroup(2, dir, job, loras);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_LT(RelativeError(two->latents, one->latents), 1e-5);
+  EXPECT_GT(RelativeError(one->latents, base->latents), 1e-4);  // the adapter applies
+  EXPECT_EQ(one->steps[0], 3);                                  // int(4 - 3.0) = 1: 3 steps
 }
 
 TEST(ImageConditioning, Flux1KontextAtEveryDegree) {
