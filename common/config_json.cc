@@ -54,11 +54,16 @@ absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& text) {
 absl::StatusOr<nlohmann::json> ReadJsonObjectFile(const std::string& path) {
   auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();
-  if (JsonNestingExceeds(*text)) {
+  return ParseJsonObjectFile(*text, path);
+}
+
+absl::StatusOr<nlohmann::json> ParseJsonObjectFile(const std::string& text,
+                                                   const std::string& path) {
+  if (JsonNestingExceeds(text)) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": nests deeper than ", kMaxJsonDepth, " levels"));
   }
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   return j;

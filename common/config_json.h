@@ -34,6 +34,10 @@ absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& text);
 // The JSON object in the file at `path`: NOT_FOUND when it cannot be read, INVALID_ARGUMENT naming
 // the path when it is not valid JSON, nests deeper than kMaxJsonDepth or is not an object.
 absl::StatusOr<nlohmann::json> ReadJsonObjectFile(const std::string& path);
+// What ReadJsonObjectFile does with the file's text: the same checks and messages, `path` naming
+// the file (messages only; nothing is read). The in-memory entry point (the config fuzzer).
+absl::StatusOr<nlohmann::json> ParseJsonObjectFile(const std::string& text,
+                                                   const std::string& path);
 
 namespace config_json_internal {
 

@@ -200,6 +200,11 @@ absl::StatusOr<BpeModel> BpeModel::Create(
 
 absl::StatusOr<BpeVocab> BpeModel::ReadVocabFile(const std::string& vocab_path) {
   ASSIGN_OR_RETURN(std::string vocab_text, ReadWholeFile(vocab_path));
+  return ParseVocab(vocab_text, vocab_path);
+}
+
+absl::StatusOr<BpeVocab> BpeModel::ParseVocab(const std::string& vocab_text,
+                                              const std::string& vocab_path) {
   if (JsonNestingExceeds(vocab_text)) {
     return absl::InvalidArgumentError(
         absl::StrCat(vocab_path, ": nests deeper than ", kMaxJsonDepth, " levels"));
@@ -227,6 +232,12 @@ absl::StatusOr<BpeVocab> BpeModel::ReadVocabFile(const std::string& vocab_path) 
 absl::StatusOr<BpeMerges> BpeModel::ReadMergesFile(const std::string& merges_path,
                                                    std::vector<int>* line_numbers) {
   ASSIGN_OR_RETURN(std::string merges_text, ReadWholeFile(merges_path));
+  return ParseMerges(merges_text, merges_path, line_numbers);
+}
+
+absl::StatusOr<BpeMerges> BpeModel::ParseMerges(absl::string_view merges_text,
+                                                const std::string& merges_path,
+                                                std::vector<int>* line_numbers) {
   BpeMerges merges;
   absl::string_view rest = merges_text;
   for (int line_no = 1; !rest.empty(); ++line_no) {

@@ -67,6 +67,12 @@ class BpeModel {
   static absl::StatusOr<BpeVocab> ReadVocabFile(const std::string& vocab_path);
   static absl::StatusOr<BpeMerges> ReadMergesFile(const std::string& merges_path,
                                                   std::vector<int>* line_numbers);
+  // What they do with the file's text; the path names the file in messages.
+  static absl::StatusOr<BpeVocab> ParseVocab(const std::string& vocab_text,
+                                             const std::string& vocab_path);
+  static absl::StatusOr<BpeMerges> ParseMerges(absl::string_view merges_text,
+                                               const std::string& merges_path,
+                                               std::vector<int>* line_numbers);
 
   BpeModel(BpeModel&&) noexcept;
   BpeModel& operator=(BpeModel&&) noexcept;

@@ -405,6 +405,11 @@ absl::StatusOr<HfPostProcessor> ReadPostProcessor(const Reader& r, const Json& j
 
 absl::StatusOr<HfTokenizer::Parts> ReadHfTokenizerJson(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path));
+  return ParseHfTokenizerJson(text, path);
+}
+
+absl::StatusOr<HfTokenizer::Parts> ParseHfTokenizerJson(const std::string& text,
+                                                        const std::string& path) {
   // Deeper documents are refused before parsing: messages dump() values, which recurses per level.
   if (JsonNestingExceeds(text)) {
     return absl::InvalidArgumentError(

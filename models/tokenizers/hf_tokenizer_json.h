@@ -30,5 +30,9 @@
 namespace ditserve::tokenizers {
 
 absl::StatusOr<HfTokenizer::Parts> ReadHfTokenizerJson(const std::string& path);
+// What ReadHfTokenizerJson does with the file's text; `path` names the file in messages (and is
+// the Parts' source).
+absl::StatusOr<HfTokenizer::Parts> ParseHfTokenizerJson(const std::string& text,
+                                                        const std::string& path);
 
 }  // namespace ditserve::tokenizers

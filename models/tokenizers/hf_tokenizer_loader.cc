@@ -22,14 +22,14 @@ struct SpecialTokenNames {
 
 // tokenizer_config.json's special tokens, overridden by special_tokens_map.json's, then (slow
 // Qwen2 only) the class defaults for keys that neither file has.
-absl::StatusOr<SpecialTokenNames> SpecialTokens(const std::string& dir,
+absl::StatusOr<SpecialTokenNames> SpecialTokens(const TokenizerFolder& folder,
                                                 const TokenizerConfig& config, bool qwen2_slow) {
   SpecialTokenNames names{config.bos_token, config.eos_token, config.unk_token, config.pad_token,
                           config.extra_special_tokens};
   std::set<std::string> keys = config.keys;
-  const std::string map_path = JoinPath(dir, "special_tokens_map.json");
-  if (FileExists(map_path)) {
-    ASSIGN_OR_RETURN(const TokenizerConfig map, LoadTokenizerConfig(map_path));
+  if (folder.Exists("special_tokens_map.json")) {
+    ASSIGN_OR_RETURN(const TokenizerConfig map,
+                     LoadTokenizerConfig(folder, "special_tokens_map.json"));
     const std::pair<const char*, std::pair<std::optional<std::string>*,
                                            const std::optional<std::string>*>> fields[] = {
         {"bos_token", {&names.bos, &map.bos_token}},
@@ -53,7 +53,7 @@ absl::StatusOr<SpecialTokenNames> SpecialTokens(const std::string& dir,
   return names;
 }
 
-absl::Status ApplyTokenizerConfig(const std::string& dir, const TokenizerConfig& config,
+absl::Status ApplyTokenizerConfig(const TokenizerFolder& folder, const TokenizerConfig& config,
                                   bool from_tokenizer_json, HfTokenizer::Parts* parts) {
   if (from_tokenizer_json && !config.added_tokens_decoder.empty()) {
     std::vector<AddedTokenEntry> entries = config.added_tokens_decoder;
@@ -68,7 +68,7 @@ absl::Status ApplyTokenizerConfig(const std::string& dir, const TokenizerConfig&
   }
 
   ASSIGN_OR_RETURN(const SpecialTokenNames names,
-                   SpecialTokens(dir, config, /*qwen2_slow=*/!from_tokenizer_json));
+                   SpecialTokens(folder, config, /*qwen2_slow=*/!from_tokenizer_json));
   std::vector<std::string> specials;
   for (const auto* name : {&names.bos, &names.eos, &names.unk, &names.pad}) {
     if (*name) specials.push_back(**name);
@@ -104,19 +104,24 @@ absl::Status ApplyTokenizerConfig(const std::string& dir, const TokenizerConfig&
 }  // namespace
 
 absl::StatusOr<HfTokenizer> LoadHfTokenizer(const std::string& dir) {
+  return LoadHfTokenizer(TokenizerFolder::OnDisk(dir));
+}
+
+absl::StatusOr<HfTokenizer> LoadHfTokenizer(const TokenizerFolder& folder) {
   ASSIGN_OR_RETURN(const TokenizerConfig config,
-                   LoadTokenizerConfig(JoinPath(dir, "tokenizer_config.json")));
-  const std::string json_path = JoinPath(dir, "tokenizer.json");
-  const bool from_tokenizer_json = FileExists(json_path);
+                   LoadTokenizerConfig(folder, "tokenizer_config.json"));
+  const bool from_tokenizer_json = folder.Exists("tokenizer.json");
   absl::StatusOr<HfTokenizer::Parts> parts = absl::NotFoundError(absl::StrCat(
-      dir, ": no tokenizer.json, and no vocab.json + merges.txt (slow Qwen2 format)"));
+      folder.dir(), ": no tokenizer.json, and no vocab.json + merges.txt (slow Qwen2 format)"));
   if (from_tokenizer_json) {
-    parts = ReadHfTokenizerJson(json_path);
-  } else if (FileExists(JoinPath(dir, "vocab.json")) && FileExists(JoinPath(dir, "merges.txt"))) {
-    parts = ReadQwen2SlowTokenizer(dir, config);
+    absl::StatusOr<std::string> text = folder.Read("tokenizer.json");
+    if (!text.ok()) return text.status();
+    parts = ParseHfTokenizerJson(*text, folder.Path("tokenizer.json"));
+  } else if (folder.Exists("vocab.json") && folder.Exists("merges.txt")) {
+    parts = ReadQwen2SlowTokenizer(folder, config);
   }
   if (!parts.ok()) return parts.status();
-  RETURN_IF_ERROR(ApplyTokenizerConfig(dir, config, from_tokenizer_json, &*parts));
+  RETURN_IF_ERROR(ApplyTokenizerConfig(folder, config, from_tokenizer_json, &*parts));
   return HfTokenizer(std::move(*parts));
 }
 

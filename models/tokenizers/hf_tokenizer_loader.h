@@ -21,9 +21,13 @@
 
 #include "absl/status/statusor.h"
 #include "models/tokenizers/hf_tokenizer.h"
+#include "models/tokenizers/tokenizer_files.h"
 
 namespace ditserve::tokenizers {
 
 absl::StatusOr<HfTokenizer> LoadHfTokenizer(const std::string& dir);
+// The same over `folder`'s files (TokenizerFolder::OnDisk(dir) is the above; InMemory: the fuzz
+// target, tests). Messages name folder.Path(file).
+absl::StatusOr<HfTokenizer> LoadHfTokenizer(const TokenizerFolder& folder);
 
 }  // namespace ditserve::tokenizers

@@ -15,11 +15,18 @@ const char kQwen2PretokenizePattern[] =
 
 absl::StatusOr<HfTokenizer::Parts> ReadQwen2SlowTokenizer(const std::string& dir,
                                                           const TokenizerConfig& config) {
-  const std::string vocab_path = JoinPath(dir, "vocab.json");
-  const std::string merges_path = JoinPath(dir, "merges.txt");
-  ASSIGN_OR_RETURN(BpeVocab vocab, BpeModel::ReadVocabFile(vocab_path));
+  return ReadQwen2SlowTokenizer(TokenizerFolder::OnDisk(dir), config);
+}
+
+absl::StatusOr<HfTokenizer::Parts> ReadQwen2SlowTokenizer(const TokenizerFolder& folder,
+                                                          const TokenizerConfig& config) {
+  const std::string vocab_path = folder.Path("vocab.json");
+  const std::string merges_path = folder.Path("merges.txt");
+  ASSIGN_OR_RETURN(const std::string vocab_text, folder.Read("vocab.json"));
+  ASSIGN_OR_RETURN(BpeVocab vocab, BpeModel::ParseVocab(vocab_text, vocab_path));
   std::vector<int> lines;
-  ASSIGN_OR_RETURN(BpeMerges merges, BpeModel::ReadMergesFile(merges_path, &lines));
+  ASSIGN_OR_RETURN(const std::string merges_text, folder.Read("merges.txt"));
+  ASSIGN_OR_RETURN(BpeMerges merges, BpeModel::ParseMerges(merges_text, merges_path, &lines));
   auto merge_line = [&](size_t i) { return absl::StrCat(merges_path, ":", lines[i]); };
   ASSIGN_OR_RETURN(BpeModel model, BpeModel::Create(std::move(vocab), merges, BpeOptions(),
                                                     vocab_path, merge_line));

@@ -29,5 +29,8 @@ extern const char kQwen2PretokenizePattern[];
 // The added vocabulary of the result holds added_tokens_decoder and is not Finish()ed.
 absl::StatusOr<HfTokenizer::Parts> ReadQwen2SlowTokenizer(const std::string& dir,
                                                           const TokenizerConfig& config);
+// The same over `folder`'s vocab.json and merges.txt (on disk or in memory).
+absl::StatusOr<HfTokenizer::Parts> ReadQwen2SlowTokenizer(const TokenizerFolder& folder,
+                                                          const TokenizerConfig& config);
 
 }  // namespace ditserve::tokenizers

@@ -166,10 +166,43 @@ bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+TokenizerFolder TokenizerFolder::OnDisk(std::string dir) {
+  return TokenizerFolder(std::move(dir), /*in_memory=*/false, {});
+}
+
+TokenizerFolder TokenizerFolder::InMemory(std::string dir,
+                                          std::map<std::string, absl::string_view> files) {
+  return TokenizerFolder(std::move(dir), /*in_memory=*/true, std::move(files));
+}
+
+bool TokenizerFolder::Exists(const std::string& name) const {
+  if (!in_memory_) return FileExists(Path(name));
+  return files_.count(name) != 0;
+}
+
+absl::StatusOr<std::string> TokenizerFolder::Read(const std::string& name) const {
+  if (!in_memory_) return ReadWholeFile(Path(name));
+  auto it = files_.find(name);
+  if (it == files_.end()) return absl::NotFoundError(absl::StrCat(Path(name), ": no such file"));
+  return std::string(it->second);
+}
+
 absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path) {
-  TokenizerConfig config;
-  if (!FileExists(path)) return config;
+  if (!FileExists(path)) return TokenizerConfig();
   ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  return ParseTokenizerConfig(text, path);
+}
+
+absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const TokenizerFolder& folder,
+                                                    const std::string& name) {
+  if (!folder.Exists(name)) return TokenizerConfig();
+  ASSIGN_OR_RETURN(std::string text, folder.Read(name));
+  return ParseTokenizerConfig(text, folder.Path(name));
+}
+
+absl::StatusOr<TokenizerConfig> ParseTokenizerConfig(const std::string& text,
+                                                     const std::string& path) {
+  TokenizerConfig config;
   if (JsonNestingExceeds(text)) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": nests deeper than ", kMaxJsonDepth, " levels"));

@@ -1,15 +1,19 @@
-// File helpers shared by the tokenizers: whole-file reads and tokenizer_config.json. Torch-free.
+// File helpers shared by the tokenizers: whole-file reads, a folder's files on disk or in memory
+// (TokenizerFolder) and tokenizer_config.json. Torch-free.
 //
 // Every error names the file it is about. Stateless functions; safe to call from any thread.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace ditserve::tokenizers {
 
@@ -20,6 +24,31 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 std::string JoinPath(const std::string& dir, const std::string& name);
 
 bool FileExists(const std::string& path);
+
+// The files of a tokenizer folder, by name ("tokenizer.json"): on disk (what the loaders read), or
+// given in memory (the fuzz target, tests), so that the same parsing code runs on bytes that never
+// were a file. Path(name) is JoinPath(dir, name) either way: the name messages give the file.
+// Immutable; an in-memory folder does not own its bytes (they must outlive it).
+class TokenizerFolder {
+ public:
+  static TokenizerFolder OnDisk(std::string dir);
+  // `files`: name -> bytes; no other name exists.
+  static TokenizerFolder InMemory(std::string dir, std::map<std::string, absl::string_view> files);
+
+  const std::string& dir() const { return dir_; }
+  std::string Path(const std::string& name) const { return JoinPath(dir_, name); }
+  // On disk: FileExists(Path(name)) / ReadWholeFile(Path(name)). In memory: whether `files` has
+  // it / its bytes, NOT_FOUND "<path>: no such file" as on disk when it does not.
+  bool Exists(const std::string& name) const;
+  absl::StatusOr<std::string> Read(const std::string& name) const;
+
+ private:
+  TokenizerFolder(std::string dir, bool in_memory, std::map<std::string, absl::string_view> files)
+      : dir_(std::move(dir)), in_memory_(in_memory), files_(std::move(files)) {}
+  std::string dir_;
+  bool in_memory_ = false;
+  std::map<std::string, absl::string_view> files_;
+};
 
 // One entry of tokenizer_config.json's "added_tokens_decoder" (transformers' AddedToken; flags
 // default as there: false, and normalized = !special).
@@ -53,5 +82,11 @@ struct TokenizerConfig {
 // Parses tokenizer_config.json at `path`. A missing file is NOT an error (returns defaults): many
 // checkpoints ship without one. Malformed JSON or wrongly typed fields are INVALID_ARGUMENT.
 absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& path);
+// The same for `folder`'s file `name` (absent: defaults).
+absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const TokenizerFolder& folder,
+                                                    const std::string& name);
+// The parser the loaders run on the file's text; `path` names the file in messages.
+absl::StatusOr<TokenizerConfig> ParseTokenizerConfig(const std::string& text,
+                                                     const std::string& path);
 
 }  // namespace ditserve::tokenizers

@@ -8,11 +8,12 @@
 #   safetensors_header  sharding_fuzz            ParseSafetensorsHeader (sharding/safetensors)
 #   config              config_fuzz              model_index.json, config.json and index checks and
 #                                                every transformer / text encoder / VAE config parser,
-#                                                from memory (sharding/model_json.h); 1 input in 16
-#                                                also through the real file readers
+#                                                from memory (ParseJsonObjectFile, sharding/model_json.h)
 #   tokenizer           tokenizer_fuzz           LoadHfTokenizer(tokenizer.json [+ tokenizer_config.json])
-#                                                then Encode of a fuzzer-chosen text
+#                                                from memory (TokenizerFolder::InMemory), then Encode
+#                                                of a fuzzer-chosen text
 #   request_validator   request_validator_fuzz   ValidateRequest on a serialized ditserve.v1.GenerateRequest
+#                                                (with server/input_images and imaging/ linked in)
 #   image_decode        image_decode_fuzz        imaging/: DecodeImage (PNG, JPEG, WebP, limits from the
 #                                                header) then Resize of what it decoded
 #
@@ -27,9 +28,9 @@
 # mutates with a fixed seed (-seed=N, default 1) for a fixed number of executions (-runs=M; default
 # per target below, each about 10-20 s on the idle 2-core development machine), with no time bound,
 # no corpus reloading, address-space randomisation off (setarch -R), an empty environment (PATH,
-# TMPDIR, a fixed folder for the files the targets write), a command line of relative paths and
-# no trace-cmp guided mutation (compared pointers are not repeatable): two runs execute the same
-# inputs and end with the same "cov:" / "ft:" / "corp:" figures
+# TMPDIR; no target writes files: each fuzzes its readers from memory), a command line of relative
+# paths and no trace-cmp guided mutation (compared pointers are not repeatable): two runs execute
+# the same inputs and end with the same "cov:" / "ft:" / "corp:" figures
 # (bench/results/2026-12-04-fuzz-determinism.txt). Exploration keeps trace-cmp.
 #
 # Explore mode (--explore, by hand): a random libFuzzer seed and a time bound (--seconds N per
@@ -155,10 +156,15 @@ configure_target() {
       [[ -f "${PROTO_GEN}/ditserve/v1/ditserve.pb.cc" ]] || {
         echo "run_fuzz.sh: ${PROTO_GEN}/ditserve/v1/ditserve.pb.cc missing (build the proto target" \
              "first, or pass --proto-gen)" >&2; return 1; }
+      # server/input_images (ValidateRequest checks and decodes GenerateRequest.images) brings in
+      # imaging/.
       SOURCES=(tests/fuzz/request_validator_fuzzer.cc server/request_validator.cc
+               server/input_images.cc imaging/decode.cc imaging/exif.cc imaging/format.cc
+               imaging/jpeg_decode.cc imaging/png_decode.cc imaging/preprocess.cc
+               imaging/resample.cc imaging/transform.cc imaging/webp_decode.cc
                "${PROTO_GEN}/ditserve/v1/ditserve.pb.cc"
                "${PROTO_GEN}/ditserve/worker/v1/worker.pb.cc")
-      PKGS+=(protobuf)
+      PKGS+=(protobuf libpng libjpeg libwebp libwebpdemux)
       CXXFLAGS_T=(-I"${PROTO_GEN}" '-DDITSERVE_VERSION="fuzz"')
       MAX_LEN=16384
       CI_RUNS=1000000
@@ -355,15 +361,12 @@ run_target() {
   # compared values to the mutator, and some comparisons are of pointers (absl's hash seeds are
   # addresses too): with ASLR on, or with a stack that starts elsewhere because the environment is
   # longer, two runs of the same seed mutate differently after a few thousand inputs.
-  # The tokenizer target (and 1 input in 16 of the config target) writes files: keep them in memory.
+  # No target writes files (every one fuzzes from memory); TMPDIR is passed on for libFuzzer's own
+  # temporary files.
   local tmp="${TMPDIR:-/tmp}"
-  [[ -d /dev/shm && -w /dev/shm ]] && tmp=/dev/shm
   local no_aslr=() fixed_env=(env)
   if [[ "${MODE}" == ci ]]; then
-    # The folder those files go to has a fixed name (tests/fuzz/fuzz_workdir.h), one per checkout.
-    local workdir
-    workdir="${tmp}/ditserve-fuzz-${name}-$(printf '%s' "${dir}" | sha1sum | cut -c1-12)"
-    fixed_env=(env -i PATH=/usr/local/bin:/usr/bin:/bin DITSERVE_FUZZ_WORKDIR="${workdir}")
+    fixed_env=(env -i PATH=/usr/local/bin:/usr/bin:/bin)
     if setarch "$(uname -m)" -R true 2> /dev/null; then
       no_aslr=(setarch "$(uname -m)" -R)
     else

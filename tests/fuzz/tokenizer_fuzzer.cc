@@ -4,39 +4,21 @@
 //
 // Input layout (the seeds follow it):  <text to encode> NUL <tokenizer.json> [NUL <tokenizer_config.json>]
 // Without a NUL the whole input is tokenizer.json and the text is a fixed sentence. The files are
-// written into a private temporary folder and read by the real loader. Every call must return a
-// Status: no crash, no exception, no sanitizer report, no unbounded time or memory.
-#include <unistd.h>
-
+// given to the real loader in memory (LoadHfTokenizer over TokenizerFolder::InMemory: the parsers
+// the folder reader runs on the files' bytes; nothing is written or read per input). Every call
+// must return a Status: no crash, no exception, no sanitizer report, no unbounded time or memory.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/string_view.h"
 #include "models/tokenizers/hf_tokenizer.h"
 #include "models/tokenizers/hf_tokenizer_loader.h"
-#include "tests/fuzz/fuzz_workdir.h"
+#include "models/tokenizers/tokenizer_files.h"
 
 namespace {
-
-namespace fs = std::filesystem;
-
-std::string g_dir;
-
-void WriteFile(const std::string& path, absl::string_view bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-void RemoveDir() {
-  if (g_dir.empty()) return;
-  std::error_code ec;
-  fs::remove_all(g_dir, ec);
-}
 
 void CheckEncoding(const ditserve::tokenizers::HfEncoding& e) {
   if (e.ids.size() != e.attention_mask.size()) __builtin_trap();
@@ -46,12 +28,6 @@ void CheckEncoding(const ditserve::tokenizers::HfEncoding& e) {
 }
 
 }  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  g_dir = ditserve_fuzz::MakeFuzzWorkdir("ditserve-tokenizer-fuzz");
-  std::atexit(RemoveDir);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using ditserve::tokenizers::HfEncodeOptions;
@@ -70,16 +46,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       has_config = true;
     }
   }
-  WriteFile(g_dir + "/tokenizer.json", json);
-  const std::string config_path = g_dir + "/tokenizer_config.json";
-  if (has_config) {
-    WriteFile(config_path, config);
-  } else {
-    std::error_code ec;
-    fs::remove(config_path, ec);
-  }
-
-  auto tokenizer = ditserve::tokenizers::LoadHfTokenizer(g_dir);
+  std::map<std::string, absl::string_view> files = {{"tokenizer.json", json}};
+  if (has_config) files.emplace("tokenizer_config.json", config);
+  auto tokenizer = ditserve::tokenizers::LoadHfTokenizer(
+      ditserve::tokenizers::TokenizerFolder::InMemory("fuzz", std::move(files)));
   if (!tokenizer.ok()) return 0;
 
   auto plain = tokenizer->Encode(text);

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
+#include "common/config_json.h"
 #include "common/model_name.h"
 #include "common/flags.h"
 #include "common/grpc_status.h"
@@ -165,4 +169,27 @@ TEST(ModelNameFromDir, IgnoresTrailingSlashes) {
   EXPECT_EQ(::ditserve::ModelNameFromDir("/x/FLUX.1-dev/"), "FLUX.1-dev");
   EXPECT_EQ(::ditserve::ModelNameFromDir("/x/FLUX.1-dev//"), "FLUX.1-dev");
   EXPECT_EQ(::ditserve::ModelNameFromDir("rel/Qwen-Image/./"), "Qwen-Image");
+}
+
+// ParseJsonObjectFile (the config fuzzer's entry point) is what ReadJsonObjectFile does with the
+// file's text: the same value, the same errors naming the same path.
+TEST(ConfigJsonTest, ParseJsonObjectFileIsReadJsonObjectFileWithoutTheRead) {
+  const std::string path = ::testing::TempDir() + "/common_test_config.json";
+  const std::string deep = std::string(70, '[') + std::string(70, ']');
+  for (const std::string& text :
+       {std::string(R"({"a": [1, {"b": "c"}]})"), std::string("[1, 2]"), std::string("{\"a\": "),
+        std::string(""), "{\"x\": " + deep + "}"}) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+    auto read = ::ditserve::ReadJsonObjectFile(path);
+    auto parsed = ::ditserve::ParseJsonObjectFile(text, path);
+    ASSERT_EQ(read.status(), parsed.status()) << text;
+    if (read.ok()) {
+      EXPECT_EQ(*read, *parsed);
+    } else {
+      EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(read.status().message().substr(0, path.size()), path);
+    }
+  }
+  EXPECT_EQ(::ditserve::ReadJsonObjectFile(path + ".missing").status().code(),
+            absl::StatusCode::kNotFound);
 }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "models/tokenizers/hf_tokenizer.h"
 #include "models/tokenizers/hf_tokenizer_loader.h"
 #include "models/tokenizers/pcre2_regex.h"
+#include "models/tokenizers/tokenizer_files.h"
 
 namespace ditserve::tokenizers {
 namespace {
@@ -239,6 +241,50 @@ TEST(HfTokenizerJson, SlowQwen2FilesWithBadMergesNameTheLine) {
   EXPECT_EQ(good->eos_id(), 3);
   EXPECT_EQ(good->pad_id(), 3);  // Qwen2Tokenizer's default pad token, absent from the config
   EXPECT_EQ(Ids(*good, "ab<|endoftext|>b"), (std::vector<int64_t>{2, 3, 1}));
+}
+
+// TokenizerFolder::InMemory (the fuzz target's entry point) runs the folder reader's code: the same
+// result, the same errors (naming the same paths) as the files on disk.
+TEST(HfTokenizerJson, InMemoryFolderLoadsAsTheFolderOnDisk) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "hf_in_memory";
+  auto same = [&](const std::map<std::string, std::string>& files, const std::string& what) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::map<std::string, absl::string_view> views;
+    for (const auto& [name, bytes] : files) {
+      std::ofstream(dir / name, std::ios::binary) << bytes;
+      views.emplace(name, bytes);
+    }
+    auto disk = LoadHfTokenizer(dir.string());
+    auto memory = LoadHfTokenizer(TokenizerFolder::InMemory(dir.string(), views));
+    ASSERT_EQ(disk.status(), memory.status()) << what;
+    if (!disk.ok()) return;
+    for (const char* text : {"ab ab<s>b", "<|endoftext|>a", ""}) {
+      EXPECT_EQ(Ids(*disk, text), Ids(*memory, text)) << what;
+    }
+    EXPECT_EQ(disk->pad_id(), memory->pad_id()) << what;
+    EXPECT_EQ(disk->eos_id(), memory->eos_id()) << what;
+  };
+  const std::string json = MinimalTokenizer().dump();
+  const std::string config =
+      R"({"added_tokens_decoder": {"5": {"content": "<|endoftext|>", "special": true}},
+          "eos_token": "<|endoftext|>", "pad_token": "<s>"})";
+  same({{"tokenizer.json", json}}, "tokenizer.json");
+  same({{"tokenizer.json", json}, {"tokenizer_config.json", config}}, "with a config");
+  same({{"tokenizer.json", json},
+        {"tokenizer_config.json", config},
+        {"special_tokens_map.json", R"({"pad_token": "<|endoftext|>"})"}},
+       "with a special tokens map");
+  same({}, "empty");
+  same({{"tokenizer.json", "{\"model\": "}}, "not JSON");
+  same({{"tokenizer.json", json}, {"tokenizer_config.json", "[1]"}}, "config not an object");
+  same({{"tokenizer.json", json}, {"special_tokens_map.json", R"({"eos_token": 3})"}},
+       "bad special tokens map");
+  for (const char* merges : {"#version: 0.2\na b\nb a\n", "#version: 0.2\na b\n", "a\n"}) {
+    same({{"vocab.json", R"({"a": 0, "b": 1, "ab": 2})"}, {"merges.txt", merges}}, merges);
+  }
+  same({{"vocab.json", R"({"a": -1})"}, {"merges.txt", ""}}, "slow, bad vocab");
+  same({{"vocab.json", R"({"a": 0})"}}, "slow, no merges.txt");
 }
 
 TEST(Pcre2Regex, OnigurumaClassesAreTranslated) {
