@@ -63,6 +63,7 @@ worker::v1::RunRequest MakeRunRequest(const std::vector<std::shared_ptr<PendingR
   run.set_num_inference_steps(shape.steps);
   run.set_max_sequence_length(shape.max_sequence_length);
   run.set_output_format(static_cast<v1::OutputFormat>(shape.output_format));
+  run.set_output_quality(shape.output_quality);
   for (const auto& r : batch) {
     *run.add_items() = r->request().item;
     run.mutable_items()->rbegin()->set_request_id(r->id());

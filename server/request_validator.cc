@@ -303,6 +303,18 @@ absl::StatusOr<v1::OutputFormat> ResolveOutputFormat(const v1::GenerateRequest& 
   return format;
 }
 
+// The JPEG / WebP encoder's quality: output_compression, 0..100 (absent: 100); 0 for the other
+// formats, which ignore it.
+absl::StatusOr<uint32_t> ResolveOutputQuality(const v1::GenerateRequest& r,
+                                              v1::OutputFormat format) {
+  if (r.has_output_compression() && r.output_compression() > 100) {
+    return Invalid(absl::StrCat("output_compression must be in 0..100, got ",
+                                r.output_compression()));
+  }
+  if (format != v1::OUTPUT_FORMAT_JPEG && format != v1::OUTPUT_FORMAT_WEBP) return 0u;
+  return r.has_output_compression() ? r.output_compression() : 100u;
+}
+
 // The request's seed, or a random one.
 uint64_t PickSeed(const v1::GenerateRequest& r) {
   if (r.has_seed()) return r.seed();
@@ -354,6 +366,7 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   RETURN_IF_ERROR(CheckConditioning(r, model, limits));
   ASSIGN_OR_RETURN(const Sampling sampling, ResolveSampling(r, model.defaults(), images, limits));
   ASSIGN_OR_RETURN(const v1::OutputFormat format, ResolveOutputFormat(r, model));
+  ASSIGN_OR_RETURN(const uint32_t quality, ResolveOutputQuality(r, format));
   ASSIGN_OR_RETURN(auto loras, CheckLoras(r, model, limits));
 
   ValidatedRequest out;
@@ -366,6 +379,7 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   out.shape.steps = sampling.steps;
   out.shape.max_sequence_length = sampling.max_sequence_length;
   out.shape.output_format = format;
+  out.shape.output_quality = quality;
   out.shape.uses_embeddings = has_embeddings;
   out.shape.embeddings_length =
       has_embeddings ? static_cast<uint32_t>(r.prompt_embeddings().prompt_embeds().shape(1)) : 0;

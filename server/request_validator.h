@@ -24,6 +24,7 @@ struct RequestShape {
   uint32_t steps = 0;
   uint32_t max_sequence_length = 0;
   int output_format = 0;
+  uint32_t output_quality = 0;  // JPEG / WebP: GenerateRequest.output_compression (absent: 100)
   bool uses_embeddings = false;
   uint32_t embeddings_length = 0;  // text tokens of precomputed embeddings
   bool true_cfg = false;
@@ -38,6 +39,7 @@ struct RequestShape {
   bool operator==(const RequestShape& o) const {
     return height == o.height && width == o.width && steps == o.steps &&
            max_sequence_length == o.max_sequence_length && output_format == o.output_format &&
+           output_quality == o.output_quality &&
            uses_embeddings == o.uses_embeddings && embeddings_length == o.embeddings_length &&
            true_cfg == o.true_cfg && loras == o.loras && input_images == o.input_images;
   }

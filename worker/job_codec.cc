@@ -184,7 +184,8 @@ absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& requ
       continue;
     }
     ASSIGN_OR_RETURN(std::string bytes,
-                     EncodeImage(result.images[i], format, PngText(request, item, card.name)));
+                     EncodeImage(result.images[i], format, PngText(request, item, card.name),
+                                 request.output_quality()));
     r->set_image(std::move(bytes));
   }
   return out;
