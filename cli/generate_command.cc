@@ -24,7 +24,8 @@ void Bind(FlagParser* p, GenerateOptions* o) {
   BindConnectionFlags(p, &o->connection);
   p->AddString("prompt", &o->prompt, "text prompt");
   p->AddString("prompt-2", &o->prompt_2, "second prompt (T5 for FLUX.1); defaults to --prompt");
-  p->AddString("negative-prompt", &o->negative_prompt, "negative prompt (with --true-cfg-scale > 1)");
+  p->AddString("negative-prompt", &o->negative_prompt,
+               "negative prompt (with --true-cfg-scale > 1)");
   p->AddString("negative-prompt-2", &o->negative_prompt_2, "second negative prompt");
   p->AddUint("steps", &o->steps, "denoising steps; 0 = model default");
   p->AddUint("seed", &o->seed, "random seed; random when not given (the seed used is printed)");
@@ -48,9 +49,28 @@ void Bind(FlagParser* p, GenerateOptions* o) {
   p->AddDouble("strength", &o->strength,
                "image to image: how much of the schedule runs from the noised input image, in "
                "(0, 1]; 0 = the model's default");
+  p->AddUint("previews", &o->previews,
+             "N (0..3): previews of the image in progress at evenly spaced steps, written as PNGs "
+             "(see --preview-prefix)");
+  p->AddString("preview-prefix", &o->preview_prefix,
+               "preview k goes to <prefix><k>.png; default: the output file without its extension "
+               "+ '.preview-'");
   p->AddString("output", &o->output, "output file (-o); '-' writes to stdout");
   p->AddBool("quiet", &o->quiet, "no progress output");
   p->AddBool("unary", &o->unary, "use the unary Generate call (no progress)");
+}
+
+// A Progress event's preview PNG to its file (--preview-prefix).
+absl::Status WritePreview(const GenerateOptions& o, const ditserve::v1::Progress& p) {
+  std::string prefix = o.preview_prefix;
+  if (prefix.empty()) {
+    if (o.output == "-") return absl::OkStatus();  // stdout is the image's
+    const size_t dot = o.output.find_last_of('.');
+    const size_t slash = o.output.find_last_of('/');
+    const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+    prefix = (has_ext ? o.output.substr(0, dot) : o.output) + ".preview-";
+  }
+  return WriteOutputFile(absl::StrCat(prefix, p.preview_index(), ".png"), p.preview());
 }
 
 // Reads the stream to its end. The result is the last event; anything after it is a server bug but
@@ -65,12 +85,20 @@ absl::StatusOr<GenerateResponse> CallStream(ditserve::v1::ImageGeneration::Stub*
   GenerateEvent event;
   while (reader->Read(&event)) {
     switch (event.event_case()) {
-      case GenerateEvent::kQueued: progress.OnQueued(event.queued()); break;
-      case GenerateEvent::kProgress: progress.OnProgress(event.progress()); break;
+      case GenerateEvent::kQueued:
+        progress.OnQueued(event.queued());
+        break;
+      case GenerateEvent::kProgress:
+        progress.OnProgress(event.progress());
+        if (!event.progress().preview().empty()) {
+          if (absl::Status s = WritePreview(o, event.progress()); !s.ok()) return s;
+        }
+        break;
       case GenerateEvent::kResult:
         if (!result) result = std::move(*event.mutable_result());
         break;
-      default: break;  // an event kind newer than this client
+      default:
+        break;  // an event kind newer than this client
     }
   }
   progress.Finish();

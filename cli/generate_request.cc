@@ -80,9 +80,9 @@ absl::StatusOr<ditserve::v1::LoraChoice> ParseLoraChoice(const std::string& valu
     double scale = 0;
     if (!absl::SimpleAtod(text, &scale) || !std::isfinite(scale) ||
         std::fabs(scale) > std::numeric_limits<float>::max()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--lora ", value, ": the scale '", text, "' is not a finite number (NAME:SCALE, e.g. ",
-          choice.name(), ":0.8)"));
+      return absl::InvalidArgumentError(absl::StrCat("--lora ", value, ": the scale '", text,
+                                                     "' is not a finite number (NAME:SCALE, e.g. ",
+                                                     choice.name(), ":0.8)"));
     }
     choice.set_scale(static_cast<float>(scale));
   }
@@ -91,9 +91,12 @@ absl::StatusOr<ditserve::v1::LoraChoice> ParseLoraChoice(const std::string& valu
 
 std::string OutputFormatName(ditserve::v1::OutputFormat format) {
   switch (format) {
-    case ditserve::v1::OUTPUT_FORMAT_RAW_F32: return "raw";
-    case ditserve::v1::OUTPUT_FORMAT_LATENTS: return "latents";
-    default: return "png";
+    case ditserve::v1::OUTPUT_FORMAT_RAW_F32:
+      return "raw";
+    case ditserve::v1::OUTPUT_FORMAT_LATENTS:
+      return "latents";
+    default:
+      return "png";
   }
 }
 
@@ -131,6 +134,11 @@ absl::StatusOr<ditserve::v1::GenerateRequest> BuildGenerateRequest(const Generat
     return absl::InvalidArgumentError("--strength must be a finite number");
   }
   r.set_strength(o.strength);
+  if (o.previews > 0 && o.unary) {
+    return absl::InvalidArgumentError("--previews needs the streaming call (drop --unary)");
+  }
+  if (o.previews > 3) return absl::InvalidArgumentError("--previews must be at most 3");
+  r.set_preview_images(static_cast<uint32_t>(o.previews));
   for (const std::string& path : o.images) {
     ASSIGN_OR_RETURN(*r.add_images(), ReadImageFile(path));
   }

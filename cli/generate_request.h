@@ -1,6 +1,6 @@
 // The options of `ditserve-cli generate` and their translation into a GenerateRequest. Scalars left
-// at 0 / empty mean "model default" (the API's convention); --seed and --guidance are sent only when
-// given on the command line, because those fields are `optional` in the API.
+// at 0 / empty mean "model default" (the API's convention); --seed and --guidance are sent only
+// when given on the command line, because those fields are `optional` in the API.
 #pragma once
 
 #include <cstdint>
@@ -28,13 +28,17 @@ struct GenerateOptions {
   bool guidance_set = false;  // from FlagParser::WasSet("guidance")
   double true_cfg_scale = 0;
   uint64_t max_sequence_length = 0;
-  std::string format = "png";  // png | raw | latents
+  std::string format = "png";       // png | raw | latents
   std::string embeddings;           // safetensors file, see embeddings.h
   std::string negative_embeddings;  // same layout, for true CFG
   std::string request_id;
-  std::vector<std::string> loras;  // --lora NAME[:SCALE], repeatable; no SCALE: the API's 1.0
+  std::vector<std::string> loras;   // --lora NAME[:SCALE], repeatable; no SCALE: the API's 1.0
   std::vector<std::string> images;  // --image FILE, repeatable: GenerateRequest.images in order
   double strength = 0;              // --strength (image to image); 0: the model's default
+  uint64_t previews = 0;  // --previews N: GenerateRequest.preview_images (the streaming call)
+  // --preview-prefix P: preview k is written to P<k>.png; empty: the output file's name without
+  // its extension + ".preview-" (none for -o -).
+  std::string preview_prefix;
   std::string output;  // file to write, "-" = stdout
   bool quiet = false;
   bool unary = false;  // use Generate instead of GenerateStream (no progress)

@@ -1,6 +1,9 @@
 #include "pipeline/denoise_loop.h"
 
+#include <algorithm>
 #include <chrono>
+
+#include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
 #include "comm/agree.h"
@@ -14,7 +17,7 @@ absl::StatusOr<torch::Tensor> RunDenoiseLoop(const FlowMatchEulerScheduler& sche
                                              comm::Communicator& comm,
                                              const std::function<void(const StepEvent&)>& on_step,
                                              const std::function<bool()>& cancel_requested,
-                                             int first_step) {
+                                             int first_step, const LoopPreviews* previews) {
   const int last = scheduler.num_steps();
   if (first_step < 0 || first_step >= last) {
     return absl::InvalidArgumentError(
@@ -30,15 +33,39 @@ absl::StatusOr<torch::Tensor> RunDenoiseLoop(const FlowMatchEulerScheduler& sche
       return absl::CancelledError(absl::StrCat("cancelled before step ", done + 1, " of ", steps));
     }
     ASSIGN_OR_RETURN(torch::Tensor v, velocity(latents, i));
+    const torch::Tensor sample = latents;
     ASSIGN_OR_RETURN(latents, scheduler.Step(v, i, latents));
     compat::SynchronizeDevice(latents.device());  // so the step time is real
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (on_step) {
-      on_step(StepEvent{static_cast<uint32_t>(done + 1), static_cast<uint32_t>(steps), seconds});
+    StepEvent event{
+        static_cast<uint32_t>(done + 1), static_cast<uint32_t>(steps),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+    if (previews != nullptr && comm.rank() == 0) {
+      const auto& after = previews->after_steps;
+      const auto it = std::find(after.begin(), after.end(), done + 1);
+      if (it != after.end()) {
+        const torch::Tensor sigma = scheduler.sigmas()[i].to(v.device(), v.scalar_type());
+        absl::StatusOr<std::vector<torch::Tensor>> images = previews->decode(sample - sigma * v);
+        if (images.ok()) {
+          event.previews = *std::move(images);
+          event.preview_index = static_cast<int>(it - after.begin());
+        } else {
+          spdlog::warn("preview after step {} of {} skipped: {}", done + 1, steps,
+                       images.status().ToString());
+        }
+      }
     }
+    if (on_step) on_step(event);
   }
   return latents;
+}
+
+std::vector<int> PreviewSteps(int steps, int count) {
+  std::vector<int> out;
+  for (int k = 0; k < count; ++k) {
+    const int after = static_cast<int>(static_cast<int64_t>(steps) * (k + 1) / (count + 1));
+    if (after > 0 && (out.empty() || out.back() != after)) out.push_back(after);
+  }
+  return out;
 }
 
 torch::Tensor ModelTimestep(const FlowMatchEulerScheduler& scheduler, int index, int64_t batch,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -21,6 +22,20 @@ namespace ditserve::pipeline {
 using VelocityFn =
     std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor& latents, int index)>;
 
+// Previews of the clean latents during the loop (rank 0): after each step count in `after_steps`
+// (1-based, counted from the first step run), x0 = x - sigma_i * v (flow matching's prediction of
+// the clean latents from the step's sample and velocity) goes through `decode` (loop layout ->
+// per-item images) into that step's StepEvent. A failed decode is logged and skipped: a preview
+// never fails the job.
+struct LoopPreviews {
+  std::vector<int> after_steps;
+  std::function<absl::StatusOr<std::vector<torch::Tensor>>(const torch::Tensor& x0)> decode;
+};
+
+// The step counts after which `count` previews of a `steps`-step loop are taken: evenly spaced,
+// floor(steps * (k + 1) / (count + 1)) for k < count, without 0 or repeats.
+std::vector<int> PreviewSteps(int steps, int count);
+
 // Runs the scheduler's steps from `first_step` (image-to-image starts part-way, diffusers'
 // set_begin_index) to the last; progress counts the steps run (1 .. num_steps - first_step).
 absl::StatusOr<torch::Tensor> RunDenoiseLoop(const FlowMatchEulerScheduler& scheduler,
@@ -28,7 +43,8 @@ absl::StatusOr<torch::Tensor> RunDenoiseLoop(const FlowMatchEulerScheduler& sche
                                              comm::Communicator& comm,
                                              const std::function<void(const StepEvent&)>& on_step,
                                              const std::function<bool()>& cancel_requested,
-                                             int first_step = 0);
+                                             int first_step = 0,
+                                             const LoopPreviews* previews = nullptr);
 
 // The model's timestep argument for step `index` as the FLUX pipelines build it:
 // t.expand(B).to(dtype) / 1000, the division done in `dtype` (diffusers pipeline_flux.py).

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config_json.h"
 #include "common/torch_guard.h"
+#include "models/vae/image_postprocess.h"
 #include "pipeline/denoise_loop.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
@@ -229,7 +230,7 @@ absl::StatusOr<GenerationResult> DiffusionPipeline::RunUnguarded(
   RETURN_IF_ERROR(AgreeOnFailure(*comm_, Prepare(job, grid, cond, images, &state),
                                  "preparing the latents", device_));
   ASSIGN_OR_RETURN(torch::Tensor latents,
-                   Denoise(job, &state, cond, neg, on_step, cancel_requested));
+                   Denoise(job, grid, &state, cond, neg, on_step, cancel_requested));
   result.seconds.denoise = SecondsSince(t_denoise);
   if (comm_->rank() != 0) return result;
   RETURN_IF_ERROR(CollectOutputs(
@@ -260,7 +261,8 @@ absl::Status DiffusionPipeline::Prepare(const GenerationJob& job, const LatentGr
   return absl::OkStatus();
 }
 
-absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& job, JobState* state,
+absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& job,
+                                                         const LatentGrid& grid, JobState* state,
                                                          const TextConditioning& cond,
                                                          const TextConditioning& neg,
                                                          const StepCallback& on_step,
@@ -274,8 +276,26 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& jo
     ASSIGN_OR_RETURN(torch::Tensor nv, Forward(*state, x, t, neg));
     return CombineGuidance(v, nv, state->cfg_scale);
   };
+  LoopPreviews previews;
+  const bool preview = job.preview_images > 0 && job.output == JobOutput::kImage && has_vae_;
+  if (preview && comm_->rank() == 0) {
+    previews.after_steps =
+        PreviewSteps(state->scheduler.num_steps() - state->first_step,
+                     std::min(job.preview_images, GenerationJob::kMaxPreviewImages));
+    previews.decode = [&](const torch::Tensor& x0) -> absl::StatusOr<std::vector<torch::Tensor>> {
+      return GuardTorch("preview", [&]() -> absl::StatusOr<std::vector<torch::Tensor>> {
+        ASSIGN_OR_RETURN(torch::Tensor decoded, Decode(x0, grid));
+        ASSIGN_OR_RETURN(torch::Tensor images, vae::PostprocessImage(decoded));
+        std::vector<torch::Tensor> out;
+        for (int64_t i = 0; i < images.size(0); ++i) {
+          out.push_back(images[i].to(torch::kCPU, torch::kFloat32));
+        }
+        return out;
+      });
+    };
+  }
   return RunDenoiseLoop(state->scheduler, state->layout.latents, velocity, *comm_, on_step,
-                        cancel_requested, state->first_step);
+                        cancel_requested, state->first_step, preview ? &previews : nullptr);
 }
 
 absl::StatusOr<torch::Tensor> DiffusionPipeline::Forward(const JobState& state,

@@ -259,9 +259,10 @@ class DiffusionPipeline : public Pipeline {
   absl::Status Prepare(const GenerationJob& job, const LatentGrid& grid,
                        const TextConditioning& text, const ImageConditioning& images,
                        JobState* state);
-  absl::StatusOr<torch::Tensor> Denoise(const GenerationJob& job, JobState* state,
-                                        const TextConditioning& cond, const TextConditioning& neg,
-                                        const StepCallback& on_step,
+  // The loop; with job.preview_images, rank 0 decodes previews of the predicted clean latents.
+  absl::StatusOr<torch::Tensor> Denoise(const GenerationJob& job, const LatentGrid& grid,
+                                        JobState* state, const TextConditioning& cond,
+                                        const TextConditioning& neg, const StepCallback& on_step,
                                         const CancelPredicate& cancel_requested);
   // One forward: the loop's fixed arguments, `text`'s, the latents (with the reference tokens
   // appended, the velocity narrowed back to the latents' tokens) and the step's timestep.

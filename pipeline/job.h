@@ -28,7 +28,7 @@ struct PromptEmbeddings {
 // One request of a (possibly batched) job. Every field is validated and defaulted by the frontend.
 struct JobItem {
   std::string prompt;
-  std::string prompt_2;           // FLUX.1's T5 prompt (already defaulted to `prompt`)
+  std::string prompt_2;  // FLUX.1's T5 prompt (already defaulted to `prompt`)
   std::string negative_prompt;
   std::string negative_prompt_2;
   uint64_t seed = 0;
@@ -55,6 +55,10 @@ struct GenerationJob {
   // LoRA adapters for the whole job, in the frontend's canonical order (requests with different
   // choices are never batched together); empty = the base model.
   std::vector<lora::LoraChoice> loras;
+  // 0..kMaxPreviewImages: images of the predicted clean latents that rank 0 decodes at evenly
+  // spaced steps and hands to the progress callback (StepEvent::previews); images only.
+  int preview_images = 0;
+  static constexpr int kMaxPreviewImages = 3;
 
   // True CFG runs when the items ask for a scale > 1 (diffusers: with a negative prompt; the
   // frontend only sets the scale when one is given). Batched items agree on it.
@@ -87,11 +91,11 @@ enum class ImageUse {
 struct ImageInputCard {
   ImageUse use = ImageUse::kNone;
   int max_images = 0;
-  int64_t size_multiple = 16;  // the pipeline's vae_scale_factor * 2
-  int64_t min_side = 0;        // each decoded image's sides (FLUX.2: 64)
+  int64_t size_multiple = 16;    // the pipeline's vae_scale_factor * 2
+  int64_t min_side = 0;          // each decoded image's sides (FLUX.2: 64)
   int64_t max_aspect_ratio = 0;  // 0: any (FLUX.2: 8)
-  int64_t max_area = 0;        // kReference: images above it are resized down to it (1024 * 1024)
-  double default_strength = 0;  // kImageToImage: diffusers' default 0.6
+  int64_t max_area = 0;          // kReference: images above it are resized down to it (1024 * 1024)
+  double default_strength = 0;   // kImageToImage: diffusers' default 0.6
 };
 
 // What a loaded model is and accepts; the frontend validates requests against it.

@@ -35,7 +35,12 @@ namespace ditserve::pipeline {
 struct StepEvent {
   uint32_t step = 0;  // 1-based
   uint32_t total = 0;
-  double seconds = 0;
+  double seconds = 0;  // the step's own time (a preview's decode is not in it)
+  // GenerationJob::preview_images: on rank 0, after the steps PreviewSteps picks, one image per
+  // item ((H, W, 3) float32 in [0, 1] on the CPU) of the clean latents the step predicts; empty
+  // otherwise. preview_index counts them from 0.
+  std::vector<torch::Tensor> previews;
+  int preview_index = -1;
 };
 
 using StepCallback = std::function<void(const StepEvent&)>;

@@ -1,5 +1,6 @@
 #include "worker/job_codec.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -13,8 +14,8 @@
 namespace ditserve::worker {
 namespace {
 
-absl::StatusOr<pipeline::PromptEmbeddings> EmbeddingsFromProto(const ditserve::v1::PromptEmbeddings& p,
-                                                               const std::string& field) {
+absl::StatusOr<pipeline::PromptEmbeddings> EmbeddingsFromProto(
+    const ditserve::v1::PromptEmbeddings& p, const std::string& field) {
   pipeline::PromptEmbeddings e;
   ASSIGN_OR_RETURN(e.prompt_embeds, TensorFromProto(p.prompt_embeds(), field + ".prompt_embeds"));
   if (p.has_pooled_prompt_embeds()) {
@@ -101,7 +102,8 @@ void DescribeImageInputs(const pipeline::ImageInputCard& card, ditserve::v1::Ima
 
 // `value` parsed by `parse` (a common/model_flags.h parser), or `fallback` when it is empty.
 template <typename E, typename Parse>
-absl::StatusOr<E> ParseOr(const std::string& value, E fallback, Parse parse, absl::string_view field) {
+absl::StatusOr<E> ParseOr(const std::string& value, E fallback, Parse parse,
+                          absl::string_view field) {
   if (value.empty()) return fallback;
   return parse(value, field);
 }
@@ -117,6 +119,13 @@ absl::StatusOr<pipeline::GenerationJob> JobFromRunRequest(const v1::RunRequest& 
   job.output = request.output_format() == ditserve::v1::OUTPUT_FORMAT_LATENTS
                    ? pipeline::JobOutput::kLatents
                    : pipeline::JobOutput::kImage;
+  if (request.preview_images() >
+      static_cast<uint32_t>(pipeline::GenerationJob::kMaxPreviewImages)) {
+    return absl::InvalidArgumentError(absl::StrCat("preview_images ", request.preview_images(),
+                                                   " is over ",
+                                                   pipeline::GenerationJob::kMaxPreviewImages));
+  }
+  job.preview_images = static_cast<int>(request.preview_images());
   for (int i = 0; i < request.items_size(); ++i) {
     const v1::RunItem& in = request.items(i);
     pipeline::JobItem item;
@@ -128,11 +137,13 @@ absl::StatusOr<pipeline::GenerationJob> JobFromRunRequest(const v1::RunRequest& 
     item.guidance_scale = in.guidance_scale();
     item.true_cfg_scale = in.true_cfg_scale();
     if (in.has_prompt_embeddings()) {
-      ASSIGN_OR_RETURN(item.embeddings, EmbeddingsFromProto(in.prompt_embeddings(), "prompt_embeddings"));
+      ASSIGN_OR_RETURN(item.embeddings,
+                       EmbeddingsFromProto(in.prompt_embeddings(), "prompt_embeddings"));
     }
     if (in.has_negative_prompt_embeddings()) {
-      ASSIGN_OR_RETURN(item.negative_embeddings,
-                       EmbeddingsFromProto(in.negative_prompt_embeddings(), "negative_prompt_embeddings"));
+      ASSIGN_OR_RETURN(
+          item.negative_embeddings,
+          EmbeddingsFromProto(in.negative_prompt_embeddings(), "negative_prompt_embeddings"));
     }
     for (int j = 0; j < in.images_size(); ++j) {
       ASSIGN_OR_RETURN(
@@ -179,8 +190,8 @@ absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& requ
     v1::RunOutput* r = out.add_outputs();
     if (latents) {
       ASSIGN_OR_RETURN(*r->mutable_latents(), GuardTorch("encoding latents", [&] {
-                         return TensorToProto(result.latents[i]);
-                       }));
+        return TensorToProto(result.latents[i]);
+      }));
       continue;
     }
     ASSIGN_OR_RETURN(std::string bytes,
@@ -193,9 +204,21 @@ absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& requ
 
 v1::RunEvent RunEventFromStep(const pipeline::StepEvent& step) {
   v1::RunEvent ev;
-  ev.mutable_progress()->set_step(step.step);
-  ev.mutable_progress()->set_total_steps(step.total);
-  ev.mutable_progress()->set_step_seconds(step.seconds);
+  v1::StepProgress* p = ev.mutable_progress();
+  p->set_step(step.step);
+  p->set_total_steps(step.total);
+  p->set_step_seconds(step.seconds);
+  if (step.previews.empty()) return ev;
+  // A preview that cannot be encoded is dropped, not the step's progress (previews never fail a
+  // job).
+  std::vector<std::string> pngs;
+  for (const torch::Tensor& image : step.previews) {
+    absl::StatusOr<std::string> png = EncodeImage(image, ditserve::v1::OUTPUT_FORMAT_PNG, {});
+    if (!png.ok()) return ev;
+    pngs.push_back(*std::move(png));
+  }
+  for (std::string& png : pngs) p->add_previews(std::move(png));
+  p->set_preview_index(static_cast<uint32_t>(std::max(step.preview_index, 0)));
   return ev;
 }
 
@@ -204,8 +227,10 @@ absl::StatusOr<InitConfig> InitConfigFromRequest(const v1::InitRequest& request)
   c.rank = request.rank();
   c.rendezvous = RendezvousFromProto(request.rendezvous());
   c.model_dir = request.model_dir();
-  ASSIGN_OR_RETURN(c.device, ParseOr(request.device(), DeviceKind::kCpu, ParseDeviceKind, "device"));
-  ASSIGN_OR_RETURN(c.dtype, ParseOr(request.dtype(), ModelDtype::kFloat32, ParseModelDtype, "dtype"));
+  ASSIGN_OR_RETURN(c.device,
+                   ParseOr(request.device(), DeviceKind::kCpu, ParseDeviceKind, "device"));
+  ASSIGN_OR_RETURN(c.dtype,
+                   ParseOr(request.dtype(), ModelDtype::kFloat32, ParseModelDtype, "dtype"));
   ASSIGN_OR_RETURN(c.text_encoder_placement,
                    ParseOr(request.text_encoder_placement(), TextEncoderPlacement::kAuto,
                            ParseTextEncoderPlacement, "text_encoder_placement"));

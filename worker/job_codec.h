@@ -32,6 +32,8 @@ absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& requ
                                                       const pipeline::GenerationResult& result,
                                                       const pipeline::ModelCard& card);
 
+// A step's progress, with its previews as PNGs (encoded here, on the RPC handler thread that
+// writes the event: the engine thread only hands over the tensors).
 v1::RunEvent RunEventFromStep(const pipeline::StepEvent& step);
 
 // Empty strings take the defaults (float32, cpu, auto, merge, dtype); INVALID_ARGUMENT naming the
