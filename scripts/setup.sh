@@ -36,6 +36,12 @@ if [ "$apt" = 1 ]; then
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   command -v npm >/dev/null 2>&1 || missing+=(npm)
+  # Test-only, kept out of scripts/deps.txt (which the Docker build stage installs too): Debian's
+  # headless-capable chromium, the browser playground_e2e drives (tests/e2e/playground).
+  test_pkgs=(chromium)
+  for p in "${test_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${#missing[@]} Debian packages: ${missing[*]}"
     $SUDO apt-get update -q
@@ -68,6 +74,12 @@ if command -v npm >/dev/null 2>&1; then
   if [ ! -d tests/e2e/openai_client/node_modules/openai ]; then
     (cd tests/e2e/openai_client && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) ||
       echo "setup: WARNING: npm ci failed in tests/e2e/openai_client; http_api_openai_e2e will skip" >&2
+  fi
+  # puppeteer-core, pinned likewise, which drives the system chromium for the playground's browser
+  # test (tests/e2e/playground); without it playground_e2e skips.
+  if [ ! -d tests/e2e/playground/node_modules/puppeteer-core ]; then
+    (cd tests/e2e/playground && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) ||
+      echo "setup: WARNING: npm ci failed in tests/e2e/playground; playground_e2e will skip" >&2
   fi
   # The offline validator of deploy/k8s (kubernetes-models' schemas, yaml), pinned likewise;
   # without it the deploy_k8s tests skip.

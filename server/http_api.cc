@@ -16,6 +16,7 @@
 #include "metrics/httplib_listener.h"
 #include "server/call_context.h"
 #include "server/openai_images.h"
+#include "server/playground.h"
 
 namespace ditserve::server {
 namespace {
@@ -287,6 +288,8 @@ void HttpApi::Route() {
                serving ? R"({"status":"SERVING"})" : R"({"status":"NOT_SERVING"})");
     });
   });
+  // GET / and its assets: the playground page (server/playground.h; public, no token).
+  playground::Register(svr);
   SetErrorHandlers(svr);
 }
 

@@ -444,6 +444,33 @@ std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& response
 
 namespace {
 
+// What the playground (server/playground/) reads of the model card besides OpenAI's fields:
+// "family", "guidance_distilled", "defaults" (ModelInfo.defaults: the values a request's absent
+// fields take) and "limits" (the ranges the request validator checks).
+void AddModelCard(const v1::ModelInfo& info, Json* model) {
+  // float fields as the decimal they were set from (3.5, not 3.5000000001), to 6 digits.
+  const auto decimal = [](float v) { return std::round(static_cast<double>(v) * 1e6) / 1e6; };
+  const v1::Defaults& d = info.defaults();
+  const v1::Limits& l = info.limits();
+  (*model)["family"] = info.family();
+  (*model)["guidance_distilled"] = info.guidance_distilled();
+  (*model)["defaults"] = {{"width", d.width()},
+                          {"height", d.height()},
+                          {"num_inference_steps", d.num_inference_steps()},
+                          {"guidance_scale", decimal(d.guidance_scale())},
+                          {"true_cfg_scale", decimal(d.true_cfg_scale())}};
+  (*model)["limits"] = {{"max_width", l.max_width()},
+                        {"max_height", l.max_height()},
+                        {"size_multiple", l.size_multiple()},
+                        {"min_steps", l.min_steps()},
+                        {"max_steps", l.max_steps()},
+                        {"min_guidance_scale", decimal(l.min_guidance_scale())},
+                        {"max_guidance_scale", decimal(l.max_guidance_scale())},
+                        {"max_prompt_bytes", l.max_prompt_bytes()},
+                        {"max_loras_per_request", l.max_loras_per_request()},
+                        {"max_lora_scale", decimal(l.max_lora_scale())}};
+}
+
 Json ModelObject(const v1::ModelInfo& info, int64_t created) {
   Json loras = Json::array();
   for (const v1::LoraInfo& l : info.loras()) {
@@ -461,9 +488,11 @@ Json ModelObject(const v1::ModelInfo& info, int64_t created) {
                        {"max_image_bytes", in.max_image_bytes()},
                        {"max_image_pixels", in.max_image_pixels()},
                        {"max_image_side", in.max_image_side()}};
-  return {{"id", info.name()},         {"object", "model"},
-          {"created", created},        {"owned_by", "ditserve"},
-          {"loras", std::move(loras)}, {"image_inputs", std::move(image_inputs)}};
+  Json model = {{"id", info.name()},         {"object", "model"},
+                {"created", created},        {"owned_by", "ditserve"},
+                {"loras", std::move(loras)}, {"image_inputs", std::move(image_inputs)}};
+  AddModelCard(info, &model);
+  return model;
 }
 
 }  // namespace

@@ -86,8 +86,12 @@ std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& response
 // the adapters requests may choose, [] when none, and "image_inputs": ModelInfo.inputs.image_inputs
 // ({"max_images", "use", "min_side", "max_aspect_ratio", "max_area", "size_multiple",
 // "default_strength", "max_image_bytes", "max_image_pixels", "max_image_side"}; max_images 0: the
-// model takes no input image, POST /v1/images/edits refuses it)) and the list GET /v1/models
-// returns ({"object": "list", "data": [it]}).
+// model takes no input image, POST /v1/images/edits refuses it), and for the playground "family",
+// "guidance_distilled", "defaults" ({"width", "height", "num_inference_steps", "guidance_scale",
+// "true_cfg_scale"}) and "limits" ({"max_width", "max_height", "size_multiple", "min_steps",
+// "max_steps", "min_guidance_scale", "max_guidance_scale", "max_prompt_bytes",
+// "max_loras_per_request", "max_lora_scale"})) and the list GET /v1/models returns
+// ({"object": "list", "data": [it]}).
 std::string ModelJson(const v1::ModelInfo& info, int64_t created);
 std::string ModelsListJson(const v1::ModelInfo& info, int64_t created);
 
