@@ -44,10 +44,14 @@ void RelayProgress(const std::vector<std::shared_ptr<PendingRequest>>& batch,
   ev.mutable_progress()->set_step(p.step());
   ev.mutable_progress()->set_total_steps(p.total_steps());
   ev.mutable_progress()->set_step_seconds(p.step_seconds());
-  for (const auto& r : batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
     v1::GenerateEvent copy = ev;
-    copy.mutable_progress()->set_elapsed_seconds(SecondsBetween(r->enqueued_at(), now));
-    r->PushEvent(std::move(copy));
+    copy.mutable_progress()->set_elapsed_seconds(SecondsBetween(batch[i]->enqueued_at(), now));
+    if (static_cast<int>(i) < p.previews_size()) {  // item i's preview (the job's order)
+      copy.mutable_progress()->set_preview(p.previews(static_cast<int>(i)));
+      copy.mutable_progress()->set_preview_index(p.preview_index());
+    }
+    batch[i]->PushEvent(std::move(copy));
   }
   if (observer.on_step) observer.on_step(p.step_seconds(), p.step());
 }
@@ -64,6 +68,7 @@ worker::v1::RunRequest MakeRunRequest(const std::vector<std::shared_ptr<PendingR
   run.set_max_sequence_length(shape.max_sequence_length);
   run.set_output_format(static_cast<v1::OutputFormat>(shape.output_format));
   run.set_output_quality(shape.output_quality);
+  run.set_preview_images(shape.preview_images);
   for (const auto& r : batch) {
     *run.add_items() = r->request().item;
     run.mutable_items()->rbegin()->set_request_id(r->id());

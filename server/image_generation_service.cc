@@ -81,7 +81,8 @@ void ApplyServerDefaults(const FrontendOptions& options, worker::v1::ModelDescri
   auto* d = model->mutable_defaults();
   if (options.default_height) d->set_height(static_cast<uint32_t>(options.default_height));
   if (options.default_width) d->set_width(static_cast<uint32_t>(options.default_width));
-  if (options.default_steps) d->set_num_inference_steps(static_cast<uint32_t>(options.default_steps));
+  if (options.default_steps)
+    d->set_num_inference_steps(static_cast<uint32_t>(options.default_steps));
 }
 
 ImageGenerationService::ImageGenerationService(const FrontendOptions* options,
@@ -119,10 +120,9 @@ absl::StatusOr<std::vector<v1::GenerateResponse>> ImageGenerationService::Serve(
     const CallContext& ctx, ApiMethod method, const std::vector<v1::GenerateRequest>& requests,
     const std::function<bool(const v1::GenerateEvent&)>& emit) {
   const auto start = Clock::now();
-  const Deadline deadline =
-      Deadline::ForClient(ctx.deadline(),
-                          std::chrono::duration<double>(options_->default_timeout_seconds), start,
-                          std::chrono::system_clock::now());
+  const Deadline deadline = Deadline::ForClient(
+      ctx.deadline(), std::chrono::duration<double>(options_->default_timeout_seconds), start,
+      std::chrono::system_clock::now());
   bool admitted = false;
   auto finish = [&](absl::Status s, int images) {
     if (observer_.on_finished) {
@@ -131,7 +131,7 @@ absl::StatusOr<std::vector<v1::GenerateResponse>> ImageGenerationService::Serve(
     }
     return s;
   };
-  absl::StatusOr<PreparedCall> call = Prepare(requests, deadline);
+  absl::StatusOr<PreparedCall> call = Prepare(requests, deadline, /*streaming=*/bool(emit));
   if (!call.ok()) return finish(call.status(), 0);
   const std::string& id = call->id;
   const PendingList& pending = call->pending;
@@ -152,7 +152,7 @@ absl::StatusOr<std::vector<v1::GenerateResponse>> ImageGenerationService::Serve(
 }
 
 absl::StatusOr<ImageGenerationService::PreparedCall> ImageGenerationService::Prepare(
-    const std::vector<v1::GenerateRequest>& requests, const Deadline& deadline) {
+    const std::vector<v1::GenerateRequest>& requests, const Deadline& deadline, bool streaming) {
   if (requests.empty()) return absl::InvalidArgumentError("no image requested");
   if (draining_.load()) return absl::UnavailableError("server is shutting down");
   auto model = group_->model();
@@ -177,6 +177,8 @@ absl::StatusOr<ImageGenerationService::PreparedCall> ImageGenerationService::Pre
     ASSIGN_OR_RETURN(ValidatedRequest validated,
                      ValidateRequest(r, *model, options_->limits, own ? *own : *first_images));
     if (i == 0) first_images = std::move(own);
+    // Previews travel on the call's event stream, which carries the first request's events only.
+    if (!streaming || i > 0) validated.shape.preview_images = 0;
     // One image keeps the call's id; several are told apart by their index.
     call.pending.push_back(std::make_shared<PendingRequest>(
         requests.size() == 1 ? call.id : absl::StrCat(call.id, ".", i), std::move(validated),
@@ -197,8 +199,7 @@ absl::Status ImageGenerationService::Admit(const std::string& id, const PendingL
   const auto& shape = pending.front()->request().shape;
   spdlog::info("req={} admitted ({}x{}, {} steps, seed {}{})", id, shape.width, shape.height,
                shape.steps, pending.front()->request().item.seed(),
-               pending.size() == 1 ? std::string()
-                                   : absl::StrCat(", ", pending.size(), " images"));
+               pending.size() == 1 ? std::string() : absl::StrCat(", ", pending.size(), " images"));
   return absl::OkStatus();
 }
 
@@ -233,8 +234,7 @@ absl::Status ImageGenerationService::Await(
   return CallStatus(failure, pending);
 }
 
-void ImageGenerationService::CancelUnfinished(const PendingList& pending,
-                                              const absl::Status& why) {
+void ImageGenerationService::CancelUnfinished(const PendingList& pending, const absl::Status& why) {
   bool any = false;
   for (const auto& p : pending) {
     if (!p->done()) {
@@ -256,7 +256,9 @@ absl::StatusOr<v1::ModelInfo> ImageGenerationService::ModelInfo() const {
   return info;
 }
 
-bool ImageGenerationService::serving() const { return !draining_.load() && group_->ready(); }
+bool ImageGenerationService::serving() const {
+  return !draining_.load() && group_->ready();
+}
 
 void ImageGenerationService::EndInFlight() {
   {

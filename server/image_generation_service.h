@@ -1,7 +1,7 @@
 // The public ditserve.v1.ImageGeneration service, and the one generation path every public API
-// shares (Serve): the gRPC calls here and the HTTP API (server/http_api.h) both go through it. Serve
-// validates, maps the client's deadline once (Deadline), admits into the queue, and waits for the
-// request to finish while watching the client and the deadline; the gRPC handlers convert
+// shares (Serve): the gRPC calls here and the HTTP API (server/http_api.h) both go through it.
+// Serve validates, maps the client's deadline once (Deadline), admits into the queue, and waits for
+// the request to finish while watching the client and the deadline; the gRPC handlers convert
 // absl::Status to grpc::Status once, here (the HTTP API has its own edge).
 //
 // The calling thread is its request's deadline timer: it sleeps until an event, the end of the
@@ -56,8 +56,8 @@ void ApplyServerDefaults(const FrontendOptions& options, worker::v1::ModelDescri
 class ImageGenerationService final : public v1::ImageGeneration::Service {
  public:
   // `security` null: no token is asked for.
-  ImageGenerationService(const FrontendOptions* options, AdmissionQueue* queue,
-                         WorkerGroup* group, RequestObserver observer = {},
+  ImageGenerationService(const FrontendOptions* options, AdmissionQueue* queue, WorkerGroup* group,
+                         RequestObserver observer = {},
                          std::shared_ptr<const ApiSecurity> security = nullptr);
 
   grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
@@ -109,9 +109,10 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   };
   // Refuses a call without images or one the server cannot take now (draining, model not ready),
   // gives it its id and validates every request, decoding and preparing its input images here, on
-  // the caller's thread (server/input_images.h); none is queued yet.
+  // the caller's thread (server/input_images.h); none is queued yet. Previews
+  // (preview_images) are kept only for the first request of a `streaming` call.
   absl::StatusOr<PreparedCall> Prepare(const std::vector<v1::GenerateRequest>& requests,
-                                       const Deadline& deadline);
+                                       const Deadline& deadline, bool streaming);
   // Counts the call in flight and queues its requests together (AdmissionQueue::PushAll); on
   // refusal, nothing stays counted. Tells the observer it was admitted.
   absl::Status Admit(const std::string& id, const PendingList& pending);

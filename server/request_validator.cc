@@ -13,14 +13,24 @@
 namespace ditserve::server {
 namespace {
 
-absl::Status Invalid(const std::string& msg) { return absl::InvalidArgumentError(msg); }
+// GenerateRequest.preview_images' bound: OpenAI's partial_images range (0..3), and the pipelines'
+// (pipeline::GenerationJob::kMaxPreviewImages).
+constexpr uint32_t kMaxPreviewImages = 3;
+
+absl::Status Invalid(const std::string& msg) {
+  return absl::InvalidArgumentError(msg);
+}
 
 bool IsValidUtf8(const std::string& s) {
   size_t i = 0;
   const size_t n = s.size();
   while (i < n) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
     if (len == 0 || i + len > n) return false;
     for (size_t k = 1; k < len; ++k) {
       if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
@@ -32,8 +42,8 @@ bool IsValidUtf8(const std::string& s) {
 
 absl::Status CheckText(const std::string& field, const std::string& text, uint64_t max_bytes) {
   if (text.size() > max_bytes) {
-    return Invalid(absl::StrCat(field, " is ", text.size(), " bytes; the limit is ", max_bytes,
-                                " bytes"));
+    return Invalid(
+        absl::StrCat(field, " is ", text.size(), " bytes; the limit is ", max_bytes, " bytes"));
   }
   if (!IsValidUtf8(text)) return Invalid(absl::StrCat(field, " is not valid UTF-8"));
   return absl::OkStatus();
@@ -143,10 +153,10 @@ absl::StatusOr<std::vector<std::pair<std::string, float>>> CheckLoras(
     const std::string field = absl::StrCat("loras[", i, "]");
     if (c.name().empty()) return Invalid(absl::StrCat(field, ".name is required"));
     if (!std::binary_search(loaded.begin(), loaded.end(), c.name())) {
-      return Invalid(absl::StrCat(
-          field, ".name: no adapter named ", Quoted(c.name()), "; loaded: ",
-          loaded.empty() ? "none (the server was started without --lora or --lora-dir)"
-                         : absl::StrJoin(loaded, ", ")));
+      return Invalid(absl::StrCat(field, ".name: no adapter named ", Quoted(c.name()), "; loaded: ",
+                                  loaded.empty()
+                                      ? "none (the server was started without --lora or --lora-dir)"
+                                      : absl::StrJoin(loaded, ", ")));
     }
     if (auto [it, inserted] = seen.emplace(c.name(), i); !inserted) {
       return Invalid(absl::StrCat(field, ".name: ", Quoted(c.name()),
@@ -154,8 +164,8 @@ absl::StatusOr<std::vector<std::pair<std::string, float>>> CheckLoras(
     }
     const float scale = c.has_scale() ? c.scale() : 1.0f;
     if (!std::isfinite(scale) || std::fabs(scale) > max_scale) {
-      return Invalid(absl::StrCat(field, ".scale must be in -", max_scale, "..", max_scale,
-                                  ", got ", scale));
+      return Invalid(
+          absl::StrCat(field, ".scale must be in -", max_scale, "..", max_scale, ", got ", scale));
     }
     out.emplace_back(c.name(), scale);
   }
@@ -190,13 +200,14 @@ absl::Status CheckConditioning(const v1::GenerateRequest& r,
     const uint64_t max_seq = limits.max_sequence_length;
     RETURN_IF_ERROR(CheckEmbeddings("prompt_embeddings", r.prompt_embeddings(), spec, max_seq));
     if (r.has_negative_prompt_embeddings()) {
-      RETURN_IF_ERROR(CheckEmbeddings("negative_prompt_embeddings",
-                                      r.negative_prompt_embeddings(), spec, max_seq));
+      RETURN_IF_ERROR(CheckEmbeddings("negative_prompt_embeddings", r.negative_prompt_embeddings(),
+                                      spec, max_seq));
     }
     if (!r.has_negative_prompt_embeddings() &&
         (!r.negative_prompt().empty() || !r.negative_prompt_2().empty())) {
-      return Invalid("negative_prompt needs negative_prompt_embeddings when prompt_embeddings is "
-                     "given");
+      return Invalid(
+          "negative_prompt needs negative_prompt_embeddings when prompt_embeddings is "
+          "given");
     }
   } else if (spec.requires_prompt_embeddings() || !spec.accepts_text_prompt()) {
     return Invalid(absl::StrCat("prompt_embeddings is required: model family '", model.family(),
@@ -256,14 +267,14 @@ absl::StatusOr<Sampling> ResolveSampling(const v1::GenerateRequest& r, const v1:
   // 0 = not given: the model's default (Qwen-Image: 4.0) applies when there is a negative prompt.
   s.true_cfg = r.true_cfg_scale() != 0 ? r.true_cfg_scale() : defaults.true_cfg_scale();
   if (!std::isfinite(s.true_cfg) || s.true_cfg < 0 || s.true_cfg > limits.max_true_cfg) {
-    return Invalid(absl::StrCat("true_cfg_scale must be in 0..", limits.max_true_cfg, ", got ",
-                                s.true_cfg));
+    return Invalid(
+        absl::StrCat("true_cfg_scale must be in 0..", limits.max_true_cfg, ", got ", s.true_cfg));
   }
   const bool has_negative = !r.negative_prompt().empty() || r.has_negative_prompt_embeddings();
   s.use_true_cfg = s.true_cfg > 1.0f && has_negative;
 
-  s.max_sequence_length = r.max_sequence_length() ? r.max_sequence_length()
-                                                  : defaults.max_sequence_length();
+  s.max_sequence_length =
+      r.max_sequence_length() ? r.max_sequence_length() : defaults.max_sequence_length();
   if (s.max_sequence_length < 1 || s.max_sequence_length > limits.max_sequence_length) {
     return Invalid(absl::StrCat("max_sequence_length must be in 1..", limits.max_sequence_length,
                                 ", got ", s.max_sequence_length));
@@ -308,8 +319,8 @@ absl::StatusOr<v1::OutputFormat> ResolveOutputFormat(const v1::GenerateRequest& 
 absl::StatusOr<uint32_t> ResolveOutputQuality(const v1::GenerateRequest& r,
                                               v1::OutputFormat format) {
   if (r.has_output_compression() && r.output_compression() > 100) {
-    return Invalid(absl::StrCat("output_compression must be in 0..100, got ",
-                                r.output_compression()));
+    return Invalid(
+        absl::StrCat("output_compression must be in 0..100, got ", r.output_compression()));
   }
   if (format != v1::OUTPUT_FORMAT_JPEG && format != v1::OUTPUT_FORMAT_WEBP) return 0u;
   return r.has_output_compression() ? r.output_compression() : 100u;
@@ -368,6 +379,13 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   ASSIGN_OR_RETURN(const v1::OutputFormat format, ResolveOutputFormat(r, model));
   ASSIGN_OR_RETURN(const uint32_t quality, ResolveOutputQuality(r, format));
   ASSIGN_OR_RETURN(auto loras, CheckLoras(r, model, limits));
+  if (r.preview_images() > kMaxPreviewImages) {
+    return Invalid(absl::StrCat("preview_images must be at most ", kMaxPreviewImages, ", got ",
+                                r.preview_images()));
+  }
+  if (r.preview_images() > 0 && format == v1::OUTPUT_FORMAT_LATENTS) {
+    return Invalid("preview_images: previews are images; this request returns latents");
+  }
 
   ValidatedRequest out;
   out.item = MakeItem(r, sampling, PickSeed(r), loras);
@@ -385,6 +403,7 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
       has_embeddings ? static_cast<uint32_t>(r.prompt_embeddings().prompt_embeds().shape(1)) : 0;
   out.shape.true_cfg = sampling.use_true_cfg;
   out.shape.loras = std::move(loras);
+  out.shape.preview_images = r.preview_images();
   return out;
 }
 
@@ -414,6 +433,7 @@ v1::ModelInfo MakeModelInfo(const worker::v1::ModelDescription& model, const Req
   limits->set_max_prompt_bytes(static_cast<uint32_t>(l.max_prompt_bytes));
   limits->set_max_queue_length(static_cast<uint32_t>(max_queue));
   limits->set_max_batch_size(static_cast<uint32_t>(max_batch));
+  limits->set_max_preview_images(kMaxPreviewImages);
   limits->set_max_loras_per_request(static_cast<uint32_t>(l.max_loras_per_request));
   limits->set_max_lora_scale(static_cast<float>(l.max_lora_scale));
   *info.mutable_loras() = model.loras();

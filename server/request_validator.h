@@ -35,13 +35,15 @@ struct RequestShape {
   // never batches it with another request (batchable()), so the pipelines get one item per job
   // whenever images are involved.
   uint32_t input_images = 0;
+  // GenerateRequest.preview_images (GenerateStream; the service zeroes it for other calls).
+  uint32_t preview_images = 0;
   bool batchable() const { return input_images == 0; }
   bool operator==(const RequestShape& o) const {
     return height == o.height && width == o.width && steps == o.steps &&
            max_sequence_length == o.max_sequence_length && output_format == o.output_format &&
-           output_quality == o.output_quality &&
-           uses_embeddings == o.uses_embeddings && embeddings_length == o.embeddings_length &&
-           true_cfg == o.true_cfg && loras == o.loras && input_images == o.input_images;
+           output_quality == o.output_quality && uses_embeddings == o.uses_embeddings &&
+           embeddings_length == o.embeddings_length && true_cfg == o.true_cfg && loras == o.loras &&
+           input_images == o.input_images && preview_images == o.preview_images;
   }
 };
 

@@ -48,9 +48,8 @@ std::string TempPath(const std::string& name) {
 class ServerE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto server = ServerProcess::Start({"--model", FixturesDir() + "/flux1-tiny",
-                                        "--spawn-workers", "2", "--max-queue", "2",
-                                        "--log-level", "info"});
+    auto server = ServerProcess::Start({"--model", FixturesDir() + "/flux1-tiny", "--spawn-workers",
+                                        "2", "--max-queue", "2", "--log-level", "info"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
     // Right after the port is bound the workers are still starting: not serving yet.
@@ -60,7 +59,8 @@ class ServerE2E : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     if (server_ != nullptr) {
-      EXPECT_EQ(server_->Stop(), 0) << "frontend did not exit cleanly; log: " << server_->log_path();
+      EXPECT_EQ(server_->Stop(), 0)
+          << "frontend did not exit cleanly; log: " << server_->log_path();
       delete server_;
       server_ = nullptr;
     }
@@ -118,11 +118,27 @@ TEST_F(ServerE2E, ModelInfoDescribesTheGroup) {
 TEST_F(ServerE2E, CliGeneratesTheReferenceImage) {
   const nlohmann::json c = Flux1CallArgs();
   const std::string out = TempPath("cli.png");
-  ProcessResult r = RunProcess(
-      {BinaryDir() + "/cli/ditserve-cli", "generate", "--server", server_->address(), "--prompt",
-       c["prompt"].get<std::string>(), "--height", "32", "--width", "32", "--steps", "4",
-       "--seed", "42", "--guidance", "3.5", "--max-sequence-length", "32", "-o", out},
-      {}, 120);
+  ProcessResult r = RunProcess({BinaryDir() + "/cli/ditserve-cli",
+                                "generate",
+                                "--server",
+                                server_->address(),
+                                "--prompt",
+                                c["prompt"].get<std::string>(),
+                                "--height",
+                                "32",
+                                "--width",
+                                "32",
+                                "--steps",
+                                "4",
+                                "--seed",
+                                "42",
+                                "--guidance",
+                                "3.5",
+                                "--max-sequence-length",
+                                "32",
+                                "-o",
+                                out},
+                               {}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // One progress line per denoising step (stderr is not a TTY here).
   for (int step = 1; step <= 4; ++step) {
@@ -135,12 +151,30 @@ TEST_F(ServerE2E, CliGeneratesTheReferenceImage) {
 
 TEST_F(ServerE2E, CliRawOutputIsTheFloatImage) {
   const std::string out = TempPath("cli.safetensors");
-  ProcessResult r = RunProcess(
-      {BinaryDir() + "/cli/ditserve-cli", "generate", "--server", server_->address(), "--prompt",
-       Flux1CallArgs()["prompt"].get<std::string>(), "--height", "32", "--width", "32", "--steps",
-       "4", "--seed", "42", "--guidance", "3.5", "--max-sequence-length", "32", "--format",
-       "raw", "--quiet", "-o", out},
-      {}, 120);
+  ProcessResult r = RunProcess({BinaryDir() + "/cli/ditserve-cli",
+                                "generate",
+                                "--server",
+                                server_->address(),
+                                "--prompt",
+                                Flux1CallArgs()["prompt"].get<std::string>(),
+                                "--height",
+                                "32",
+                                "--width",
+                                "32",
+                                "--steps",
+                                "4",
+                                "--seed",
+                                "42",
+                                "--guidance",
+                                "3.5",
+                                "--max-sequence-length",
+                                "32",
+                                "--format",
+                                "raw",
+                                "--quiet",
+                                "-o",
+                                out},
+                               {}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto tensors = sharding::ReadAllTensors(out);
   ASSERT_TRUE(tensors.ok()) << tensors.status();
@@ -151,12 +185,31 @@ TEST_F(ServerE2E, CliRawOutputIsTheFloatImage) {
 TEST_F(ServerE2E, PythonClientGeneratesAPng) {
   if (!ProgramExists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
   const std::string out = TempPath("py.png");
-  ProcessResult r = RunProcess(
-      {"/usr/bin/python3", std::string(DITSERVE_SOURCE_DIR) + "/deploy/clients/python/ditserve_client.py",
-       "--stubs", BinaryDir() + "/python", "generate", "--server", server_->address(), "--prompt",
-       Flux1CallArgs()["prompt"].get<std::string>(), "--height", "32", "--width", "32", "--steps",
-       "4", "--seed", "42", "--guidance", "3.5", "--max-sequence-length", "32", "-o", out},
-      {}, 120);
+  ProcessResult r =
+      RunProcess({"/usr/bin/python3",
+                  std::string(DITSERVE_SOURCE_DIR) + "/deploy/clients/python/ditserve_client.py",
+                  "--stubs",
+                  BinaryDir() + "/python",
+                  "generate",
+                  "--server",
+                  server_->address(),
+                  "--prompt",
+                  Flux1CallArgs()["prompt"].get<std::string>(),
+                  "--height",
+                  "32",
+                  "--width",
+                  "32",
+                  "--steps",
+                  "4",
+                  "--seed",
+                  "42",
+                  "--guidance",
+                  "3.5",
+                  "--max-sequence-length",
+                  "32",
+                  "-o",
+                  out},
+                 {}, 120);
   if (r.exit_code != 0 && r.err.find("No module named 'grpc'") != std::string::npos) {
     GTEST_SKIP() << "python3-grpcio is not installed";
   }
@@ -196,6 +249,48 @@ TEST_F(ServerE2E, StreamReportsQueuedEveryStepThenTheResult) {
   EXPECT_EQ(steps, (std::vector<uint32_t>{1, 2, 3, 4}));
 }
 
+TEST_F(ServerE2E, StreamCarriesPreviewsAndTheResultIsUnchanged) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  GenerateRequest req = Flux1FixtureGenerateRequest();
+  req.set_preview_images(2);  // 4 steps: previews after steps 1 and 2
+  auto reader = Stub()->GenerateStream(&ctx, req);
+  GenerateEvent ev;
+  std::vector<std::pair<uint32_t, uint32_t>> previews;  // (step, index)
+  while (reader->Read(&ev)) {
+    if (ev.has_progress() && !ev.progress().preview().empty()) {
+      previews.emplace_back(ev.progress().step(), ev.progress().preview_index());
+      EXPECT_EQ(ev.progress().preview().substr(1, 3), "PNG");
+    }
+    if (ev.has_result()) ExpectPngMatchesReference(ev.result().image());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(previews, (std::vector<std::pair<uint32_t, uint32_t>>{{1, 0}, {2, 1}}));
+  // The CLI writes them next to the image.
+  const std::string out = TempPath("previews.png");
+  ProcessResult r =
+      RunProcess({BinaryDir() + "/cli/ditserve-cli", "generate", "--server", server_->address(),
+                  "--prompt", "a cat", "--height", "32", "--width", "32", "--steps", "3",
+                  "--max-sequence-length", "32", "--previews", "1", "--quiet", "-o", out},
+                 {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream preview(TempPath("previews.preview-0.png"), std::ios::binary);
+  EXPECT_TRUE(preview.good()) << "no preview file next to " << out;
+  // Too many previews is refused naming the field; a unary call ignores them.
+  GenerateRequest many = Flux1FixtureGenerateRequest();
+  many.set_preview_images(4);
+  grpc::ClientContext ctx2;
+  GenerateResponse resp;
+  grpc::Status s = Stub()->Generate(&ctx2, many, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("preview_images"), std::string::npos) << s.error_message();
+  GenerateRequest unary = Flux1FixtureGenerateRequest();
+  unary.set_preview_images(3);
+  grpc::ClientContext ctx3;
+  ASSERT_TRUE(Stub()->Generate(&ctx3, unary, &resp).ok());
+  ExpectPngMatchesReference(resp.image());
+}
+
 TEST_F(ServerE2E, ValidationErrorsNameTheFieldAndLimit) {
   struct Case {
     std::function<void(GenerateRequest&)> edit;
@@ -204,10 +299,13 @@ TEST_F(ServerE2E, ValidationErrorsNameTheFieldAndLimit) {
   const std::vector<Case> cases = {
       {[](GenerateRequest& r) { r.set_height(100); }, "height must be a multiple of 16"},
       {[](GenerateRequest& r) { r.set_width(4096); }, "width must be a multiple of 16 in 16..2048"},
-      {[](GenerateRequest& r) { r.set_num_inference_steps(201); }, "num_inference_steps must be in 1..200"},
+      {[](GenerateRequest& r) { r.set_num_inference_steps(201); },
+       "num_inference_steps must be in 1..200"},
       {[](GenerateRequest& r) { r.set_guidance_scale(-2); }, "guidance_scale must be in 0..30"},
-      {[](GenerateRequest& r) { r.set_max_sequence_length(600); }, "max_sequence_length must be in 1..512"},
-      {[](GenerateRequest& r) { r.set_prompt(std::string(10000, 'a')); }, "prompt is 10000 bytes; the limit is 8192"},
+      {[](GenerateRequest& r) { r.set_max_sequence_length(600); },
+       "max_sequence_length must be in 1..512"},
+      {[](GenerateRequest& r) { r.set_prompt(std::string(10000, 'a')); },
+       "prompt is 10000 bytes; the limit is 8192"},
       {[](GenerateRequest& r) { r.clear_prompt(); }, "prompt is required"},
       {[](GenerateRequest& r) {
          auto* t = r.mutable_prompt_embeddings()->mutable_prompt_embeds();
@@ -363,7 +461,8 @@ TEST_F(ServerE2E, MetricsEndpointPassesPromtoolAndHasWorkerSeries) {
   if (!ProgramExists("/usr/bin/promtool")) GTEST_SKIP() << "promtool missing";
   const std::string path = TempPath("metrics.txt");
   std::ofstream(path) << body.out;
-  ProcessResult check = RunProcess({"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + path}, {}, 30);
+  ProcessResult check =
+      RunProcess({"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + path}, {}, 30);
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
 }
 
