@@ -249,8 +249,6 @@
     for (const [k, v] of Object.entries(body)) {
       form.append(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
     }
-    const strength = numberField('strength');
-    if (strength !== undefined && !$('strength-label').hidden) form.append('strength', String(strength));
     for (const file of files) form.append('image', file, file.name);
     return fetch('/v1/images/edits', {method: 'POST', headers: authHeaders(), body: form});
   }
@@ -350,6 +348,7 @@
       ['true CFG', p.true_cfg_scale],
       ['LoRAs', p.loras && p.loras.map((l) => `${l.name} \u00d7 ${l.scale}`).join(', ')],
       ['input images', entry.images || undefined],
+      ['strength', p.strength],
       ['time', `${entry.seconds.toFixed(1)} s (${entry.mode})`],
     ];
     const dl = $('result-params');
@@ -408,6 +407,7 @@
     $('seed').value = seed !== undefined ? seed : '';
     $('guidance').value = p.guidance_scale !== undefined ? p.guidance_scale : '';
     $('true-cfg').value = p.true_cfg_scale !== undefined ? p.true_cfg_scale : '';
+    $('strength').value = p.strength !== undefined ? p.strength : '';
     const chosen = new Map((p.loras || []).map((l) => [l.name, l.scale]));
     for (const row of $('loras').querySelectorAll('.lora')) {
       const check = row.querySelector('input[type=checkbox]');
@@ -433,6 +433,8 @@
       return;
     }
     const files = imageFiles();
+    const strength = numberField('strength');
+    if (files.length && strength !== undefined && !$('strength-label').hidden) fields.strength = strength;
     state.busy = true;
     $('generate').disabled = true;
     const progress = $('progress');

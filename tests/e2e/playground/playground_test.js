@@ -11,6 +11,9 @@
 'use strict';
 
 const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const zlib = require('zlib');
 const puppeteer = require('puppeteer-core');
 
 const [base, tokenFile, model, screenshot] = process.argv.slice(2);
@@ -51,6 +54,45 @@ function pngSize(bytes) {
     return null;
   }
   return `${bytes.readUInt32BE(16)}x${bytes.readUInt32BE(20)}`;
+}
+
+// A WIDTH x HEIGHT RGB PNG with a colour gradient (an input image for the edit).
+function gradientPng(width, height) {
+  const chunk = (kind, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(kind, 'latin1'), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(zlib.crc32 ? zlib.crc32(body) : crc32(body));
+    return Buffer.concat([len, body, crc]);
+  };
+  const rows = [];
+  for (let y = 0; y < height; ++y) {
+    const row = Buffer.alloc(1 + 3 * width);
+    for (let x = 0; x < width; ++x) {
+      row[1 + 3 * x] = (x * 255 / (width - 1)) | 0;
+      row[2 + 3 * x] = (y * 255 / (height - 1)) | 0;
+      row[3 + 3 * x] = 128;
+    }
+    rows.push(row);
+  }
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+                        chunk('IHDR', ihdr), chunk('IDAT', zlib.deflateSync(Buffer.concat(rows))),
+                        chunk('IEND', Buffer.alloc(0))]);
+}
+
+// CRC-32 (PNG's), for a Node.js without zlib.crc32 (before 20.15).
+function crc32(bytes) {
+  let c = 0xffffffff;
+  for (const b of bytes) {
+    c ^= b;
+    for (let k = 0; k < 8; ++k) c = (c >>> 1) ^ (0xedb88320 & -(c & 1));
+  }
+  return (c ^ 0xffffffff) >>> 0;
 }
 
 async function main() {
@@ -195,9 +237,111 @@ async function main() {
           pixels.length === 64 * 64 * 4 && pixels.differ === 0, JSON.stringify(pixels));
     check('  ... and the image is not blank', pixels.distinct > 1, JSON.stringify(pixels));
 
+    measured('checks');
+
+    // An input image (flux1-tiny: image to image): a file input -> POST /v1/images/edits, equal to
+    // the same form sent to the API.
+    if (card.imagesShown) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'playground-'));
+      const input = path.join(dir, 'input.png');
+      fs.writeFileSync(input, gradientPng(64, 64));
+      try {
+        await (await page.$('#images')).uploadFile(input);
+        await page.evaluate(() => document.querySelector('#images').dispatchEvent(new Event('change')));
+        const strengthShown = await page.$eval('#strength-label', (l) => !l.hidden);
+        if (strengthShown) await page.type('#strength', '0.7');
+        const before = await page.$eval('#result-img', (img) => img.src);
+        await page.click('#generate');
+        await page.waitForFunction(
+            (old) => document.querySelector('#status').className === 'error' ||
+                     (document.querySelector('#status').className === 'done' &&
+                      document.querySelector('#result-img').src !== old),
+            {timeout: 300000, polling: 100}, before);
+        const edit = await page.evaluate(() => ({
+          status: document.querySelector('#status').textContent,
+          kind: document.querySelector('#status').className,
+          src: document.querySelector('#result-img').src,
+          history: document.querySelectorAll('#history li').length,
+        }));
+        check('an input image makes an image through POST /v1/images/edits',
+              edit.kind === 'done' && requests.some((x) => x.method === 'POST' && x.url.endsWith('/v1/images/edits')),
+              edit.status);
+        const form = new FormData();
+        form.append('model', model);
+        form.append('prompt', PROMPT);
+        form.append('size', '64x64');
+        form.append('num_inference_steps', STEPS);
+        form.append('seed', SEED);
+        form.append('response_format', 'b64_json');
+        if (strengthShown) form.append('strength', '0.7');
+        form.append('image', new Blob([fs.readFileSync(input)], {type: 'image/png'}), 'input.png');
+        const er = await fetch(`${base}/v1/images/edits`, {
+          method: 'POST', headers: {Authorization: `Bearer ${token}`}, body: form});
+        const ej = await er.json();
+        check('  ... equal byte for byte to the API\'s edit of the same image',
+              er.status === 200 && edit.src === `data:image/png;base64,${ej.data[0].b64_json}`,
+              `${er.status} ${JSON.stringify(ej).slice(0, 200)}`);
+        check('  ... and unlike the image without it', edit.src !== shown.src);
+        check('  ... and the history holds both', edit.history === 2, edit.history);
+      } finally {
+        fs.rmSync(dir, {recursive: true, force: true});
+      }
+      measured('an input image through the page and the API');
+    }
+
     await page.screenshot({path: screenshot, fullPage: true});
     console.log(`     screenshot: ${screenshot}`);
-    measured('checks and screenshot');
+
+    // The page's stream path, before the server streams: a fresh tab whose generation request is
+    // answered with OpenAI's event stream (two partial images, then the completed one: the API's
+    // image) by request interception. This tests the page's SSE reader only; once the server
+    // streams, the first Generate above takes that path for real (mode "stream").
+    const streamPage = await browser.newPage();
+    await streamPage.setRequestInterception(true);
+    let streamRequest = null;
+    streamPage.on('request', (req) => {
+      if (req.method() === 'POST' && req.url().endsWith('/v1/images/generations')) {
+        streamRequest = JSON.parse(req.postData());
+        const event = (type, extra) => `event: ${type}\ndata: ${JSON.stringify(Object.assign(
+            {type, created_at: 1, size: '64x64', output_format: 'png'}, extra))}\n\n`;
+        const partial = gradientPng(64, 64).toString('base64');
+        req.respond({
+          status: 200,
+          contentType: 'text/event-stream',
+          body: event('image_generation.partial_image', {b64_json: partial, partial_image_index: 0}) +
+                event('image_generation.partial_image', {b64_json: partial, partial_image_index: 1}) +
+                event('image_generation.completed', {b64_json: apiB64}),
+        });
+      } else {
+        req.continue();
+      }
+    });
+    const streamProblems = [];
+    streamPage.on('pageerror', (e) => streamProblems.push(e.message));
+    await streamPage.goto(`${base}/`, {waitUntil: 'load'});
+    await streamPage.type('#token', token);
+    await streamPage.waitForFunction(() => document.querySelector('#model-line b'), {timeout: 30000});
+    await streamPage.type('#prompt', PROMPT);
+    await streamPage.type('#seed', SEED);
+    await streamPage.click('#generate');
+    await streamPage.waitForFunction(
+        () => ['done', 'error'].includes(document.querySelector('#status').className),
+        {timeout: 30000, polling: 50});
+    const streamed = await streamPage.evaluate(() => ({
+      kind: document.querySelector('#status').className,
+      status: document.querySelector('#status').textContent,
+      mode: document.querySelector('#result').dataset.mode,
+      src: document.querySelector('#result-img').src,
+    }));
+    check('the page reads an event stream (synthetic): partial images, then the completed image',
+          streamed.kind === 'done' && streamed.mode === 'stream' &&
+          streamed.src === `data:image/png;base64,${apiB64}` && streamProblems.length === 0,
+          `${streamed.status} ${streamed.mode} ${streamProblems.join('; ')}`);
+    check('  ... having asked for stream: true and partial_images 2',
+          streamRequest && streamRequest.stream === true && streamRequest.partial_images === 2 &&
+          String(streamRequest.seed) === SEED, JSON.stringify(streamRequest));
+    await streamPage.close();
+    measured('the stream path against a synthetic event stream');
 
     const apiCalls = requests.filter((x) => x.url.includes('/v1/'))
                          .map((x) => `${x.method} ${new URL(x.url).pathname}`);
