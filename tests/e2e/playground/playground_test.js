@@ -6,8 +6,12 @@
 // checks that it decodes in the page to 64x64, that its bytes equal (and its pixels, decoded by
 // the browser, equal) those POST /v1/images/generations returns for the same request, that the
 // download link and this session's history hold it, that no script error or Content-Security-Policy
-// violation happened; saves a screenshot. CHROMIUM (env) names the browser (default: chromium on
-// the PATH). Prints [measured] lines with the time of each phase.
+// violation happened. When the model takes input images (flux1-tiny: image to image), uploads one
+// and checks the page's POST /v1/images/edits answer against the API's for the same form. Then, in
+// a fresh tab, answers the page's stream request with a synthetic OpenAI event stream (request
+// interception) to check the page's SSE reader before the server streams. Saves a screenshot.
+// CHROMIUM (env) names the browser (default: chromium on the PATH). Prints [measured] lines with
+// the time of each phase.
 'use strict';
 
 const fs = require('fs');
