@@ -6,8 +6,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/host_port.h"
 #include "common/model_flags.h"
 #include "common/status_macros.h"
@@ -146,7 +149,59 @@ absl::StatusOr<std::vector<LoraAdapterOption>> ResolveLoraAdapters(const Fronten
   return out;
 }
 
+// One --quality-steps value: "12" (steps) or "0.5x" (a factor of the model's default).
+absl::StatusOr<QualityPreset> ParseQualityPreset(const std::string& level, std::string value) {
+  QualityPreset p;
+  const std::string given = value;
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quality-steps: ", level, "=", given,
+        ": the value must be a step count in 1..1000 or a factor of the model's default steps in "
+        "0.01x..10x (e.g. 20 or 0.5x)"));
+  };
+  if (!value.empty() && (value.back() == 'x' || value.back() == 'X')) {
+    value.pop_back();
+    double f = 0;
+    if (!absl::SimpleAtod(value, &f) || !(f >= 0.01 && f <= 10)) return bad();
+    p.factor = f;
+    return p;
+  }
+  uint32_t steps = 0;
+  if (!absl::SimpleAtoi(value, &steps) || steps < 1 || steps > 1000) return bad();
+  p.steps = steps;
+  return p;
+}
+
 }  // namespace
+
+absl::StatusOr<QualitySteps> ParseQualitySteps(const std::string& value) {
+  QualitySteps out;
+  std::map<std::string, bool> seen;
+  for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    const std::string entry(absl::StripAsciiWhitespace(item));
+    const size_t eq = entry.find('=');
+    const std::string level(
+        absl::StripAsciiWhitespace(eq == std::string::npos ? entry : entry.substr(0, eq)));
+    QualityPreset* preset = level == "low"      ? &out.low
+                            : level == "medium" ? &out.medium
+                            : level == "high"   ? &out.high
+                                                : nullptr;
+    if (eq == std::string::npos || preset == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--quality-steps must be LEVEL=VALUE,... with LEVEL low, medium or high, "
+                       "got '",
+                       entry, "'"));
+    }
+    if (seen[level]) {
+      return absl::InvalidArgumentError(absl::StrCat("--quality-steps names ", level, " twice"));
+    }
+    seen[level] = true;
+    ASSIGN_OR_RETURN(*preset,
+                     ParseQualityPreset(level, std::string(absl::StripAsciiWhitespace(
+                                                   absl::string_view(entry).substr(eq + 1)))));
+  }
+  return out;
+}
 
 uint64_t AutoMaxRequestBytes(const RequestLimits& limits) {
   return (uint64_t{64} << 20) + kMaxInputImagesAllowance * limits.max_input_image_bytes;
@@ -174,6 +229,18 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddUint("http-max-edit-body-bytes", &o.http_max_edit_body_bytes,
             "largest POST /v1/images/edits body in bytes, images included (0: 64 MiB + the "
             "generations body limit)");
+  p.AddString("quality-steps", &o.quality_steps,
+              "denoising steps of OpenAI's quality levels: low=V,medium=V,high=V, each V a step "
+              "count or a factor of the model's default steps (0.5x); hd = high, auto and standard "
+              "= the model's default; a request's num_inference_steps wins");
+  p.AddUint("http-image-store-bytes", &o.http_image_store_bytes,
+            "response_format \"url\": keep result images in memory up to this many bytes, served "
+            "at GET /v1/images/files/ID (0: off, url refused)");
+  p.AddDouble("http-image-store-ttl", &o.http_image_store_ttl_seconds,
+              "seconds a stored image stays fetchable (1..86400)");
+  p.AddString("http-public-url", &o.http_public_url,
+              "scheme://host[:port][/prefix] the image URLs start with (default: the listener's "
+              "scheme and the request's Host header)");
   p.AddUint("spawn-workers", &o.spawn_workers, "start and supervise N local worker processes (tp degree)");
   p.AddString("workers", &o.workers, "connect to workers started elsewhere: host:port,... in rank order");
   p.AddString("worker-binary", &o.worker_binary, "path of ditserve-worker (default: next to this binary)");
@@ -270,6 +337,32 @@ absl::Status ValidateModelOptions(const FrontendOptions& o) {
     return Bad(absl::StrCat(
         "--http-max-edit-body-bytes must be 0 (64 MiB + the generations body limit) or in ",
         uint64_t{1} << 20, "..", uint64_t{1} << 30, ", got ", o.http_max_edit_body_bytes));
+  }
+  if (auto presets = ParseQualitySteps(o.quality_steps); !presets.ok()) {
+    return presets.status();
+  }
+  if (o.http_image_store_bytes != 0 && o.http_image_store_bytes > (uint64_t{64} << 30)) {
+    return Bad(absl::StrCat("--http-image-store-bytes must be 0 (off) or at most ",
+                            uint64_t{64} << 30, ", got ", o.http_image_store_bytes));
+  }
+  if (!(o.http_image_store_ttl_seconds >= 1 && o.http_image_store_ttl_seconds <= 86400)) {
+    return Bad(absl::StrCat("--http-image-store-ttl must be in 1..86400 seconds, got ",
+                            o.http_image_store_ttl_seconds));
+  }
+  if (!o.http_public_url.empty()) {
+    const std::string& u = o.http_public_url;
+    const bool scheme = absl::StartsWith(u, "http://") || absl::StartsWith(u, "https://");
+    const size_t host_at = u.find("://") + 3;
+    bool clean = scheme && host_at < u.size() && u[host_at] != '/';
+    for (char c : u) {
+      clean = clean && c > ' ' && c < 0x7f && c != '"' && c != '\\' && c != '?' && c != '#';
+    }
+    if (!clean) {
+      return Bad(
+          absl::StrCat("--http-public-url must be http(s)://HOST[:PORT][/PREFIX] without a "
+                       "query or fragment, got '",
+                       u, "'"));
+    }
   }
   if (o.workers.empty() && (o.spawn_workers < 1 || o.spawn_workers > 64)) {
     return Bad(absl::StrCat("--spawn-workers must be in 1..64, got ", o.spawn_workers));
@@ -394,6 +487,7 @@ absl::Status ValidateLoraOptions(FrontendOptions& o) {
 
 absl::Status ValidateFrontendOptions(FrontendOptions& o) {
   RETURN_IF_ERROR(ValidateModelOptions(o));
+  ASSIGN_OR_RETURN(o.quality_presets, ParseQualitySteps(o.quality_steps));
   RETURN_IF_ERROR(ValidateServingOptions(o));
   RETURN_IF_ERROR(ValidateRequestLimits(o));
   return ValidateLoraOptions(o);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "models/lora/lora_choice.h"
@@ -46,6 +47,23 @@ inline constexpr uint64_t kMaxInputImageBytesCeiling = uint64_t{128} << 20;
 // embeddings) plus kMaxInputImagesAllowance images of --max-input-image-bytes (384 MiB by default).
 uint64_t AutoMaxRequestBytes(const RequestLimits& limits);
 
+// The denoising steps of one of OpenAI's `quality` levels (--quality-steps).
+struct QualityPreset {
+  uint32_t steps = 0;   // > 0: this many steps
+  double factor = 1.0;  // steps 0: round(factor x the model's default steps), at least 1
+  bool operator==(const QualityPreset& o) const { return steps == o.steps && factor == o.factor; }
+};
+// OpenAI's `quality` levels as steps ("hd" is "high"; "auto" and "standard" the model's default).
+struct QualitySteps {
+  QualityPreset low{0, 0.5};
+  QualityPreset medium{0, 1.0};
+  QualityPreset high{0, 1.5};
+};
+// --quality-steps: comma-separated LEVEL=VALUE (LEVEL low, medium or high; VALUE a step count
+// 1..1000 or a factor of the model's default steps written with an x, 0.01x..10x); levels not named
+// keep their defaults (low=0.5x, medium=1x, high=1.5x). INVALID_ARGUMENT naming the flag.
+absl::StatusOr<QualitySteps> ParseQualitySteps(const std::string& value);
+
 // A LoRA adapter every worker loads at start (worker::v1::InitRequest.loras).
 struct LoraAdapterOption {
   std::string name;  // [A-Za-z0-9._-]{1,64}, unique
@@ -62,6 +80,17 @@ struct FrontendOptions {
   // The largest POST /v1/images/edits body (its images and fields); 0: 64 MiB + the generations
   // body limit (HttpApiOptions). Else 1 MiB..1 GiB.
   uint64_t http_max_edit_body_bytes = 0;
+  // OpenAI's `quality` levels as steps (ParseQualitySteps); parsed into quality_presets by
+  // ValidateFrontendOptions.
+  std::string quality_steps = "low=0.5x,medium=1x,high=1.5x";
+  QualitySteps quality_presets;
+  // response_format "url": the images kept in memory (server/image_store.h), at most this many
+  // bytes (0: off, "url" is refused), each for http_image_store_ttl_seconds (1..86400).
+  uint64_t http_image_store_bytes = 0;
+  double http_image_store_ttl_seconds = 3600;
+  // The scheme, host and optional path prefix the image URLs start with (e.g.
+  // https://images.example.com); empty: the listener's scheme and the request's Host header.
+  std::string http_public_url;
   uint64_t spawn_workers = 1;
   std::string workers;  // comma-separated host:port list; overrides spawn_workers
   std::string worker_binary;  // default: ditserve-worker next to this binary

@@ -4,14 +4,18 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <optional>
+#include <random>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/host_port.h"
 #include "metrics/httplib_listener.h"
 #include "server/call_context.h"
@@ -32,6 +36,30 @@ constexpr size_t kMaxFormParts = 64;
 // What each form part's delimiter and headers count toward the edit body limit, besides its name,
 // file name and content type (the multipart parser keeps only those).
 constexpr size_t kFormPartOverhead = 128;
+
+// The most bytes of a request's `user` the log line shows.
+constexpr size_t kMaxLoggedUserBytes = 256;
+
+// A request id for a call that names its `user`, so the log line saying who it is for and the
+// call's own lines share it ("u" + the process's random prefix + a counter, like Serve's "r" ids).
+std::string NewUserCallId() {
+  static const uint32_t prefix = std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrFormat("u%08x-%06d", prefix, counter.fetch_add(1) + 1);
+}
+
+// Whether a Host header is safe to build a URL from: HOST or HOST:PORT of letters, digits, '.',
+// '-', '_', or a bracketed IPv6 address.
+bool IsHostHeader(const std::string& host) {
+  if (host.empty() || host.size() > 255) return false;
+  for (char c : host) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' &&
+        c != ':' && c != '[' && c != ']') {
+      return false;
+    }
+  }
+  return true;
+}
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -70,8 +98,8 @@ std::string TransportErrorMessage(const httplib::Request& req, int status) {
   switch (status) {
     case 404:
       return absl::StrCat("no route for ", req.method, " ", req.path,
-                          " (POST /v1/images/generations, POST /v1/images/edits, GET /v1/models, "
-                          "GET /health)");
+                          " (POST /v1/images/generations, POST /v1/images/edits, GET "
+                          "/v1/images/files/{id}, GET /v1/models, GET /health)");
     case 413:
       return "the request body is too large";
     case 414:
@@ -216,6 +244,12 @@ HttpApiOptions MakeHttpApiOptions(const FrontendOptions& options) {
   o.max_images =
       static_cast<uint32_t>(std::min<uint64_t>(openai::kMaxImagesPerRequest, options.max_queue));
   o.limits = options.limits;
+  o.quality_steps = options.quality_presets;
+  o.image_store.max_bytes = options.http_image_store_bytes;
+  o.image_store.ttl =
+      std::chrono::milliseconds(static_cast<int64_t>(options.http_image_store_ttl_seconds * 1000));
+  o.public_url = options.http_public_url;
+  while (!o.public_url.empty() && o.public_url.back() == '/') o.public_url.pop_back();
   return o;
 }
 
@@ -233,6 +267,7 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
   self->security_ = std::move(security);
   self->host_ = address->host;
   self->created_ = UnixNow();
+  self->image_store_ = std::make_unique<ImageStore>(options.image_store);
   if (self->security_->tls()) {
     auto ssl = std::make_unique<httplib::SSLServer>(self->security_->cert_file().c_str(),
                                                     self->security_->key_file().c_str());
@@ -262,6 +297,13 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
       "HTTP API on {}://{}:{} (POST /v1/images/generations, POST /v1/images/edits, GET "
       "/v1/models, GET /health)",
       self->tls_ ? "https" : "http", self->host_, self->port_);
+  if (self->image_store_->enabled()) {
+    spdlog::info(
+        "HTTP API: response_format \"url\" on: images kept up to {} bytes for {} s at GET "
+        "/v1/images/files/{{id}}",
+        options.image_store.max_bytes,
+        std::chrono::duration<double>(options.image_store.ttl).count());
+  }
   return self;
 }
 
@@ -275,6 +317,10 @@ void HttpApi::Route() {
                                       const httplib::ContentReader& reader) {
     Guarded(res, [&] { HandleEdits(req, res, reader); });
   });
+  svr.Get(R"(/v1/images/files/([A-Za-z0-9._-]{1,128}))",
+          [this](const httplib::Request& req, httplib::Response& res) {
+            Guarded(res, [&] { HandleImageFile(req, res); });
+          });
   svr.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     Guarded(res, [&] { HandleModels(req, res); });
   });
@@ -307,7 +353,7 @@ void HttpApi::HandleGenerations(const httplib::Request& req, httplib::Response& 
   ServeImages(ApiMethod::kImagesGenerations,
               openai::ParseImagesRequest(body.data, info.ok() ? info->name() : "",
                                          options_.max_images, options_.limits),
-              res, arrived);
+              req, res, arrived);
 }
 
 void HttpApi::HandleEdits(const httplib::Request& req, httplib::Response& res,
@@ -328,7 +374,7 @@ void HttpApi::HandleEdits(const httplib::Request& req, httplib::Response& res,
             "POST /v1/images/edits takes a multipart/form-data body (the `image` files and the "
             "text fields), got Content-Type '",
             type.substr(0, 64), "'")),
-        res, arrived);
+        req, res, arrived);
   }
   Form form = ReadForm(reader, limit, DeclaredLength(req));
   if (!form.read || form.too_large)
@@ -337,25 +383,90 @@ void HttpApi::HandleEdits(const httplib::Request& req, httplib::Response& res,
     return ServeImages(ApiMethod::kImagesEdits,
                        absl::InvalidArgumentError(
                            absl::StrCat("the form has more than ", kMaxFormParts, " parts")),
-                       res, arrived);
+                       req, res, arrived);
   }
   auto info = service_->ModelInfo();  // not loaded yet: any model name passes, Serve says 503
   ServeImages(ApiMethod::kImagesEdits,
               openai::ParseImageEditRequest(std::move(form.parts), info.ok() ? info->name() : "",
                                             options_.max_images, options_.limits),
-              res, arrived);
+              req, res, arrived);
 }
 
-void HttpApi::ServeImages(ApiMethod method, const absl::StatusOr<openai::ImagesRequest>& parsed,
-                          httplib::Response& res, Clock::time_point arrived) {
+void HttpApi::ServeImages(ApiMethod method, absl::StatusOr<openai::ImagesRequest> parsed,
+                          const httplib::Request& req, httplib::Response& res,
+                          Clock::time_point arrived) {
+  if (parsed.ok() && parsed->url && !image_store_->enabled()) {
+    parsed = absl::InvalidArgumentError(
+        "response_format \"url\" is not available: this server keeps no images (its image store "
+        "is off: --http-image-store-bytes); ask for \"b64_json\"");
+  }
   if (!parsed.ok()) {
     service_->RecordRefused(method, parsed.status(), arrived);
     return SendError(res, parsed.status());
   }
+  auto info = service_->ModelInfo();  // not loaded: no default steps (Serve then says 503)
+  openai::ApplyQuality(options_.quality_steps,
+                       info.ok() ? info->defaults().num_inference_steps() : 0, options_.limits,
+                       &*parsed);
+  if (!parsed->user.empty()) {
+    parsed->request.set_request_id(NewUserCallId());
+    std::string user = parsed->user.substr(0, kMaxLoggedUserBytes);
+    spdlog::info("req={} user=\"{}\"{}", parsed->request.request_id(), absl::CHexEscape(user),
+                 user.size() < parsed->user.size() ? " (cut)" : "");
+  }
   const NoDeadlineCallContext ctx;
   auto responses = service_->Serve(ctx, method, openai::ExpandImages(*parsed), nullptr);
   if (!responses.ok()) return SendError(res, responses.status());
-  SendJson(res, 200, openai::ImagesResponseJson(*responses, UnixNow()));
+  openai::ImagesResponseInfo answer;
+  answer.output_format = parsed->output_format;
+  answer.quality = parsed->quality;
+  if (parsed->url) {
+    std::vector<std::string> images;
+    for (const v1::GenerateResponse& r : *responses) images.push_back(r.image());
+    auto ids = image_store_->Put(images, parsed->output_format,
+                                 openai::ContentTypeOf(parsed->output_format));
+    if (!ids.ok()) return SendError(res, ids.status());
+    for (const std::string& id : *ids) answer.urls.push_back(ImageUrl(req, id));
+  }
+  SendJson(res, 200, openai::ImagesResponseJson(*responses, UnixNow(), answer));
+}
+
+std::string HttpApi::ImageUrl(const httplib::Request& req, const std::string& id) const {
+  const std::string path = absl::StrCat("/v1/images/files/", id);
+  if (!options_.public_url.empty()) return options_.public_url + path;
+  std::string host = req.get_header_value("Host");
+  if (!IsHostHeader(host)) {
+    host = port_ == 0 ? host_
+                      : absl::StrCat(absl::StrContains(host_, ':') ? "[" + host_ + "]" : host_, ":",
+                                     port_);
+  }
+  return absl::StrCat(tls_ ? "https" : "http", "://", host, path);
+}
+
+void HttpApi::HandleImageFile(const httplib::Request& req, httplib::Response& res) {
+  if (absl::Status s = security_->Check(req.get_header_value("Authorization")); !s.ok()) {
+    return SendError(res, s);
+  }
+  if (!image_store_->enabled()) {
+    return SendError(res, absl::NotFoundError("this server keeps no images (its image store is "
+                                              "off: --http-image-store-bytes)"));
+  }
+  const std::string id = req.matches[1];
+  std::optional<ImageStore::Image> image = image_store_->Get(id);
+  if (!image) {
+    return SendError(
+        res,
+        absl::NotFoundError(absl::StrCat(
+            "image file \"", id, "\" does not exist or has expired (images are kept ",
+            std::chrono::duration_cast<std::chrono::seconds>(image_store_->options().ttl).count(),
+            " s, while the store has room)")));
+  }
+  const auto left =
+      std::chrono::duration_cast<std::chrono::seconds>(image->expires - ImageStore::Clock::now());
+  res.set_header("Cache-Control",
+                 absl::StrCat("private, max-age=", std::max<int64_t>(0, left.count())));
+  res.status = 200;
+  res.set_content(std::move(image->bytes), image->content_type);
 }
 
 void HttpApi::RefuseBody(ApiMethod method, httplib::Response& res, bool too_large, size_t limit,

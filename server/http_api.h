@@ -3,10 +3,19 @@
 //   POST /v1/images/generations  OpenAI's Images request -> {"created", "data": [{"b64_json"}]}
 //   POST /v1/images/edits        OpenAI's images edit request (multipart/form-data: the `image`
 //                                files and text fields, openai::ParseImageEditRequest) -> the same
+//   GET  /v1/images/files/{id}   an image of a response_format "url" call, while the image store
+//                                keeps it (server/image_store.h; 404 otherwise), with its type
 //   GET  /v1/models              OpenAI's model list: the one served model (ModelInfo's name)
 //   GET  /v1/models/{id}         that model, or 404
 //   GET  /health                 200 {"status": "SERVING"} when SERVING, 503 otherwise (no token)
 // anything else answers 404 with OpenAI's error object.
+//
+// Besides the mapping of openai_images.h, the transport does what needs the server: `quality` to
+// steps with the served model's default (openai::ApplyQuality, --quality-steps), response_format
+// "url" (refused with 400 before generation when the image store is off; else the images are
+// stored and the answer carries absolute URLs: --http-public-url, or the listener's scheme and the
+// request's Host header, or the listen address when the request has none), and `user` (logged
+// with the call's request id, which it then sets).
 //
 // It is only a transport: generation goes through ImageGenerationService::Serve, the path the gRPC
 // API takes (validation, admission queue, dispatcher, Deadline, metrics, draining). An HTTP call
@@ -34,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "server/api_security.h"
 #include "server/image_generation_service.h"
+#include "server/image_store.h"
 #include "server/openai_images.h"
 
 namespace httplib {
@@ -52,12 +62,17 @@ struct HttpApiOptions {
   size_t max_edit_body_bytes = 64 << 20;  // POST /v1/images/edits (several images)
   uint32_t max_images = 10;               // the largest `n`
   RequestLimits limits;                   // for the parser's messages (steps)
+  QualitySteps quality_steps;             // OpenAI's quality levels as steps
+  ImageStoreOptions image_store;          // response_format "url" (max_bytes 0: off)
+  std::string public_url;                 // the image URLs' start; empty: from the request
 };
 
 // The options FrontendOptions imply: threads = --max-queue + --max-batch + 4 (capped at 256),
 // max_body_bytes = 64 KiB + 24 x --max-prompt-bytes (every byte of the four text fields escaped
 // as \uXXXX), max_edit_body_bytes = --http-max-edit-body-bytes (0: 64 MiB + max_body_bytes),
-// max_images = min(10, --max-queue).
+// max_images = min(10, --max-queue), quality_steps = --quality-steps, image_store =
+// --http-image-store-bytes / --http-image-store-ttl, public_url = --http-public-url (no trailing
+// /).
 HttpApiOptions MakeHttpApiOptions(const FrontendOptions& options);
 
 class HttpApi {
@@ -90,8 +105,12 @@ class HttpApi {
   void HandleEdits(const httplib::Request& req, httplib::Response& res,
                    const httplib::ContentReader& reader);
   // Parsed requests to Serve, and its answer (or its error) to `res`.
-  void ServeImages(ApiMethod method, const absl::StatusOr<openai::ImagesRequest>& parsed,
-                   httplib::Response& res, Clock::time_point arrived);
+  void ServeImages(ApiMethod method, absl::StatusOr<openai::ImagesRequest> parsed,
+                   const httplib::Request& req, httplib::Response& res, Clock::time_point arrived);
+  // GET /v1/images/files/{id}.
+  void HandleImageFile(const httplib::Request& req, httplib::Response& res);
+  // Where the stored image `id` is fetched: public_url or the request's scheme and Host.
+  std::string ImageUrl(const httplib::Request& req, const std::string& id) const;
   // A body that was not read whole: 413 naming `limit` when it is over it (counted as refused),
   // else 400.
   void RefuseBody(ApiMethod method, httplib::Response& res, bool too_large, size_t limit,
@@ -102,6 +121,7 @@ class HttpApi {
   HttpApiOptions options_;
   ImageGenerationService* service_ = nullptr;
   std::shared_ptr<const ApiSecurity> security_;
+  std::unique_ptr<ImageStore> image_store_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;
   std::string host_;

@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <set>
 
@@ -159,23 +161,40 @@ absl::Status ParseLoras(const Json& v, v1::GenerateRequest* r) {
   return absl::OkStatus();
 }
 
-// The JSON body's fields (POST /v1/images/generations).
+// The JSON body's fields (POST /v1/images/generations): OpenAI's, then ditserve's.
 const std::set<std::string>& KnownFields() {
-  static const auto* fields = new std::set<std::string>{
-      "prompt", "model", "n", "size", "response_format", "output_format", "user", "seed",
-      "num_inference_steps", "guidance_scale", "true_cfg_scale", "negative_prompt", "loras"};
+  static const auto* fields = new std::set<std::string>{"prompt",
+                                                        "model",
+                                                        "n",
+                                                        "size",
+                                                        "response_format",
+                                                        "output_format",
+                                                        "output_compression",
+                                                        "quality",
+                                                        "background",
+                                                        "style",
+                                                        "moderation",
+                                                        "user",
+                                                        "seed",
+                                                        "num_inference_steps",
+                                                        "guidance_scale",
+                                                        "true_cfg_scale",
+                                                        "negative_prompt",
+                                                        "loras"};
   return *fields;
 }
 
-// The edit form's text fields: the body's and `strength` (the image parts are not text fields).
+// The edit form's text fields: the body's, `strength` and OpenAI's `input_fidelity` (the image
+// parts are not text fields).
 bool IsEditTextField(const std::string& name) {
-  return name == "strength" || KnownFields().count(name) > 0;
+  return name == "strength" || name == "input_fidelity" || KnownFields().count(name) > 0;
 }
 
 // Text fields of the edit form whose value is JSON text (a number, or the loras array).
 bool IsJsonFormField(const std::string& name) {
   static const auto* fields = new std::set<std::string>{
-      "n", "seed", "num_inference_steps", "guidance_scale", "true_cfg_scale", "strength", "loras"};
+      "n",        "seed",  "num_inference_steps", "guidance_scale", "true_cfg_scale",
+      "strength", "loras", "output_compression"};
   return fields->count(name) > 0;
 }
 
@@ -193,6 +212,12 @@ std::string FieldOfWord(const std::string& word) {
                                                         "size",
                                                         "response_format",
                                                         "output_format",
+                                                        "output_compression",
+                                                        "quality",
+                                                        "background",
+                                                        "style",
+                                                        "moderation",
+                                                        "input_fidelity",
                                                         "seed",
                                                         "num_inference_steps",
                                                         "guidance_scale",
@@ -260,7 +285,45 @@ absl::Status ParsePromptAndModel(const Json& doc, const std::string& served_mode
   return absl::OkStatus();
 }
 
-// n, size, and what comes back: base64 PNG only; user is checked to be a string, then ignored.
+// A string field that must be one of `allowed` (listed in the message); absent: `*out` unchanged.
+absl::Status OneOf(const Json& doc, const char* field, std::initializer_list<const char*> allowed,
+                   std::string* out) {
+  const Json* v = Field(doc, field);
+  if (v == nullptr) return absl::OkStatus();
+  auto value = String(field, *v);
+  if (!value.ok()) return value.status();
+  std::string names;
+  for (const char* a : allowed) {
+    if (*value == a) {
+      *out = *std::move(value);
+      return absl::OkStatus();
+    }
+    absl::StrAppend(&names, names.empty() ? "" : ", ", "\"", a, "\"");
+  }
+  return Invalid(absl::StrCat(field, " must be one of ", names, ", got ", Shown(*v)));
+}
+
+// OpenAI's fields that choose how the image looks or is checked: quality (to steps later,
+// ApplyQuality), background (no alpha: "transparent" refused), and style, moderation and
+// input_fidelity (checked, no effect).
+absl::Status ParseLooks(const Json& doc, ImagesRequest* out) {
+  RETURN_IF_ERROR(
+      OneOf(doc, "quality", {"auto", "low", "medium", "high", "standard", "hd"}, &out->quality));
+  if (const Json* v = Field(doc, "background");
+      v != nullptr && v->is_string() && v->get<std::string>() == "transparent") {
+    return Invalid(
+        "background \"transparent\" is not supported: the models make opaque RGB images (no "
+        "alpha channel); ask for \"opaque\" or \"auto\"");
+  }
+  std::string ignored;
+  RETURN_IF_ERROR(OneOf(doc, "background", {"auto", "opaque"}, &ignored));
+  RETURN_IF_ERROR(OneOf(doc, "style", {"vivid", "natural"}, &ignored));
+  RETURN_IF_ERROR(OneOf(doc, "moderation", {"low", "auto"}, &ignored));
+  return OneOf(doc, "input_fidelity", {"high", "low"}, &ignored);  // the edit form only
+}
+
+// n, size, and what comes back: b64_json or url, png / jpeg / webp with output_compression; user
+// (a string, kept for the log).
 absl::Status ParseCountAndFormats(const Json& doc, uint32_t max_n, ImagesRequest* out) {
   if (const Json* v = Field(doc, "n")) {
     auto n = Integer("n", *v, 1, max_n);
@@ -276,24 +339,25 @@ absl::Status ParseCountAndFormats(const Json& doc, uint32_t max_n, ImagesRequest
   if (const Json* v = Field(doc, "response_format")) {
     auto format = String("response_format", *v);
     if (!format.ok()) return format.status();
-    if (*format == "url") {
+    if (*format != "b64_json" && *format != "url") {
       return Invalid(
-          "response_format \"url\" is not supported: this server keeps no files; ask for "
-          "\"b64_json\"");
+          absl::StrCat("response_format must be \"b64_json\" or \"url\", got ", Shown(*v)));
     }
-    if (*format != "b64_json") {
-      return Invalid(absl::StrCat("response_format must be \"b64_json\", got ", Shown(*v)));
-    }
+    out->url = *format == "url";
   }
-  if (const Json* v = Field(doc, "output_format")) {
-    auto format = String("output_format", *v);
-    if (!format.ok()) return format.status();
-    if (*format != "png") {
-      return Invalid(absl::StrCat("output_format must be \"png\", got ", Shown(*v)));
-    }
+  RETURN_IF_ERROR(OneOf(doc, "output_format", {"png", "jpeg", "webp"}, &out->output_format));
+  out->request.set_output_format(out->output_format == "jpeg"   ? v1::OUTPUT_FORMAT_JPEG
+                                 : out->output_format == "webp" ? v1::OUTPUT_FORMAT_WEBP
+                                                                : v1::OUTPUT_FORMAT_PNG);
+  if (const Json* v = Field(doc, "output_compression")) {
+    auto compression = Integer("output_compression", *v, 0, 100);
+    if (!compression.ok()) return compression.status();
+    out->request.set_output_compression(static_cast<uint32_t>(*compression));
   }
   if (const Json* v = Field(doc, "user")) {
-    if (auto user = String("user", *v); !user.ok()) return user.status();
+    auto user = String("user", *v);
+    if (!user.ok()) return user.status();
+    out->user = *std::move(user);
   }
   return absl::OkStatus();
 }
@@ -354,6 +418,7 @@ absl::StatusOr<ImagesRequest> ParseFields(const Json& doc, const std::string& se
   out.request.set_output_format(v1::OUTPUT_FORMAT_PNG);
   RETURN_IF_ERROR(ParsePromptAndModel(doc, served_model, &out));
   RETURN_IF_ERROR(ParseCountAndFormats(doc, max_n, &out));
+  RETURN_IF_ERROR(ParseLooks(doc, &out));
   RETURN_IF_ERROR(ParseSampling(doc, limits, &out));
   return out;
 }
@@ -433,13 +498,55 @@ std::vector<v1::GenerateRequest> ExpandImages(const ImagesRequest& parsed) {
   return out;
 }
 
-std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& responses,
-                               int64_t created) {
-  Json data = Json::array();
-  for (const auto& r : responses) {
-    data.push_back({{"b64_json", absl::Base64Escape(r.image())}, {"seed", r.seed()}});
+void ApplyQuality(const QualitySteps& presets, uint32_t model_default_steps,
+                  const RequestLimits& limits, ImagesRequest* parsed) {
+  if (parsed->request.num_inference_steps() != 0) return;  // the request's own steps win
+  const std::string& q = parsed->quality;
+  const QualityPreset* preset = q == "low"                 ? &presets.low
+                                : q == "medium"            ? &presets.medium
+                                : q == "high" || q == "hd" ? &presets.high
+                                                           : nullptr;
+  if (preset == nullptr) return;  // auto, standard: the model's default
+  uint64_t steps = preset->steps;
+  if (steps == 0) {
+    if (model_default_steps == 0) return;
+    steps = std::max<uint64_t>(
+        1, static_cast<uint64_t>(std::llround(preset->factor * model_default_steps)));
   }
-  return Json{{"created", created}, {"data", std::move(data)}}.dump();
+  steps = std::clamp<uint64_t>(steps, std::max<uint64_t>(1, limits.min_steps),
+                               std::max<uint64_t>(1, limits.max_steps));
+  parsed->request.set_num_inference_steps(static_cast<uint32_t>(steps));
+}
+
+std::string ContentTypeOf(absl::string_view output_format) {
+  if (output_format == "jpeg") return "image/jpeg";
+  if (output_format == "webp") return "image/webp";
+  return "image/png";
+}
+
+std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& responses, int64_t created,
+                               const ImagesResponseInfo& info) {
+  Json data = Json::array();
+  for (size_t i = 0; i < responses.size(); ++i) {
+    const v1::GenerateResponse& r = responses[i];
+    if (i < info.urls.size()) {
+      data.push_back({{"url", info.urls[i]}, {"seed", r.seed()}});
+    } else {
+      data.push_back({{"b64_json", absl::Base64Escape(r.image())}, {"seed", r.seed()}});
+    }
+  }
+  const std::string quality = info.quality == "hd"         ? "high"
+                              : info.quality == "standard" ? "auto"
+                                                           : info.quality;
+  Json out = {{"created", created},
+              {"data", std::move(data)},
+              {"background", "opaque"},
+              {"output_format", info.output_format},
+              {"quality", quality}};
+  if (!responses.empty()) {
+    out["size"] = absl::StrCat(responses[0].width(), "x", responses[0].height());
+  }
+  return out.dump();
 }
 
 namespace {

@@ -1,9 +1,9 @@
 // The OpenAI Images API, mapped to and from ditserve.v1 (no transport here: the routes are
 // server/http_api.h): the JSON body of POST /v1/images/generations and the multipart/form-data
-// fields of POST /v1/images/edits to GenerateRequests (one field parser for both), the responses
-// back to OpenAI's {"created", "data": [{"b64_json"}]}, GET /v1/models' list, and the one mapping
-// of an absl::Status to an HTTP status and OpenAI's error object
-// {"error": {"message", "type", "param", "code"}}.
+// fields of POST /v1/images/edits to GenerateRequests (one field parser for both), `quality` to
+// steps (ApplyQuality), the responses back to OpenAI's {"created", "data": [{"b64_json"} or
+// {"url"}], "output_format", ...}, GET /v1/models' list, and the one mapping of an absl::Status to
+// an HTTP status and OpenAI's error object {"error": {"message", "type", "param", "code"}}.
 //
 // Pure functions of their arguments; thread-safe. Parse errors are INVALID_ARGUMENT whose message
 // starts with the field it is about (as the request validator's do), so ParamFor can name it.
@@ -30,20 +30,31 @@ struct ImagesRequest {
   std::string model;  // as sent; empty when absent
   uint32_t n = 1;
   bool has_seed = false;
+  // OpenAI's levels, as sent: "auto" (absent), "low", "medium", "high", "standard", "hd".
+  std::string quality = "auto";
+  std::string output_format = "png";  // "png", "jpeg", "webp" (request.output_format says the same)
+  bool url = false;                   // response_format "url": the images go to the image store
+  std::string user;                   // as sent (logged with the request id); empty when absent
   // The first image's request (seed set when has_seed); ExpandImages makes the others.
   v1::GenerateRequest request;
 };
 
-// Parses the JSON body. Fields (null = absent): `prompt` (string, required), `model` (string;
-// when `served_model` is not empty, it must be that or absent), `n` (integer, 1..max_n),
-// `size` ("WIDTHxHEIGHT" in pixels, or "auto" = the model's default), `response_format`
-// ("b64_json", the default; "url" is refused: the server keeps no files), `output_format`
-// ("png"), `user` (ignored), and ditserve's extras `seed` (unsigned integer), `num_inference_steps`
-// (integer >= 1), `guidance_scale`, `true_cfg_scale` (numbers), `negative_prompt` (string),
-// `loras` (an array of {"name": string (required), "scale": number (null or absent: 1.0)}, in
-// GenerateRequest.loras). An unknown field, a wrong JSON type or malformed JSON is INVALID_ARGUMENT
-// naming it. Ranges that depend on the model (size, steps, scales, prompt bytes, which adapters
-// exist) are left to ValidateRequest.
+// Parses the JSON body. Fields (null = absent), OpenAI's: `prompt` (string, required), `model`
+// (string; when `served_model` is not empty, it must be that or absent), `n` (integer, 1..max_n),
+// `size` ("WIDTHxHEIGHT" in pixels, OpenAI's named sizes included, which are pixel sizes as any
+// other; or "auto" = the model's default), `response_format` ("b64_json", the default, or "url":
+// ImagesRequest.url; whether the server keeps images is the transport's to say), `output_format`
+// ("png", "jpeg", "webp"), `output_compression` (integer 0..100: the JPEG / WebP quality; ignored
+// for png), `quality` ("auto", "low", "medium", "high", "standard", "hd": ApplyQuality),
+// `background`
+// ("auto", "opaque"; "transparent" is refused: no alpha), `style` ("vivid", "natural") and
+// `moderation` ("low", "auto"): checked, no effect; `user` (string: logged); and ditserve's extras
+// `seed` (unsigned integer), `num_inference_steps` (integer >= 1; wins over `quality`),
+// `guidance_scale`, `true_cfg_scale` (numbers), `negative_prompt` (string), `loras` (an array of
+// {"name": string (required), "scale": number (null or absent: 1.0)}, in GenerateRequest.loras).
+// An unknown field (`stream` and `partial_images` included), a value outside a field's set, a
+// wrong JSON type or malformed JSON is INVALID_ARGUMENT naming it. Ranges that depend on the model
+// (size, steps, scales, prompt bytes, which adapters exist) are left to ValidateRequest.
 absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
                                                  const std::string& served_model, uint32_t max_n,
                                                  const RequestLimits& limits);
@@ -65,7 +76,8 @@ struct FormPart {
 // and width 0, the model's default: for FLUX.2 the first image's size); numbers are their JSON
 // text ("2", "3.5"), `loras` the JSON array as one text field (the openai npm client's nested
 // `loras[][name]` encoding is refused saying so); and `strength` (a number in (0, 1]: how much of
-// the schedule runs from the noised image, image-to-image models; absent: the model's default).
+// the schedule runs from the noised image, image-to-image models; absent: the model's default) and
+// OpenAI's `input_fidelity` ("high", "low": checked, no effect).
 // An unknown field is INVALID_ARGUMENT naming it, as for generations. `parts` is consumed (the
 // image bytes are moved).
 absl::StatusOr<ImagesRequest> ParseImageEditRequest(std::vector<FormPart> parts,
@@ -76,10 +88,30 @@ absl::StatusOr<ImagesRequest> ParseImageEditRequest(std::vector<FormPart> parts,
 // seed + i when a seed was given (otherwise each draws its own random seed in the validator).
 std::vector<v1::GenerateRequest> ExpandImages(const ImagesRequest& parsed);
 
-// {"created": created, "data": [{"b64_json": <base64 of the PNG>, "seed": <seed used>}, ...]} in
-// the order of `responses` ("seed" is ditserve's addition).
-std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& responses,
-                               int64_t created);
+// Sets request.num_inference_steps for `parsed->quality` unless the request gave its steps:
+// "low", "medium", "high" ("hd" = "high") take their --quality-steps preset (a count, or a factor
+// of `model_default_steps`, the served model's default with --default-steps, rounded, at least 1),
+// kept within limits.min_steps..max_steps; "auto" and "standard" leave it 0 (the model's default).
+// `model_default_steps` 0 (the model is not loaded yet): factors leave it 0 too.
+void ApplyQuality(const QualitySteps& presets, uint32_t model_default_steps,
+                  const RequestLimits& limits, ImagesRequest* parsed);
+
+// "png" -> "image/png", "jpeg" -> "image/jpeg", "webp" -> "image/webp".
+std::string ContentTypeOf(absl::string_view output_format);
+
+// What a response says besides its images (OpenAI's response fields).
+struct ImagesResponseInfo {
+  std::string output_format = "png";
+  std::string quality = "auto";  // the level asked for ("hd" -> "high", "standard" -> "auto")
+  // response_format "url": the images' URLs, one per response (then no "b64_json").
+  std::vector<std::string> urls;
+};
+
+// {"created": created, "data": [{"b64_json": <base64 of the image>, "seed": <seed used>}, ...]
+// (or {"url": ...} per image), "output_format", "quality", "size": "WIDTHxHEIGHT" of the images,
+// "background": "opaque"} in the order of `responses` ("seed" is ditserve's addition).
+std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& responses, int64_t created,
+                               const ImagesResponseInfo& info = {});
 
 // OpenAI's model object of the served model ({"id": name, "object": "model", "created",
 // "owned_by": "ditserve"}, plus ditserve's "loras": [{"name", "format", "rank", "modules"}, ...],

@@ -53,7 +53,8 @@ bool WriteJpeg(jpeg_compress_struct* cinfo, JpegError* err, const uint8_t* rgb, 
                       static_cast<unsigned int>(comment_size));
   }
   while (cinfo->next_scanline < cinfo->image_height) {
-    JSAMPROW row = const_cast<JSAMPROW>(rgb + static_cast<size_t>(cinfo->next_scanline) * width * 3);
+    JSAMPROW row =
+        const_cast<JSAMPROW>(rgb + static_cast<size_t>(cinfo->next_scanline) * width * 3);
     jpeg_write_scanlines(cinfo, &row, 1);
   }
   jpeg_finish_compress(cinfo);

@@ -15,8 +15,8 @@ namespace ditserve::worker {
 
 // `rgb` is height x width x 3 bytes, row-major; `quality` 0..100 (libjpeg's scale; 0 acts as 1).
 // Returns the JPEG file bytes.
-absl::StatusOr<std::string> EncodeJpeg(const uint8_t* rgb, uint32_t height, uint32_t width,
-                                       uint32_t quality,
-                                       const std::vector<std::pair<std::string, std::string>>& text);
+absl::StatusOr<std::string> EncodeJpeg(
+    const uint8_t* rgb, uint32_t height, uint32_t width, uint32_t quality,
+    const std::vector<std::pair<std::string, std::string>>& text);
 
 }  // namespace ditserve::worker

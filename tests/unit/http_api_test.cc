@@ -255,9 +255,18 @@ TEST_F(HttpApiTest, InvalidInputIs400NamingTheFieldAndTheLimit) {
       {with("n", 5), "n", "n must be in 1..4, got 5"},
       {with("prompt", 42), "prompt", "prompt must be a string"},
       {no_prompt.dump(), "prompt", "prompt is required"},
+      // The image store is off by default: "url" is refused before anything runs.
       {with("response_format", "url"), "response_format",
-       "response_format \"url\" is not supported: this server keeps no files"},
+       "response_format \"url\" is not available: this server keeps no images"},
       {with("response_format", "webp"), "response_format", "response_format must be \"b64_json\""},
+      {with("background", "transparent"), "background",
+       "background \"transparent\" is not supported"},
+      {with("output_format", "gif"), "output_format", "output_format must be one of"},
+      {with("output_compression", 101), "output_compression",
+       "output_compression must be in 0..100, got 101"},
+      {with("quality", "ultra"), "quality", "quality must be one of"},
+      {with("style", "photo"), "style", "style must be one of"},
+      {with("moderation", "strict"), "moderation", "moderation must be one of"},
       {with("size", "64by64"), "size", "size must be \"WIDTHxHEIGHT\" in pixels"},
       {with("model", "dall-e-3"), "model", "model \"dall-e-3\" is not served here"},
       {with("steps", 4), "steps", "unknown field \"steps\""},
@@ -281,6 +290,161 @@ TEST_F(HttpApiTest, InvalidInputIs400NamingTheFieldAndTheLimit) {
   EXPECT_EQ(
       Metric(R"(ditserve_requests_total{code="INVALID_ARGUMENT",method="ImagesGenerations"})"),
       static_cast<double>(cases.size()));
+}
+
+// OpenAI's fields that change what runs or comes back: quality to steps (the fake model's default
+// is 4 steps), the output format in the answer, and those without effect accepted.
+TEST_F(HttpApiTest, OpenAIsFieldsAreHonouredOrAccepted) {
+  StartFrontend(1, [](FrontendOptions& o) { o.quality_steps = "high=7"; });
+  auto with = [](Json fields) {
+    Json j = Images();
+    j.erase("num_inference_steps");
+    for (auto& [k, v] : fields.items()) j[k] = v;
+    return j;
+  };
+  struct Case {
+    Json fields;
+    uint32_t steps;  // what the ranks ran
+    std::string quality;
+  };
+  const std::vector<Case> cases = {
+      {{{"quality", "low"}}, 2, "low"},        // 0.5x of 4
+      {{{"quality", "medium"}}, 4, "medium"},  // 1x
+      {{{"quality", "high"}}, 7, "high"},      // --quality-steps high=7
+      {{{"quality", "hd"}}, 7, "high"},        // hd is high
+      {{{"quality", "auto"}}, 4, "auto"},      // the model's default
+      {{{"quality", "standard"}}, 4, "auto"},
+      {{{"quality", "high"}, {"num_inference_steps", 3}}, 3, "high"},  // explicit steps win
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.fields.dump());
+    const size_t before = cluster_->jobs(0).size();
+    const Answer a = Post(with(c.fields));
+    ASSERT_EQ(a.status, 200) << a.body;
+    ASSERT_EQ(cluster_->jobs(0).size(), before + 1);
+    EXPECT_EQ(cluster_->jobs(0).back().steps, c.steps);
+    EXPECT_EQ(a.json["quality"], c.quality);
+    EXPECT_EQ(a.json["output_format"], "png");
+    EXPECT_EQ(a.json["background"], "opaque");
+    EXPECT_EQ(a.json["size"], "64x64");
+  }
+  // The format the workers encode is what the answer says (the fake ranks send placeholder bytes).
+  const Answer jpeg = Post(with({{"output_format", "jpeg"}, {"output_compression", 80}}));
+  ASSERT_EQ(jpeg.status, 200) << jpeg.body;
+  EXPECT_EQ(jpeg.json["output_format"], "jpeg");
+  const Answer webp = Post(with({{"output_format", "webp"}}));
+  ASSERT_EQ(webp.status, 200) << webp.body;
+  EXPECT_EQ(webp.json["output_format"], "webp");
+  // Accepted without effect; user is logged with the call's request id ("u...").
+  const Answer quiet = Post(with(
+      {{"style", "vivid"}, {"moderation", "low"}, {"background", "opaque"}, {"user", "user-42"}}));
+  ASSERT_EQ(quiet.status, 200) << quiet.body;
+  ASSERT_FALSE(cluster_->jobs(0).back().request_ids.empty());
+  EXPECT_TRUE(absl::StartsWith(cluster_->jobs(0).back().request_ids[0], "u"))
+      << cluster_->jobs(0).back().request_ids[0];
+}
+
+// response_format "url": the images go to the store and come back from GET /v1/images/files/{id}
+// behind the same token; the URL is absolute, from the Host header or --http-public-url.
+TEST_F(HttpApiTest, UrlResponsesAreServedFromTheImageStoreBehindTheToken) {
+  std::filesystem::create_directories(TempDir());
+  const std::string token_file = TempDir() + "/token";
+  std::ofstream(token_file) << kToken << "\n";
+  StartFrontend(2, [&](FrontendOptions& o) {
+    o.security.api_token_file = token_file;
+    o.max_batch = 2;
+    o.http_image_store_bytes = 1 << 20;
+  });
+  const httplib::Headers auth = {{"Authorization", std::string("Bearer ") + kToken}};
+  Json body = Images(3, 2);
+  body["response_format"] = "url";
+  body["output_format"] = "webp";
+  const Answer a = Post(body, auth);
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(a.json["data"].size(), 2u);
+  const auto ids = cluster_->jobs(0)[0].request_ids;
+  const std::string base = "http://127.0.0.1:" + std::to_string(server_->http_port());
+  for (size_t i = 0; i < 2; ++i) {
+    const Json& d = a.json["data"][i];
+    EXPECT_FALSE(d.contains("b64_json"));
+    const std::string url = d["url"];
+    ASSERT_TRUE(absl::StartsWith(url, base + "/v1/images/files/img_")) << url;
+    EXPECT_TRUE(absl::EndsWith(url, ".webp")) << url;
+    const std::string path = url.substr(base.size());
+    auto got = Client()->Get(path.c_str(), auth);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->status, 200);
+    EXPECT_EQ(got->body, "fake image for " + ids[i]);
+    EXPECT_EQ(got->get_header_value("Content-Type"), "image/webp");
+    // The same token as every route.
+    ExpectError(Get(path), 401, "authentication_error", nullptr, "bearer token");
+  }
+  ExpectError(Get("/v1/images/files/img_0123.png", auth), 404, "not_found_error", nullptr,
+              "does not exist or has expired");
+  ExpectError(Get("/v1/images/files/../../etc/passwd", auth), 404, "not_found_error", nullptr,
+              "no route");
+  // A Host header the client sent names the server (behind a proxy, say).
+  Json one = Images();
+  one["response_format"] = "url";
+  auto proxied = Client()->Post(
+      "/v1/images/generations",
+      {{"Authorization", std::string("Bearer ") + kToken}, {"Host", "images.example.com:8443"}},
+      one.dump(), "application/json");
+  ASSERT_TRUE(proxied);
+  ASSERT_EQ(proxied->status, 200) << proxied->body;
+  EXPECT_TRUE(absl::StartsWith(Json::parse(proxied->body)["data"][0]["url"].get<std::string>(),
+                               "http://images.example.com:8443/v1/images/files/img_"))
+      << proxied->body;
+  std::filesystem::remove_all(TempDir());
+}
+
+TEST_F(HttpApiTest, PublicUrlFlagStartsTheImageUrls) {
+  StartFrontend(1, [&](FrontendOptions& o) {
+    o.http_image_store_bytes = 1 << 20;
+    o.http_public_url = "https://images.example.com/ditserve/";
+  });
+  Json body = Images();
+  body["response_format"] = "url";
+  const Answer a = Post(body);
+  ASSERT_EQ(a.status, 200) << a.body;
+  const std::string url = a.json["data"][0]["url"];
+  const std::string prefix = "https://images.example.com/ditserve/v1/images/files/img_";
+  ASSERT_TRUE(absl::StartsWith(url, prefix)) << url;
+  const Answer image = Get(url.substr(std::string("https://images.example.com/ditserve").size()));
+  EXPECT_EQ(image.status, 200);
+  EXPECT_EQ(image.content_type, "image/png");
+}
+
+TEST_F(HttpApiTest, ImageFilesAre404WhenTheStoreIsOff) {
+  StartFrontend(1);
+  ExpectError(Get("/v1/images/files/img_0123.png"), 404, "not_found_error", nullptr,
+              "this server keeps no images");
+}
+
+TEST_F(HttpApiTest, OpenAIFlagsAreValidated) {
+  const auto error = [](const std::function<void(FrontendOptions&)>& tweak) {
+    FrontendOptions o;
+    o.model_dir = "/nonexistent";
+    tweak(o);
+    return std::string(ValidateFrontendOptions(o).message());
+  };
+  EXPECT_TRUE(absl::StrContains(error([](FrontendOptions& o) { o.quality_steps = "ultra=3"; }),
+                                "--quality-steps"));
+  EXPECT_TRUE(
+      absl::StrContains(error([](FrontendOptions& o) { o.http_image_store_ttl_seconds = 0; }),
+                        "--http-image-store-ttl must be in 1..86400"));
+  for (const char* url :
+       {"images.example.com", "ftp://x", "http://", "http:///x", "http://x/?q=1", "http://x y"}) {
+    EXPECT_TRUE(absl::StrContains(error([&](FrontendOptions& o) { o.http_public_url = url; }),
+                                  "--http-public-url must be"))
+        << url;
+  }
+  FrontendOptions o;
+  o.model_dir = "/nonexistent";
+  o.quality_steps = "low=2,high=2x";
+  ASSERT_TRUE(ValidateFrontendOptions(o).ok());
+  EXPECT_EQ(o.quality_presets.low.steps, 2u);
+  EXPECT_DOUBLE_EQ(o.quality_presets.high.factor, 2.0);
 }
 
 TEST_F(HttpApiTest, BearerTokenIsRequiredExceptForHealth) {
@@ -418,10 +582,15 @@ TEST_F(HttpApiTest, EditFormErrorsAre400NamingTheField) {
       {with(Text("n", "two")), "n", "n must be an integer in 1..4, got a string"},
       {with(Text("size", "64by64")), "size", "size must be \"WIDTHxHEIGHT\" in pixels"},
       {with(Text("response_format", "url")), "response_format",
-       "response_format \"url\" is not supported"},
+       "response_format \"url\" is not available: this server keeps no images"},
       {with(Text("strength", "2")), "strength", "strength must be in (0, 1], got 2"},
       {with(Text("steps", "4")), "steps", "unknown field \"steps\""},
-      {with(Text("quality", "high")), "quality", "unknown field \"quality\""},
+      {with(Text("quality", "ultra")), "quality", "quality must be one of"},
+      {with(Text("background", "transparent")), "background",
+       "background \"transparent\" is not supported"},
+      {with(Text("output_compression", "200")), "output_compression",
+       "output_compression must be in 0..100"},
+      {with(Text("input_fidelity", "max")), "input_fidelity", "input_fidelity must be one of"},
       {with(Text("loras[][name]", "style")), "loras", "send loras as one text field"},
       {with(Text("model", "dall-e-2")), "model", "model \"dall-e-2\" is not served here"},
   };

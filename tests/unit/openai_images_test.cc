@@ -136,16 +136,170 @@ TEST(OpenAIImagesRequest, RefusesBadValuesNamingTheFieldAndTheLimit) {
   EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "model": "dall-e-3"})", "model"),
                                "model \"dall-e-3\" is not served here: this server serves "
                                "\"flux1-tiny\""));
-  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "output_format": "jpeg"})", "output_format"),
-            "output_format must be \"png\", got \"jpeg\"");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "output_format": "gif"})", "output_format"),
+            "output_format must be one of \"png\", \"jpeg\", \"webp\", got \"gif\"");
 }
 
-TEST(OpenAIImagesRequest, RefusesUrlResponsesAndUnknownFormats) {
-  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "response_format": "url"})", "response_format"),
-            "response_format \"url\" is not supported: this server keeps no files; ask for "
-            "\"b64_json\"");
+TEST(OpenAIImagesRequest, UrlResponsesAreAskedForAndUnknownFormatsRefused) {
+  auto url = Parse(R"({"prompt": "x", "response_format": "url"})");
+  ASSERT_TRUE(url.ok()) << url.status();
+  EXPECT_TRUE(url->url);  // whether the server keeps images is the transport's to say
+  auto b64 = Parse(R"({"prompt": "x", "response_format": "b64_json"})");
+  ASSERT_TRUE(b64.ok()) << b64.status();
+  EXPECT_FALSE(b64->url);
+  EXPECT_FALSE(Parse(R"({"prompt": "x"})")->url);
   EXPECT_EQ(ErrorOf(R"({"prompt": "x", "response_format": "png"})", "response_format"),
-            "response_format must be \"b64_json\", got \"png\"");
+            "response_format must be \"b64_json\" or \"url\", got \"png\"");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "response_format": 1})", "response_format"),
+            "response_format must be a string, got an integer");
+}
+
+TEST(OpenAIImagesRequest, OutputFormatsAndCompression) {
+  struct Case {
+    const char* name;
+    v1::OutputFormat format;
+  };
+  for (const Case& c : {Case{"png", v1::OUTPUT_FORMAT_PNG}, Case{"jpeg", v1::OUTPUT_FORMAT_JPEG},
+                        Case{"webp", v1::OUTPUT_FORMAT_WEBP}}) {
+    auto r =
+        Parse(Json{{"prompt", "x"}, {"output_format", c.name}, {"output_compression", 55}}.dump());
+    ASSERT_TRUE(r.ok()) << c.name << ": " << r.status();
+    EXPECT_EQ(r->output_format, c.name);
+    EXPECT_EQ(r->request.output_format(), c.format) << c.name;
+    EXPECT_TRUE(r->request.has_output_compression());
+    EXPECT_EQ(r->request.output_compression(), 55u);
+  }
+  auto plain = Parse(R"({"prompt": "x", "output_format": null, "output_compression": null})");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->output_format, "png");
+  EXPECT_EQ(plain->request.output_format(), v1::OUTPUT_FORMAT_PNG);
+  EXPECT_FALSE(plain->request.has_output_compression());  // the validator's default: 100
+  EXPECT_TRUE(Parse(R"({"prompt": "x", "output_format": "jpeg", "output_compression": 0})").ok());
+  EXPECT_TRUE(Parse(R"({"prompt": "x", "output_format": "jpeg", "output_compression": 100})").ok());
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "output_compression": 101})", "output_compression"),
+            "output_compression must be in 0..100, got 101");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "output_compression": -1})", "output_compression"),
+            "output_compression must be in 0..100, got -1");
+  EXPECT_TRUE(absl::StartsWith(
+      ErrorOf(R"({"prompt": "x", "output_compression": 50.5})", "output_compression"),
+      "output_compression must be an integer in 0..100"));
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "output_format": "JPEG"})", "output_format"),
+            "output_format must be one of \"png\", \"jpeg\", \"webp\", got \"JPEG\"");
+}
+
+TEST(OpenAIImagesRequest, BackgroundIsOpaqueTransparentIsRefused) {
+  for (const char* b : {"auto", "opaque"}) {
+    EXPECT_TRUE(Parse(Json{{"prompt", "x"}, {"background", b}}.dump()).ok()) << b;
+  }
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "background": "transparent"})", "background"),
+            "background \"transparent\" is not supported: the models make opaque RGB images (no "
+            "alpha channel); ask for \"opaque\" or \"auto\"");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "background": "white"})", "background"),
+            "background must be one of \"auto\", \"opaque\", got \"white\"");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "background": false})", "background"),
+            "background must be a string, got a boolean");
+}
+
+TEST(OpenAIImagesRequest, StyleModerationAndUserAreAcceptedWithoutEffect) {
+  auto r = Parse(R"({"prompt": "x", "style": "vivid", "moderation": "low", "user": "user-1234"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->user, "user-1234");  // logged with the request id by the transport
+  auto plain = Parse(R"({"prompt": "x"})");
+  ASSERT_TRUE(plain.ok());
+  // No effect: the GenerateRequest is the one without them.
+  EXPECT_EQ(r->request.SerializeAsString(), plain->request.SerializeAsString());
+  EXPECT_TRUE(Parse(R"({"prompt": "x", "style": "natural", "moderation": "auto"})").ok());
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "style": "photo"})", "style"),
+            "style must be one of \"vivid\", \"natural\", got \"photo\"");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "moderation": "none"})", "moderation"),
+            "moderation must be one of \"low\", \"auto\", got \"none\"");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "user": 7})", "user"),
+            "user must be a string, got an integer");
+  // input_fidelity is the edit form's.
+  EXPECT_TRUE(
+      absl::StartsWith(ErrorOf(R"({"prompt": "x", "input_fidelity": "high"})", "input_fidelity"),
+                       "unknown field \"input_fidelity\""));
+}
+
+TEST(OpenAIImagesRequest, QualityLevelsAreCheckedAndKept) {
+  for (const char* q : {"auto", "low", "medium", "high", "standard", "hd"}) {
+    auto r = Parse(Json{{"prompt", "x"}, {"quality", q}}.dump());
+    ASSERT_TRUE(r.ok()) << q << ": " << r.status();
+    EXPECT_EQ(r->quality, q);
+    EXPECT_EQ(r->request.num_inference_steps(), 0u);  // steps come from ApplyQuality
+  }
+  EXPECT_EQ(Parse(R"({"prompt": "x"})")->quality, "auto");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "quality": "ultra"})", "quality"),
+            "quality must be one of \"auto\", \"low\", \"medium\", \"high\", \"standard\", "
+            "\"hd\", got \"ultra\"");
+}
+
+// The steps ApplyQuality sets for `body` with the default presets and a model default of `steps`.
+uint32_t StepsFor(const std::string& body, uint32_t model_steps,
+                  const QualitySteps& presets = QualitySteps(),
+                  const RequestLimits& limits = RequestLimits()) {
+  auto r = ParseImagesRequest(body, "", 10, limits);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return 9999;
+  ApplyQuality(presets, model_steps, limits, &*r);
+  return r->request.num_inference_steps();
+}
+
+TEST(OpenAIImagesRequest, QualityBecomesStepsFromThePresets) {
+  // Defaults: low = 0.5x, medium = 1x, high = 1.5x the model's default steps; hd = high.
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "low"})", 28), 14u);
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "medium"})", 28), 28u);
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "high"})", 28), 42u);
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "hd"})", 28), 42u);
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "low"})", 1), 1u);  // at least one step
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "low"})", 3), 2u);  // rounded
+  // auto and standard: 0, the model's (or --default-steps') default.
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "auto"})", 28), 0u);
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "standard"})", 28), 0u);
+  EXPECT_EQ(StepsFor(R"({"prompt": "x"})", 28), 0u);
+  // The request's own steps win.
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "high", "num_inference_steps": 5})", 28), 5u);
+  // Operator presets: absolute counts, kept within the step limits.
+  auto presets = ParseQualitySteps("low=4,high=60");
+  ASSERT_TRUE(presets.ok()) << presets.status();
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "low"})", 28, *presets), 4u);
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "medium"})", 28, *presets), 28u);  // default
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "high"})", 28, *presets), 60u);
+  RequestLimits limits;
+  limits.max_steps = 50;
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "high"})", 28, *presets, limits), 50u);
+  // Model not loaded yet: factors cannot be applied (Serve answers 503 anyway).
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "high"})", 0), 0u);
+  EXPECT_EQ(StepsFor(R"({"prompt": "x", "quality": "low"})", 0, *presets), 4u);
+}
+
+TEST(OpenAIImagesRequest, QualityStepsFlagIsParsedAndChecked) {
+  auto d = ParseQualitySteps("low=0.5x,medium=1x,high=1.5x");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->low, (QualityPreset{0, 0.5}));
+  EXPECT_EQ(d->medium, (QualityPreset{0, 1.0}));
+  EXPECT_EQ(d->high, (QualityPreset{0, 1.5}));
+  auto mixed = ParseQualitySteps(" high = 50 , low=0.25x");
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->high.steps, 50u);
+  EXPECT_DOUBLE_EQ(mixed->low.factor, 0.25);
+  EXPECT_EQ(mixed->medium, (QualityPreset{0, 1.0}));
+  EXPECT_TRUE(ParseQualitySteps("").ok());
+  for (const char* bad : {"ultra=5", "low", "low=", "low=0", "low=1001", "low=0x", "low=11x",
+                          "low=abc", "low=2,low=3", "hd=40"}) {
+    auto r = ParseQualitySteps(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "--quality-steps")) << r.status();
+  }
+}
+
+TEST(OpenAIImagesRequest, NamedSizesArePixelSizes) {
+  for (const char* size :
+       {"1024x1024", "1536x1024", "1024x1536", "256x256", "512x512", "1792x1024", "1024x1792"}) {
+    auto r = Parse(Json{{"prompt", "x"}, {"size", size}}.dump());
+    ASSERT_TRUE(r.ok()) << size << ": " << r.status();
+    EXPECT_EQ(absl::StrCat(r->request.width(), "x", r->request.height()), size);
+  }
 }
 
 TEST(OpenAIImagesRequest, RefusesUnknownFieldsNamingThem) {
@@ -314,6 +468,32 @@ TEST(OpenAIImageEditRequest, TextFieldsMapAsTheJsonBodysDo) {
   EXPECT_EQ(defaults->request.strength(), 0.0f);
 }
 
+TEST(OpenAIImageEditRequest, OpenAIsOtherEditFieldsMapAsForGenerations) {
+  auto r = ParseEdit({{"prompt", "a cat"},
+                      {"image", "png"},
+                      {"output_format", "webp"},
+                      {"output_compression", "70"},
+                      {"quality", "low"},
+                      {"background", "opaque"},
+                      {"input_fidelity", "high"},
+                      {"response_format", "url"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->request.output_format(), v1::OUTPUT_FORMAT_WEBP);
+  EXPECT_EQ(r->request.output_compression(), 70u);
+  EXPECT_EQ(r->quality, "low");
+  EXPECT_TRUE(r->url);
+  EXPECT_EQ(
+      EditErrorOf({{"prompt", "x"}, {"image", "a"}, {"background", "transparent"}}, "background"),
+      "background \"transparent\" is not supported: the models make opaque RGB images (no "
+      "alpha channel); ask for \"opaque\" or \"auto\"");
+  EXPECT_EQ(
+      EditErrorOf({{"prompt", "x"}, {"image", "a"}, {"input_fidelity", "max"}}, "input_fidelity"),
+      "input_fidelity must be one of \"high\", \"low\", got \"max\"");
+  EXPECT_EQ(EditErrorOf({{"prompt", "x"}, {"image", "a"}, {"output_compression", "high"}},
+                        "output_compression"),
+            "output_compression must be an integer in 0..100, got a string");
+}
+
 TEST(OpenAIImageEditRequest, RefusesAMissingPromptOrImageAndAMask) {
   EXPECT_EQ(EditErrorOf({{"image", "a"}}, "prompt"), "prompt is required");
   EXPECT_EQ(EditErrorOf({{"image", "a"}, {"prompt", ""}}, "prompt"), "prompt must not be empty");
@@ -338,10 +518,13 @@ TEST(OpenAIImageEditRequest, RefusesBadValuesNamingTheField) {
                                "n must be an integer in 1..10, got a number with a fraction"));
   EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("size", "64by64"), "size"),
                                "size must be \"WIDTHxHEIGHT\" in pixels"));
-  EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("response_format", "url"), "response_format"),
-                               "response_format \"url\" is not supported"));
-  EXPECT_EQ(EditErrorOf(with("output_format", "webp"), "output_format"),
-            "output_format must be \"png\", got \"webp\"");
+  EXPECT_EQ(EditErrorOf(with("response_format", "URL"), "response_format"),
+            "response_format must be \"b64_json\" or \"url\", got \"URL\"");
+  EXPECT_EQ(EditErrorOf(with("output_format", "gif"), "output_format"),
+            "output_format must be one of \"png\", \"jpeg\", \"webp\", got \"gif\"");
+  EXPECT_EQ(EditErrorOf(with("quality", "best"), "quality"),
+            "quality must be one of \"auto\", \"low\", \"medium\", \"high\", \"standard\", "
+            "\"hd\", got \"best\"");
   EXPECT_EQ(EditErrorOf(with("guidance_scale", "high"), "guidance_scale"),
             "guidance_scale must be a number, got a string");
   EXPECT_TRUE(absl::StartsWith(EditErrorOf(with("num_inference_steps", "0"), "num_inference_steps"),
@@ -363,7 +546,7 @@ TEST(OpenAIImageEditRequest, RefusesBadValuesNamingTheField) {
 }
 
 TEST(OpenAIImageEditRequest, RefusesUnknownFieldsAsGenerationsDo) {
-  for (const char* field : {"steps", "quality", "background", "input_fidelity"}) {
+  for (const char* field : {"steps", "aspect_ratio", "negative"}) {
     const std::string m = EditErrorOf({{"prompt", "x"}, {"image", "a"}, {field, "auto"}}, field);
     EXPECT_TRUE(absl::StartsWith(m, absl::StrCat("unknown field \"", field, "\""))) << m;
     // The same field in a generations body gets the same answer.
@@ -391,6 +574,39 @@ TEST(OpenAIImagesResponse, IsOpenAIsShapeWithBase64Images) {
   ASSERT_TRUE(absl::Base64Unescape(j["data"][1]["b64_json"].get<std::string>(), &decoded));
   EXPECT_EQ(decoded, "second");
   EXPECT_EQ(j["data"][1]["seed"], 8);
+  // OpenAI's response fields: defaults.
+  EXPECT_EQ(j["output_format"], "png");
+  EXPECT_EQ(j["background"], "opaque");
+  EXPECT_EQ(j["quality"], "auto");
+}
+
+TEST(OpenAIImagesResponse, SaysItsFormatQualityAndSizeAndGivesUrlsWhenAsked) {
+  v1::GenerateResponse a, b;
+  a.set_image("jpeg bytes");
+  a.set_seed(7);
+  a.set_width(96);
+  a.set_height(64);
+  b = a;
+  b.set_seed(8);
+  ImagesResponseInfo info;
+  info.output_format = "jpeg";
+  info.quality = "hd";
+  info.urls = {"http://h:1/v1/images/files/img_1.jpeg", "http://h:1/v1/images/files/img_2.jpeg"};
+  const Json j = Json::parse(ImagesResponseJson({a, b}, 5, info));
+  EXPECT_EQ(j["output_format"], "jpeg");
+  EXPECT_EQ(j["quality"], "high");  // hd is high
+  EXPECT_EQ(j["size"], "96x64");    // WIDTHxHEIGHT
+  EXPECT_EQ(j["background"], "opaque");
+  ASSERT_EQ(j["data"].size(), 2u);
+  EXPECT_EQ(j["data"][0]["url"], info.urls[0]);
+  EXPECT_EQ(j["data"][1]["url"], info.urls[1]);
+  EXPECT_FALSE(j["data"][0].contains("b64_json"));
+  EXPECT_EQ(j["data"][1]["seed"], 8);
+  info.quality = "standard";
+  EXPECT_EQ(Json::parse(ImagesResponseJson({a}, 5, info))["quality"], "auto");
+  EXPECT_EQ(ContentTypeOf("png"), "image/png");
+  EXPECT_EQ(ContentTypeOf("jpeg"), "image/jpeg");
+  EXPECT_EQ(ContentTypeOf("webp"), "image/webp");
 }
 
 TEST(OpenAIModels, ListTheServedModel) {
