@@ -3,9 +3,13 @@
 # (tests/e2e/CMakeLists.txt: http_api_openai_e2e, http_api_curl_e2e, http_api_edits_e2e): starts
 # ditserve-frontend with --http-listen 127.0.0.1:0 (the port read from its "HTTP <port>" line), a
 # bearer token, --max-batch 2 and 2 CPU workers on the flux1-tiny fixture (edits: flux2-tiny), then
-#   openai  runs tests/e2e/openai_client/images_test.js (the official openai npm client);
+#   openai  runs tests/e2e/openai_client/images_test.js (the official openai npm client), with
+#           --quality-steps low=2 and an image store (response_format "url"), and checks that
+#           quality "low" ran 2 steps and `user` was logged;
 #   curl    checks every route and the main error answers with curl and python3, POST
-#           /v1/images/edits' errors included (no image, a mask, images the model does not take);
+#           /v1/images/edits' errors included (no image, a mask, images the model does not take),
+#           and every error of OpenAI's fields (the image store off here: "url" refused, GET
+#           /v1/images/files/{id} 404), output_format jpeg/webp decoded with python3;
 #   edits   POST /v1/images/edits' success path on flux2-tiny (reference images) with curl -F and
 #           the openai client's images.edit (when node and its node_modules are there);
 # then SIGTERM: the frontend must drain and exit 0. Exits 77 (ctest SKIP_RETURN_CODE), saying why,
@@ -41,6 +45,9 @@ if [ "$mode" = edits ]; then
 else
   model_name=flux1-tiny
   extra=(--lora "style=$repo/tests/fixtures/lora/style")
+fi
+if [ "$mode" = openai ]; then
+  extra+=(--quality-steps low=2 --http-image-store-bytes 16777216 --http-image-store-ttl 600)
 fi
 model="$repo/tests/fixtures/$model_name"
 tmp=$(mktemp -d /tmp/ditserve-http-e2e.XXXXXX)
@@ -148,7 +155,11 @@ case "$mode" in
     (cd "$here/openai_client" && node images_test.js "$base/v1" "$tmp/token" flux1-tiny) ||
       fail "the openai client test failed"
     grep -q "2 request(s), 64x64" "$tmp/log" || fail "the two images did not run as one batch"
-    echo "ok   the two images ran as one job (--max-batch 2)" ;;
+    echo "ok   the two images ran as one job (--max-batch 2)"
+    grep -q "admitted (48x48, 2 steps" "$tmp/log" || fail "quality low did not run 2 steps"
+    echo "ok   quality low ran --quality-steps low=2 steps"
+    grep -q 'user="e2e-user"' "$tmp/log" || fail "the user was not logged"
+    echo "ok   the user was logged with its request id" ;;
   curl)
     code=$(call "$tmp/body" GET /v1/models "${auth[@]}")
     expect "GET /v1/models is 200" 200 "$code"
@@ -193,7 +204,55 @@ EOF
     expect "  ... with param size" size "$(field 'j["error"]["param"]')"
     expect "  ... and type invalid_request_error" invalid_request_error "$(field 'j["error"]["type"]')"
     code=$(call "$tmp/body" POST /v1/images/generations "${auth[@]}" -d '{"prompt": "x", "response_format": "url"}')
-    expect "response_format url is 400" 400 "$code"
+    expect "response_format url without the image store is 400" 400 "$code"
+    expect "  ... saying why (param response_format)" "response_format True" \
+      "$(field 'j["error"]["param"], "--http-image-store-bytes" in j["error"]["message"]')"
+    # OpenAI's fields: every error is 400 naming its field.
+    for bad in '"background": "transparent"' '"background": "white"' '"quality": "ultra"' \
+               '"output_format": "gif"' '"output_compression": 101' '"output_compression": "high"' \
+               '"style": "photo"' '"moderation": "none"' '"user": 5' '"response_format": "png"'; do
+      code=$(call "$tmp/body" POST /v1/images/generations "${auth[@]}" -d "{\"prompt\": \"x\", $bad}")
+      want=$(python3 -c 'import json,sys; print(next(iter(json.loads("{" + sys.argv[1] + "}"))))' "$bad")
+      expect "{$bad} is 400 with param $want" "400 $want" "$code $(field 'j["error"]["param"]')"
+    done
+    call "$tmp/body" POST /v1/images/generations "${auth[@]}" \
+      -d '{"prompt": "x", "background": "transparent"}' >/dev/null
+    expect "  ... background transparent says there is no alpha" True \
+      "$(field '"no alpha" in j["error"]["message"]')"
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" -F prompt=x -F "input_fidelity=max" \
+      -F "image=@$tmp/token")
+    expect "an edit with input_fidelity max is 400 with param input_fidelity" "400 input_fidelity" \
+      "$code $(field 'j["error"]["param"]')"
+    code=$(call "$tmp/body" GET /v1/images/files/img_00000000000000000000000000000000.png "${auth[@]}")
+    expect "GET /v1/images/files/{id} without the image store is 404" "404 True" \
+      "$code $(field '"keeps no images" in j["error"]["message"]')"
+    code=$(call "$tmp/body" GET /v1/images/files/img_00000000000000000000000000000000.png)
+    expect "GET /v1/images/files/{id} without a token is 401" 401 "$code"
+    # Accepted: OpenAI's other fields, and output_format jpeg / webp decoded by their headers.
+    code=$(call "$tmp/body" POST /v1/images/generations "${auth[@]}" -d '{"prompt": "a cat", "size": "48x32",
+      "seed": 5, "num_inference_steps": 3, "output_format": "jpeg", "output_compression": 60,
+      "quality": "auto", "background": "opaque", "style": "natural", "moderation": "auto", "user": "u1"}')
+    expect "output_format jpeg with OpenAI's other fields is 200" 200 "$code"
+    jpeg=$(python3 - "$tmp/body" <<'EOF'
+import base64, json, struct, sys
+j = json.load(open(sys.argv[1]))
+b = base64.b64decode(j["data"][0]["b64_json"])
+assert b[:3] == b"\xff\xd8\xff" and b[-2:] == b"\xff\xd9", "not a JPEG"
+at = 2
+while True:
+    marker, length = b[at + 1], struct.unpack(">H", b[at + 2:at + 4])[0]
+    if 0xC0 <= marker <= 0xC3:
+        h, w = struct.unpack(">HH", b[at + 5:at + 9])
+        break
+    at += 2 + length
+print(j["output_format"], f"{w}x{h}", j["size"])
+EOF
+    )
+    expect "  ... a 48x32 JPEG (its SOF), the response saying jpeg" "jpeg 48x32 48x32" "$jpeg"
+    code=$(call "$tmp/body" POST /v1/images/generations "${auth[@]}" -d '{"prompt": "a cat", "size": "32x32",
+      "seed": 5, "num_inference_steps": 3, "output_format": "webp"}')
+    expect "output_format webp is a WebP" "200 webp True" \
+      "$code $(field 'j["output_format"], __import__("base64").b64decode(j["data"][0]["b64_json"])[8:12] == b"WEBP"')"
     code=$(call "$tmp/body" POST /v1/images/generations "${auth[@]}" -d '{"prompt": "x",')
     expect "malformed JSON is 400" 400 "$code"
     code=$(call "$tmp/body" POST /v1/images/generations -d '{"prompt": "x"}')

@@ -6,7 +6,13 @@
 //   - client.images.generate({model, prompt, size: "64x64", response_format: "b64_json", n: 2,
 //     seed}) returns two PNGs of 64 x 64 with the seeds seed and seed + 1;
 //   - a bad request raises the client's BadRequestError (status 400, `param` naming the field),
-//     "url" responses are refused the same way, and a wrong key raises AuthenticationError (401);
+//     and a wrong key raises AuthenticationError (401);
+//   - OpenAI's fields (http_api_e2e.sh starts the frontend with --quality-steps low=2 and an image
+//     store): quality "low" answers quality "low" (the script checks the ranks ran 2 steps);
+//     output_format "jpeg" with output_compression gives a JPEG (signature, SOF size) of the size
+//     asked for, "webp" a WebP; response_format "url" gives absolute URLs that fetch the PNG with
+//     the token (401 without); background "transparent" raises BadRequestError (param background);
+//     style, moderation and user are accepted;
 //   - client.images.edit({image: [file1, file2], prompt, ...}) with files made by the package's
 //     toFile (POST /v1/images/edits, multipart/form-data): a mask raises BadRequestError (param
 //     mask); more images than the model takes (GET /v1/models' image_inputs.max_images; at least
@@ -58,6 +64,23 @@ function pngSize(buf) {
   if (buf.length < 24 || !buf.subarray(0, 8).equals(signature)) return null;
   if (buf.toString("ascii", 12, 16) !== "IHDR") return null;
   return { width: buf.readUInt32BE(16), height: buf.readUInt32BE(20) };
+}
+
+// Width and height from a JPEG's SOF segment (baseline or progressive), or null when the bytes are
+// not a JPEG.
+function jpegSize(buf) {
+  if (buf.length < 4 || buf[0] !== 0xff || buf[1] !== 0xd8 || buf[2] !== 0xff) return null;
+  let at = 2;
+  while (at + 4 <= buf.length) {
+    if (buf[at] !== 0xff) return null;
+    const marker = buf[at + 1];
+    const length = buf.readUInt16BE(at + 2);
+    if (marker >= 0xc0 && marker <= 0xc3) {
+      return { width: buf.readUInt16BE(at + 7), height: buf.readUInt16BE(at + 5) };
+    }
+    at += 2 + length;
+  }
+  return null;
 }
 
 // A solid RGB PNG of width x height (zlib and a CRC-32 table: no imaging package).
@@ -154,6 +177,74 @@ async function edits(client, model, inputs) {
   }
 }
 
+// OpenAI's fields beyond ditserve's first set: quality, output_format, response_format "url",
+// background, and those accepted without effect.
+async function openaiFields(client, model) {
+  const low = await client.images.generate({
+    model, prompt: "a cat holding a sign", size: "48x48", quality: "low", response_format: "b64_json",
+    seed: 5,
+  });
+  const lowPng = Buffer.from((low.data && low.data[0] && low.data[0].b64_json) || "", "base64");
+  check("quality: low is answered with quality low and a 48x48 PNG",
+        low.quality === "low" && low.output_format === "png" &&
+        JSON.stringify(pngSize(lowPng)) === '{"width":48,"height":48}',
+        JSON.stringify({ quality: low.quality, format: low.output_format, size: pngSize(lowPng) }));
+
+  const jpeg = await client.images.generate({
+    model, prompt: "a cat holding a sign", size: "64x32", output_format: "jpeg",
+    output_compression: 80, response_format: "b64_json", seed: 5, num_inference_steps: 3,
+  });
+  const jpegBytes = Buffer.from((jpeg.data && jpeg.data[0] && jpeg.data[0].b64_json) || "", "base64");
+  check("output_format: jpeg returns a JPEG (FF D8 FF ... FF D9) of 64x32 by its SOF",
+        jpeg.output_format === "jpeg" && jpegBytes.length > 4 &&
+        jpegBytes[jpegBytes.length - 2] === 0xff && jpegBytes[jpegBytes.length - 1] === 0xd9 &&
+        JSON.stringify(jpegSize(jpegBytes)) === '{"width":64,"height":32}',
+        JSON.stringify({ format: jpeg.output_format, size: jpegSize(jpegBytes), bytes: jpegBytes.length }));
+  check("  ... and the response says size 64x32", jpeg.size === "64x32", String(jpeg.size));
+  const webp = await client.images.generate({
+    model, prompt: "a cat holding a sign", size: "32x32", output_format: "webp",
+    response_format: "b64_json", seed: 5, num_inference_steps: 3,
+  });
+  const webpBytes = Buffer.from((webp.data && webp.data[0] && webp.data[0].b64_json) || "", "base64");
+  check("output_format: webp returns a WebP (RIFF....WEBP)",
+        webp.output_format === "webp" && webpBytes.toString("ascii", 0, 4) === "RIFF" &&
+        webpBytes.toString("ascii", 8, 12) === "WEBP", webpBytes.subarray(0, 12).toString("hex"));
+
+  const byUrl = await client.images.generate({
+    model, prompt: "a cat holding a sign", size: "64x64", response_format: "url", n: 2, seed: 11,
+    num_inference_steps: 4, style: "vivid", moderation: "low", user: "e2e-user",
+    background: "opaque",
+  });
+  const urls = (byUrl.data || []).map((d) => d.url);
+  check("response_format: url returns two absolute URLs and no b64_json",
+        urls.length === 2 && urls.every((u) => /^http:\/\/.+\/v1\/images\/files\/img_[0-9a-f]{32}\.png$/.test(u)) &&
+        byUrl.data.every((d) => d.b64_json === undefined), JSON.stringify(byUrl.data));
+  for (const [i, u] of urls.entries()) {
+    const got = await fetch(u, { headers: { Authorization: `Bearer ${token}` } });
+    const png = Buffer.from(await got.arrayBuffer());
+    check(`  ... URL ${i} fetches a 64x64 PNG with the token`,
+          got.status === 200 && got.headers.get("content-type") === "image/png" &&
+          JSON.stringify(pngSize(png)) === '{"width":64,"height":64}',
+          `${got.status} ${got.headers.get("content-type")} ${JSON.stringify(pngSize(png))}`);
+  }
+  if (urls.length) {
+    const anonymous = await fetch(urls[0]);
+    check("  ... and is 401 without it", anonymous.status === 401, `${anonymous.status}`);
+    const gone = await fetch(urls[0].replace(/img_[0-9a-f]{32}/, "img_" + "0".repeat(32)),
+                             { headers: { Authorization: `Bearer ${token}` } });
+    check("  ... an unknown image id is 404", gone.status === 404, `${gone.status}`);
+  }
+
+  const transparent = await errorOf(() => client.images.generate({
+    model, prompt: "x", size: "64x64", background: "transparent" }));
+  check("background: transparent raises BadRequestError (param background)",
+        transparent instanceof BadRequestError && transparent.param === "background" &&
+        /no alpha/.test(transparent.message), String(transparent));
+  const quality = await errorOf(() => client.images.generate({ model, prompt: "x", quality: "ultra" }));
+  check("an unknown quality raises BadRequestError (param quality)",
+        quality instanceof BadRequestError && quality.param === "quality", String(quality));
+}
+
 async function main() {
   // No retries: every status must reach the test as the server sent it.
   const client = new OpenAI({ apiKey: token, baseURL, maxRetries: 0, timeout: 600 * 1000 });
@@ -202,10 +293,7 @@ async function main() {
         bad && JSON.stringify(bad.error));
   check("  ... and the limit", bad && /multiple of 16/.test(bad.message), bad && bad.message);
 
-  const url = await errorOf(() => client.images.generate({ model, prompt: "x", size: "64x64",
-                                                           response_format: "url" }));
-  check("response_format url raises BadRequestError", url instanceof BadRequestError &&
-        url.param === "response_format" && /keeps no files/.test(url.message), String(url));
+  await openaiFields(client, model);
 
   const tooMany = await errorOf(() => client.images.generate({ model, prompt: "x", size: "64x64",
                                                                n: 11 }));
