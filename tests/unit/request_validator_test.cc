@@ -219,6 +219,34 @@ TEST(RequestValidator, RefusesOutputFormatsTheModelCannotProduce) {
   EXPECT_EQ(flux->shape.output_format, v1::OUTPUT_FORMAT_PNG);
 }
 
+TEST(RequestValidator, JpegAndWebpTakeTheirQualityIntoTheShape) {
+  v1::GenerateRequest r;
+  r.set_prompt("a cat");
+  r.set_output_format(v1::OUTPUT_FORMAT_JPEG);
+  auto v = ValidateRequest(r, Flux1(), RequestLimits());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->shape.output_format, v1::OUTPUT_FORMAT_JPEG);
+  EXPECT_EQ(v->shape.output_quality, 100u);  // absent: OpenAI's default, the best quality
+  r.set_output_compression(40);
+  auto q40 = ValidateRequest(r, Flux1(), RequestLimits());
+  ASSERT_TRUE(q40.ok()) << q40.status();
+  EXPECT_EQ(q40->shape.output_quality, 40u);
+  EXPECT_FALSE(q40->shape == v->shape);  // another quality never shares a batch
+  r.set_output_format(v1::OUTPUT_FORMAT_WEBP);
+  r.set_output_compression(0);
+  auto webp = ValidateRequest(r, Flux1(), RequestLimits());
+  ASSERT_TRUE(webp.ok()) << webp.status();
+  EXPECT_EQ(webp->shape.output_quality, 0u);
+  // PNG ignores it (quality 0 in the shape, so it does not split PNG batches).
+  r.set_output_format(v1::OUTPUT_FORMAT_PNG);
+  r.set_output_compression(40);
+  auto png = ValidateRequest(r, Flux1(), RequestLimits());
+  ASSERT_TRUE(png.ok()) << png.status();
+  EXPECT_EQ(png->shape.output_quality, 0u);
+  r.set_output_compression(101);
+  ExpectInvalid(r, "output_compression must be in 0..100, got 101");
+}
+
 worker::v1::ModelDescription WithLoras(std::vector<std::string> names) {
   worker::v1::ModelDescription m = Flux1();
   for (const std::string& name : names) {
