@@ -1,5 +1,7 @@
 #include "server/http_api.h"
 
+#include "server/streamed_call.h"
+
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
@@ -414,6 +416,7 @@ void HttpApi::ServeImages(ApiMethod method, absl::StatusOr<openai::ImagesRequest
     spdlog::info("req={} user=\"{}\"{}", parsed->request.request_id(), absl::CHexEscape(user),
                  user.size() < parsed->user.size() ? " (cut)" : "");
   }
+  if (parsed->stream) return StreamImages(method, *parsed, res);
   const NoDeadlineCallContext ctx;
   auto responses = service_->Serve(ctx, method, openai::ExpandImages(*parsed), nullptr);
   if (!responses.ok()) return SendError(res, responses.status());
@@ -429,6 +432,45 @@ void HttpApi::ServeImages(ApiMethod method, absl::StatusOr<openai::ImagesRequest
     for (const std::string& id : *ids) answer.urls.push_back(ImageUrl(req, id));
   }
   SendJson(res, 200, openai::ImagesResponseJson(*responses, UnixNow(), answer));
+}
+
+void HttpApi::StreamImages(ApiMethod method, const openai::ImagesRequest& parsed,
+                           httplib::Response& res) {
+  auto call = std::make_shared<StreamedCall>(
+      [this, method, requests = openai::ExpandImages(parsed)](const StreamedCall::Emit& emit) {
+        const NoDeadlineCallContext ctx;
+        return service_->Serve(ctx, method, requests, emit);
+      });
+  // Refused before its stream begins (validation, queue full, not ready): an ordinary error answer.
+  if (!call->WaitStarted()) {
+    if (!call->result().ok()) return SendError(res, call->result().status());
+  }
+  openai::ImagesResponseInfo info;
+  info.output_format = parsed.output_format;
+  info.quality = parsed.quality;
+  const std::string kind = method == ApiMethod::kImagesEdits ? "image_edit" : "image_generation";
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [call, info, kind](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& frame) {
+          if (sink.write(frame.data(), frame.size())) return true;
+          call->ClientGone();
+          return false;
+        };
+        while (std::optional<v1::GenerateEvent> ev = call->Next()) {
+          if (!ev->has_progress() || ev->progress().preview().empty()) continue;
+          if (!write(openai::PartialImageEvent(kind, ev->progress(), info, UnixNow()))) {
+            return false;
+          }
+        }
+        const StreamedCall::Responses& r = call->result();
+        write(r.ok() ? openai::CompletedEvent(kind, r->front(), info, UnixNow())
+                     : openai::ErrorEvent(r.status()));
+        sink.done();
+        return true;
+      },
+      [call](bool) { call->ClientGone(); });
 }
 
 std::string HttpApi::ImageUrl(const httplib::Request& req, const std::string& id) const {

@@ -107,6 +107,10 @@ class HttpApi {
   // Parsed requests to Serve, and its answer (or its error) to `res`.
   void ServeImages(ApiMethod method, absl::StatusOr<openai::ImagesRequest> parsed,
                    const httplib::Request& req, httplib::Response& res, Clock::time_point arrived);
+  // stream: true: the call's previews as OpenAI's partial_image events, then its completed event
+  // (or an error event), as server-sent events written while the call runs (a refusal before the
+  // call is admitted is an ordinary error answer).
+  void StreamImages(ApiMethod method, const openai::ImagesRequest& parsed, httplib::Response& res);
   // GET /v1/images/files/{id}.
   void HandleImageFile(const httplib::Request& req, httplib::Response& res);
   // Where the stored image `id` is fetched: public_url or the request's scheme and Host.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "imaging/format.h"
 
 namespace ditserve::server::openai {
 namespace {
@@ -26,7 +27,9 @@ using Json = nlohmann::json;
 // field).
 constexpr char kParamPayload[] = "type.ditserve/openai.param";
 
-absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+absl::Status Invalid(const std::string& message) {
+  return absl::InvalidArgumentError(message);
+}
 
 // The edit form's image parts: `image`, or `image[]` repeated (the openai clients' array form).
 bool IsEditImageField(const std::string& name) {
@@ -87,8 +90,8 @@ absl::StatusOr<double> Number(const std::string& field, const Json& v) {
 absl::StatusOr<uint64_t> Integer(const std::string& field, const Json& v, uint64_t min,
                                  uint64_t max) {
   if (!v.is_number_integer()) {
-    return Invalid(absl::StrCat(field, " must be an integer in ", min, "..", max, ", got ",
-                                TypeName(v)));
+    return Invalid(
+        absl::StrCat(field, " must be an integer in ", min, "..", max, ", got ", TypeName(v)));
   }
   const bool negative = v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0;
   const uint64_t u = negative ? 0 : v.get<uint64_t>();
@@ -136,9 +139,9 @@ absl::Status ParseLoras(const Json& v, v1::GenerateRequest* r) {
     const Json& entry = v[i];
     const std::string field = absl::StrCat("loras[", i, "]");
     if (!entry.is_object()) {
-      return Invalid(absl::StrCat(
-          field, " must be an object {\"name\": string, \"scale\": number}, got ",
-          TypeName(entry)));
+      return Invalid(absl::StrCat(field,
+                                  " must be an object {\"name\": string, \"scale\": number}, got ",
+                                  TypeName(entry)));
     }
     v1::LoraChoice* choice = r->add_loras();
     for (const auto& [key, value] : entry.items()) {
@@ -180,7 +183,9 @@ const std::set<std::string>& KnownFields() {
                                                         "guidance_scale",
                                                         "true_cfg_scale",
                                                         "negative_prompt",
-                                                        "loras"};
+                                                        "loras",
+                                                        "stream",
+                                                        "partial_images"};
   return *fields;
 }
 
@@ -194,7 +199,7 @@ bool IsEditTextField(const std::string& name) {
 bool IsJsonFormField(const std::string& name) {
   static const auto* fields = new std::set<std::string>{
       "n",        "seed",  "num_inference_steps", "guidance_scale", "true_cfg_scale",
-      "strength", "loras", "output_compression"};
+      "strength", "loras", "output_compression",  "stream",         "partial_images"};
   return fields->count(name) > 0;
 }
 
@@ -228,7 +233,10 @@ std::string FieldOfWord(const std::string& word) {
                                                         "loras",
                                                         "image",
                                                         "mask",
-                                                        "strength"};
+                                                        "strength",
+                                                        "stream",
+                                                        "partial_images",
+                                                        "preview_images"};
   return fields->count(word) ? word : "";
 }
 
@@ -404,8 +412,32 @@ absl::Status ParseSampling(const Json& doc, const RequestLimits& limits, ImagesR
     if (*strength <= 0 || *strength > 1) {
       return Invalid(absl::StrCat("strength must be in (0, 1], got ", Shown(*v)));
     }
-    r.set_strength(static_cast<float>(*strength));
+    r.set_strength(*strength);  // a double on the wire: 0.6 must stay 0.6
   }
+  return absl::OkStatus();
+}
+
+// stream (a boolean: server-sent events) and partial_images (0..3, the previews it carries; ignored
+// without stream, as OpenAI ignores it). A stream answers one image in b64_json.
+absl::Status ParseStreaming(const Json& doc, ImagesRequest* out) {
+  if (const Json* v = Field(doc, "stream")) {
+    if (!v->is_boolean()) return Invalid(absl::StrCat("stream must be a boolean, got ", Shown(*v)));
+    out->stream = v->get<bool>();
+  }
+  if (const Json* v = Field(doc, "partial_images")) {
+    auto partial = Integer("partial_images", *v, 0, kMaxPartialImages);
+    if (!partial.ok()) return partial.status();
+    out->partial_images = static_cast<uint32_t>(*partial);
+  }
+  if (!out->stream) return absl::OkStatus();
+  if (out->n != 1) {
+    return Invalid(
+        absl::StrCat("n must be 1 with stream: true (one image a stream), got ", out->n));
+  }
+  if (out->url) {
+    return Invalid("response_format \"url\" does not stream: a stream's events carry b64_json");
+  }
+  out->request.set_preview_images(out->partial_images);
   return absl::OkStatus();
 }
 
@@ -420,6 +452,7 @@ absl::StatusOr<ImagesRequest> ParseFields(const Json& doc, const std::string& se
   RETURN_IF_ERROR(ParseCountAndFormats(doc, max_n, &out));
   RETURN_IF_ERROR(ParseLooks(doc, &out));
   RETURN_IF_ERROR(ParseSampling(doc, limits, &out));
+  RETURN_IF_ERROR(ParseStreaming(doc, &out));
   return out;
 }
 
@@ -524,6 +557,19 @@ std::string ContentTypeOf(absl::string_view output_format) {
   return "image/png";
 }
 
+namespace {
+
+// OpenAI's quality names in an answer ("hd" -> "high", "standard" -> "auto").
+std::string AnsweredQuality(const std::string& quality) {
+  return quality == "hd" ? "high" : quality == "standard" ? "auto" : quality;
+}
+
+std::string Frame(absl::string_view event, const Json& data) {
+  return absl::StrCat("event: ", event, "\ndata: ", data.dump(), "\n\n");
+}
+
+}  // namespace
+
 std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& responses, int64_t created,
                                const ImagesResponseInfo& info) {
   Json data = Json::array();
@@ -535,9 +581,7 @@ std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& response
       data.push_back({{"b64_json", absl::Base64Escape(r.image())}, {"seed", r.seed()}});
     }
   }
-  const std::string quality = info.quality == "hd"         ? "high"
-                              : info.quality == "standard" ? "auto"
-                                                           : info.quality;
+  const std::string quality = AnsweredQuality(info.quality);
   Json out = {{"created", created},
               {"data", std::move(data)},
               {"background", "opaque"},
@@ -547,6 +591,44 @@ std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& response
     out["size"] = absl::StrCat(responses[0].width(), "x", responses[0].height());
   }
   return out.dump();
+}
+
+std::string PartialImageEvent(absl::string_view kind, const v1::Progress& progress,
+                              const ImagesResponseInfo& info, int64_t created) {
+  const std::string type = absl::StrCat(kind, ".partial_image");
+  Json data = {{"type", type},
+               {"b64_json", absl::Base64Escape(progress.preview())},
+               {"created_at", created},
+               {"quality", AnsweredQuality(info.quality)},
+               {"background", "opaque"},
+               {"output_format", "png"},
+               {"partial_image_index", progress.preview_index()}};
+  if (auto header = imaging::ReadImageHeader(progress.preview()); header.ok()) {
+    data["size"] = absl::StrCat(header->width, "x", header->height);
+  }
+  return Frame(type, data);
+}
+
+std::string CompletedEvent(absl::string_view kind, const v1::GenerateResponse& response,
+                           const ImagesResponseInfo& info, int64_t created) {
+  const std::string type = absl::StrCat(kind, ".completed");
+  const Json usage = {{"input_tokens", 0},
+                      {"input_tokens_details", {{"image_tokens", 0}, {"text_tokens", 0}}},
+                      {"output_tokens", 0},
+                      {"total_tokens", 0}};
+  return Frame(type, {{"type", type},
+                      {"b64_json", absl::Base64Escape(response.image())},
+                      {"created_at", created},
+                      {"size", absl::StrCat(response.width(), "x", response.height())},
+                      {"quality", AnsweredQuality(info.quality)},
+                      {"background", "opaque"},
+                      {"output_format", info.output_format},
+                      {"usage", usage},
+                      {"seed", response.seed()}});
+}
+
+std::string ErrorEvent(const absl::Status& status) {
+  return Frame("error", Json::parse(ErrorJson(status)));
 }
 
 namespace {

@@ -24,6 +24,8 @@ namespace ditserve::server::openai {
 // The most images one call may ask for (OpenAI's own limit for `n`); also at most --max-queue,
 // since the images of a call are admitted together.
 constexpr uint32_t kMaxImagesPerRequest = 10;
+// OpenAI's partial_images range (0..3), GenerateRequest.preview_images' limit.
+constexpr uint32_t kMaxPartialImages = 3;
 
 // A parsed POST /v1/images/generations body or /v1/images/edits form.
 struct ImagesRequest {
@@ -35,6 +37,8 @@ struct ImagesRequest {
   std::string output_format = "png";  // "png", "jpeg", "webp" (request.output_format says the same)
   bool url = false;                   // response_format "url": the images go to the image store
   std::string user;                   // as sent (logged with the request id); empty when absent
+  bool stream = false;          // server-sent events (StreamEvent...) instead of one JSON answer
+  uint32_t partial_images = 0;  // with stream: request.preview_images, the partial_image events
   // The first image's request (seed set when has_seed); ExpandImages makes the others.
   v1::GenerateRequest request;
 };
@@ -52,7 +56,10 @@ struct ImagesRequest {
 // `seed` (unsigned integer), `num_inference_steps` (integer >= 1; wins over `quality`),
 // `guidance_scale`, `true_cfg_scale` (numbers), `negative_prompt` (string), `loras` (an array of
 // {"name": string (required), "scale": number (null or absent: 1.0)}, in GenerateRequest.loras).
-// An unknown field (`stream` and `partial_images` included), a value outside a field's set, a
+// `stream` (boolean: the answer is OpenAI's server-sent events; then `n` must be 1 and
+// `response_format` b64_json) and `partial_images` (0..3: that many partial_image events, the
+// previews of GenerateRequest.preview_images; ignored without `stream`).
+// An unknown field, a value outside a field's set, a
 // wrong JSON type or malformed JSON is INVALID_ARGUMENT naming it. Ranges that depend on the model
 // (size, steps, scales, prompt bytes, which adapters exist) are left to ValidateRequest.
 absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body,
@@ -112,6 +119,22 @@ struct ImagesResponseInfo {
 // "background": "opaque"} in the order of `responses` ("seed" is ditserve's addition).
 std::string ImagesResponseJson(const std::vector<v1::GenerateResponse>& responses, int64_t created,
                                const ImagesResponseInfo& info = {});
+
+// A streamed call's server-sent events, OpenAI's streaming Images API: `kind` "image_generation"
+// (POST /v1/images/generations) or "image_edit" (edits). Each is one whole frame, "event: <type>\n
+// data: <JSON>\n\n":
+//   <kind>.partial_image {"type", "b64_json" (the preview PNG), "created_at", "size" (of the
+//     preview), "quality", "background": "opaque", "output_format": "png" (previews are PNGs),
+//     "partial_image_index"} for a Progress event that carries a preview;
+//   <kind>.completed {"type", "b64_json", "created_at", "size", "quality", "background",
+//     "output_format", "usage" (zero tokens: no tokens are counted), "seed"} for the result;
+//   error {"error": {...}} (ErrorJson's object) when the call fails after its stream began (the
+//     openai clients raise it as an APIError).
+std::string PartialImageEvent(absl::string_view kind, const v1::Progress& progress,
+                              const ImagesResponseInfo& info, int64_t created);
+std::string CompletedEvent(absl::string_view kind, const v1::GenerateResponse& response,
+                           const ImagesResponseInfo& info, int64_t created);
+std::string ErrorEvent(const absl::Status& status);
 
 // OpenAI's model object of the served model ({"id": name, "object": "model", "created",
 // "owned_by": "ditserve"}, plus ditserve's "loras": [{"name", "format", "rank", "modules"}, ...],

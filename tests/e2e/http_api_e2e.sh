@@ -180,6 +180,19 @@ EOF
     )
     expect "  ... a 64 wide, 48 high PNG with the seed asked for" "64x48 seed=5 created=True" "$size"
 
+    # stream: true: OpenAI's server-sent events; a refusal before the stream begins is a plain 400.
+    code=$(call "$tmp/body" POST /v1/images/generations "${auth[@]}" -H 'Content-Type: application/json' \
+      -d '{"prompt": "a cat", "size": "32x32", "stream": true, "partial_images": 1, "seed": 5,
+           "num_inference_steps": 3}')
+    expect "stream: true is 200" 200 "$code"
+    expect "  ... with one partial_image then completed" \
+      "image_generation.partial_image image_generation.completed" \
+      "$(grep '^event: ' "$tmp/body" | cut -d' ' -f2 | tr '\n' ' ' | sed 's/ $//')"
+    code=$(call "$tmp/body" POST /v1/images/generations "${auth[@]}" -H 'Content-Type: application/json' \
+      -d '{"prompt": "a cat", "size": "33x32", "stream": true}')
+    expect "stream: true with a bad size is 400 before any event" "400 size" \
+      "$code $(field 'j["error"]["param"]')"
+
     # LoRA: the adapter started with --lora is listed, and a request naming it gets another image
     # than the same request without it (lora_e2e_test holds the gRPC path to diffusers' pixels).
     code=$(call "$tmp/body" GET /v1/models/flux1-tiny "${auth[@]}")

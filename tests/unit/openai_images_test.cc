@@ -68,7 +68,7 @@ TEST(OpenAIImagesRequest, DefaultsLeaveTheServerToDecide) {
   EXPECT_EQ(r->n, 1u);
   EXPECT_FALSE(r->has_seed);
   EXPECT_FALSE(r->request.has_seed());  // the validator draws one per image
-  EXPECT_EQ(r->request.width(), 0u);   // 0: the model's default
+  EXPECT_EQ(r->request.width(), 0u);    // 0: the model's default
   EXPECT_EQ(r->request.height(), 0u);
   EXPECT_EQ(r->request.num_inference_steps(), 0u);
   EXPECT_FALSE(r->request.has_guidance_scale());
@@ -92,17 +92,15 @@ TEST(OpenAIImagesRequest, RefusesWrongTypesNamingTheField) {
                                 "n must be an integer in 1..10, got a string"));
   EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "n": 1.5})", "n"),
                                 "got a number with a fraction"));
-  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "seed": -1})", "seed"),
-                                "seed must be in 0.."));
-  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "guidance_scale": "high"})",
-                                        "guidance_scale"),
-                                "guidance_scale must be a number, got a string"));
-  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "true_cfg_scale": true})",
-                                        "true_cfg_scale"),
-                                "got a boolean"));
-  EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "negative_prompt": ["a"]})",
-                                        "negative_prompt"),
-                                "got an array"));
+  EXPECT_TRUE(
+      absl::StrContains(ErrorOf(R"({"prompt": "x", "seed": -1})", "seed"), "seed must be in 0.."));
+  EXPECT_TRUE(
+      absl::StrContains(ErrorOf(R"({"prompt": "x", "guidance_scale": "high"})", "guidance_scale"),
+                        "guidance_scale must be a number, got a string"));
+  EXPECT_TRUE(absl::StrContains(
+      ErrorOf(R"({"prompt": "x", "true_cfg_scale": true})", "true_cfg_scale"), "got a boolean"));
+  EXPECT_TRUE(absl::StrContains(
+      ErrorOf(R"({"prompt": "x", "negative_prompt": ["a"]})", "negative_prompt"), "got an array"));
   EXPECT_TRUE(absl::StrContains(ErrorOf(R"({"prompt": "x", "size": 1024})", "size"),
                                 "size must be a string"));
 }
@@ -112,27 +110,29 @@ TEST(OpenAIImagesRequest, RefusesBadValuesNamingTheFieldAndTheLimit) {
   EXPECT_EQ(ErrorOf(R"({"prompt": ""})", "prompt"), "prompt must not be empty");
   for (const char* size : {"1024", "1024x", "x1024", "10x10x10", "0x64", "64x0", "-64x64",
                            "64 x 64", "123456x64", "1024X1024"}) {
-    const std::string m =
-        ErrorOf(Json{{"prompt", "x"}, {"size", size}}.dump(), "size");
-    EXPECT_TRUE(absl::StartsWith(m, "size must be \"WIDTHxHEIGHT\" in pixels")) << size << ": " << m;
+    const std::string m = ErrorOf(Json{{"prompt", "x"}, {"size", size}}.dump(), "size");
+    EXPECT_TRUE(absl::StartsWith(m, "size must be \"WIDTHxHEIGHT\" in pixels"))
+        << size << ": " << m;
   }
   EXPECT_EQ(ErrorOf(R"({"prompt": "x", "n": 0})", "n"),
             "n must be in 1..10, got 0 (at most 10 images a call, and no more than the admission "
             "queue holds)");
-  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "n": 11})", "n"), "n must be in 1..10, got 11"));
+  EXPECT_TRUE(
+      absl::StartsWith(ErrorOf(R"({"prompt": "x", "n": 11})", "n"), "n must be in 1..10, got 11"));
   // --max-queue 4: n is at most 4.
-  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "n": 5})", "n", 4), "n must be in 1..4, got 5"));
-  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "num_inference_steps": 0})",
-                                       "num_inference_steps"),
-                               "num_inference_steps must be in 1..200, got 0"));
-  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "num_inference_steps": 201})",
-                                       "num_inference_steps"),
-                               "num_inference_steps must be in 1..200, got 201"));
+  EXPECT_TRUE(
+      absl::StartsWith(ErrorOf(R"({"prompt": "x", "n": 5})", "n", 4), "n must be in 1..4, got 5"));
+  EXPECT_TRUE(absl::StartsWith(
+      ErrorOf(R"({"prompt": "x", "num_inference_steps": 0})", "num_inference_steps"),
+      "num_inference_steps must be in 1..200, got 0"));
+  EXPECT_TRUE(absl::StartsWith(
+      ErrorOf(R"({"prompt": "x", "num_inference_steps": 201})", "num_inference_steps"),
+      "num_inference_steps must be in 1..200, got 201"));
   // The last seed of the call must fit: 2^64 - 1 is fine alone, not with n = 2.
   EXPECT_TRUE(Parse(R"({"prompt": "x", "seed": 18446744073709551615})").ok());
-  EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "n": 2, "seed": 18446744073709551615})",
-                                       "seed"),
-                               "seed must be in 0..18446744073709551614"));
+  EXPECT_TRUE(
+      absl::StartsWith(ErrorOf(R"({"prompt": "x", "n": 2, "seed": 18446744073709551615})", "seed"),
+                       "seed must be in 0..18446744073709551614"));
   EXPECT_TRUE(absl::StartsWith(ErrorOf(R"({"prompt": "x", "model": "dall-e-3"})", "model"),
                                "model \"dall-e-3\" is not served here: this server serves "
                                "\"flux1-tiny\""));
@@ -305,6 +305,29 @@ TEST(OpenAIImagesRequest, NamedSizesArePixelSizes) {
 TEST(OpenAIImagesRequest, RefusesUnknownFieldsNamingThem) {
   const std::string m = ErrorOf(R"({"prompt": "x", "num_steps": 4})", "num_steps");
   EXPECT_TRUE(absl::StartsWith(m, "unknown field \"num_steps\"")) << m;
+}
+
+TEST(OpenAIImagesRequest, StreamAsksForPartialImagesAsPreviews) {
+  auto r = Parse(R"({"prompt": "x", "stream": true, "partial_images": 2})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->stream);
+  EXPECT_EQ(r->partial_images, 2u);
+  EXPECT_EQ(r->request.preview_images(), 2u);
+  // Without stream, partial_images asks for nothing (OpenAI ignores it too).
+  auto plain = Parse(R"({"prompt": "x", "partial_images": 3})");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->stream);
+  EXPECT_EQ(plain->request.preview_images(), 0u);
+  EXPECT_TRUE(
+      absl::StrContains(ErrorOf(R"({"prompt": "x", "stream": "yes"})", "stream"), "boolean"));
+  EXPECT_TRUE(absl::StrContains(
+      ErrorOf(R"({"prompt": "x", "stream": true, "partial_images": 4})", "partial_images"),
+      "0..3"));
+  EXPECT_TRUE(
+      absl::StrContains(ErrorOf(R"({"prompt": "x", "stream": true, "n": 2})", "n"), "stream"));
+  EXPECT_TRUE(absl::StrContains(
+      ErrorOf(R"({"prompt": "x", "stream": true, "response_format": "url"})", "response_format"),
+      "stream"));
 }
 
 TEST(OpenAIImagesRequest, MapsLorasToTheGenerateRequest) {
@@ -580,6 +603,44 @@ TEST(OpenAIImagesResponse, IsOpenAIsShapeWithBase64Images) {
   EXPECT_EQ(j["quality"], "auto");
 }
 
+TEST(OpenAIImagesStream, EventsAreOpenAIsServerSentEvents) {
+  auto data_of = [](const std::string& frame, const std::string& event) {
+    const std::string head = "event: " + event + "\ndata: ";
+    EXPECT_TRUE(absl::StartsWith(frame, head)) << frame.substr(0, 80);
+    EXPECT_TRUE(absl::EndsWith(frame, "\n\n"));
+    return Json::parse(frame.substr(head.size(), frame.size() - head.size() - 2));
+  };
+  ImagesResponseInfo info;
+  info.output_format = "jpeg";
+  info.quality = "hd";
+  v1::Progress p;
+  p.set_preview(std::string("not a png"));
+  p.set_preview_index(1);
+  const Json partial =
+      data_of(PartialImageEvent("image_edit", p, info, 1700000000), "image_edit.partial_image");
+  EXPECT_EQ(partial["type"], "image_edit.partial_image");
+  EXPECT_EQ(partial["partial_image_index"], 1);
+  EXPECT_EQ(partial["output_format"], "png");  // previews are PNGs whatever the result's format
+  EXPECT_EQ(partial["quality"], "high");
+  EXPECT_EQ(partial["created_at"], 1700000000);
+  std::string decoded;
+  ASSERT_TRUE(absl::Base64Unescape(partial["b64_json"].get<std::string>(), &decoded));
+  EXPECT_EQ(decoded, "not a png");
+  v1::GenerateResponse r;
+  r.set_image("jpeg bytes");
+  r.set_width(64);
+  r.set_height(32);
+  r.set_seed(9);
+  const Json done = data_of(CompletedEvent("image_generation", r, info, 1700000001),
+                            "image_generation.completed");
+  EXPECT_EQ(done["size"], "64x32");
+  EXPECT_EQ(done["output_format"], "jpeg");
+  EXPECT_EQ(done["seed"], 9);
+  EXPECT_EQ(done["usage"]["total_tokens"], 0);
+  const Json error = data_of(ErrorEvent(absl::DeadlineExceededError("too slow")), "error");
+  EXPECT_EQ(error["error"]["type"], "timeout_error");
+}
+
 TEST(OpenAIImagesResponse, SaysItsFormatQualityAndSizeAndGivesUrlsWhenAsked) {
   v1::GenerateResponse a, b;
   a.set_image("jpeg bytes");
@@ -619,7 +680,7 @@ TEST(OpenAIModels, ListTheServedModel) {
   EXPECT_EQ(list["data"][0]["object"], "model");
   EXPECT_EQ(list["data"][0]["created"], 42);
   EXPECT_EQ(list["data"][0]["owned_by"], "ditserve");
-  EXPECT_EQ(list["data"][0]["loras"], Json::array());  // no adapters loaded
+  EXPECT_EQ(list["data"][0]["loras"], Json::array());           // no adapters loaded
   EXPECT_EQ(list["data"][0]["image_inputs"]["max_images"], 0);  // takes no input image
   EXPECT_EQ(Json::parse(ModelJson(info, 42)), list["data"][0]);
 }
@@ -710,9 +771,9 @@ TEST(OpenAIErrors, ParamNamesTheFieldTheMessageStartsWith) {
   EXPECT_EQ(ParamFor(absl::InvalidArgumentError("negative_prompt is not valid UTF-8")),
             "negative_prompt");
   // LoRA choices: the whole `loras` field, whichever entry (the validator's messages too).
-  EXPECT_EQ(ParamFor(absl::InvalidArgumentError(
-                "loras[1].name: no adapter named 'x'; loaded: style")),
-            "loras");
+  EXPECT_EQ(
+      ParamFor(absl::InvalidArgumentError("loras[1].name: no adapter named 'x'; loaded: style")),
+      "loras");
   EXPECT_EQ(ParamFor(absl::InvalidArgumentError("loras[0].scale must be in -4..4, got 5")),
             "loras");
   EXPECT_EQ(ParamFor(absl::InvalidArgumentError("loras has 5 entries; the limit is 4 per request")),

@@ -245,6 +245,45 @@ async function openaiFields(client, model) {
         quality instanceof BadRequestError && quality.param === "quality", String(quality));
 }
 
+// stream: true with partial_images through the SDK's stream iterator: the partial_image events
+// (the previews) in order, then one completed event with the image.
+async function streaming(client, model) {
+  const stream = await client.images.generate({
+    model, prompt: "a cat holding a sign", size: "64x64", stream: true, partial_images: 2,
+    seed: 5, num_inference_steps: 6,
+  });
+  const types = [];
+  let completed = null;
+  const partials = [];
+  for await (const event of stream) {
+    types.push(event.type);
+    if (event.type === "image_generation.partial_image") partials.push(event);
+    if (event.type === "image_generation.completed") completed = event;
+  }
+  check("stream: true, partial_images: 2 yields two partial_image events then completed",
+        JSON.stringify(types) === JSON.stringify(["image_generation.partial_image",
+          "image_generation.partial_image", "image_generation.completed"]), JSON.stringify(types));
+  check("  ... the partial images are indexed 0 and 1 and decode to 64x64 PNGs",
+        partials.length === 2 && partials.every((p, i) => p.partial_image_index === i &&
+          JSON.stringify(pngSize(Buffer.from(p.b64_json, "base64"))) ===
+          JSON.stringify({ width: 64, height: 64 })),
+        JSON.stringify(partials.map((p) => p.partial_image_index)));
+  const image = completed ? Buffer.from(completed.b64_json, "base64") : Buffer.alloc(0);
+  const size = pngSize(image);
+  check("  ... the completed event carries the 64x64 PNG, its size and format",
+        size && size.width === 64 && completed.size === "64x64" &&
+          completed.output_format === "png", JSON.stringify(size));
+  const same = await client.images.generate({
+    model, prompt: "a cat holding a sign", size: "64x64", seed: 5, num_inference_steps: 6,
+  });
+  check("  ... and equals the image of the same request without stream",
+        image.equals(Buffer.from(same.data[0].b64_json, "base64")));
+  const refused = await errorOf(() => client.images.generate({
+    model, prompt: "x", size: "64x64", stream: true, n: 2 }));
+  check("stream with n: 2 raises BadRequestError (param n)",
+        refused instanceof BadRequestError && refused.param === "n", String(refused));
+}
+
 async function main() {
   // No retries: every status must reach the test as the server sent it.
   const client = new OpenAI({ apiKey: token, baseURL, maxRetries: 0, timeout: 600 * 1000 });
@@ -294,6 +333,7 @@ async function main() {
   check("  ... and the limit", bad && /multiple of 16/.test(bad.message), bad && bad.message);
 
   await openaiFields(client, model);
+  await streaming(client, model);
 
   const tooMany = await errorOf(() => client.images.generate({ model, prompt: "x", size: "64x64",
                                                                n: 11 }));
