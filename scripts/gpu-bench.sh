@@ -17,7 +17,8 @@
 #                          -> <model>_bench.txt, _bench_unfused.txt, _bench_nographs.txt, _bench_fp8.txt
 #   5. the end-to-end server on the GPU: a FLUX.1-dev-size random-weight pipeline
 #      (make-tiny-model --preset flux1-dev-size, bf16), frontend + 1 CUDA worker, two 1024x1024
-#      28-step generations through the CLI (per-stage times), then the worker's GPU memory and
+#      28-step generations through the CLI (per-stage times; with --warmup a third one streaming 3
+#      previews, their cost), then the worker's GPU memory and
 #      step metrics from /metrics                                            -> e2e_gpu.txt
 #   7. FLUX.2-dev's Mistral text encoder at its released size, one 512-token prompt, ours and
 #      transformers' MistralModel in the same call                          -> mistral_encoder_bench.txt
@@ -126,10 +127,13 @@ serve_and_generate() {
   local model="$1" result="$2"; shift 2
   local fpid port mport
   start_frontend "$model" "$result" || return 1
-  for run in cold warm; do
-    echo "$run: $("$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" \
+  # EXTRA_RUN (optional): CLI flags of a third, warm run (stage 5: --previews 3, the previews' cost).
+  for run in cold warm ${EXTRA_RUN:+extra}; do
+    local extra=()
+    [ "$run" = extra ] && read -r -a extra <<< "$EXTRA_RUN"
+    echo "$run${extra:+ (${extra[*]})}: $("$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" \
       --prompt "a lighthouse on a cliff at dawn" --height 1024 --width 1024 --seed 0 "$@" \
-      --quiet -o "$out/e2e_1024.png" 2>&1 | tail -1)" | tee -a "$result"
+      "${extra[@]}" --quiet -o "$out/e2e_1024.png" 2>&1 | tail -1)" | tee -a "$result"
   done
   scrape "$mport" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise|load_duration|resident)" |
     tee -a "$result"
@@ -260,9 +264,12 @@ if build ditserve-tool ditserve-spm-train ditserve-frontend ditserve-worker dits
   log "weights written: $(tail -1 "$out/e2e_gpu.txt")"
   if [ -n "$bg_build" ]; then wait "$bg_build"; log "full build finished (rc $?)"; fi
   # Cold start without and with the warm-up job (--warmup; auto = on for CUDA).
+  # With the warm-up, a third run streams 3 previews (each one VAE decode on rank 0): their cost
+  # is that run's total against the warm one's.
   for w in off on; do
     echo "--warmup $w" >> "$out/e2e_gpu.txt"
-    frontend_extra="--warmup $w" serve_and_generate "$model" "$out/e2e_gpu.txt" --steps 28
+    EXTRA_RUN=$([ "$w" = on ] && echo "--previews 3") frontend_extra="--warmup $w" \
+      serve_and_generate "$model" "$out/e2e_gpu.txt" --steps 28
   done
   rm -rf "$model"
 fi
