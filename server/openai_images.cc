@@ -208,36 +208,14 @@ bool IsJsonFormField(const std::string& name) {
 std::string FieldOfWord(const std::string& word) {
   if (word == "height" || word == "width") return "size";
   if (word == "images") return "image";  // GenerateRequest.images: the edit form's `image` parts
-  static const auto* fields = new std::set<std::string>{"prompt",
-                                                        "prompt_2",
-                                                        "negative_prompt",
-                                                        "negative_prompt_2",
-                                                        "model",
-                                                        "n",
-                                                        "size",
-                                                        "response_format",
-                                                        "output_format",
-                                                        "output_compression",
-                                                        "quality",
-                                                        "background",
-                                                        "style",
-                                                        "moderation",
-                                                        "input_fidelity",
-                                                        "seed",
-                                                        "num_inference_steps",
-                                                        "guidance_scale",
-                                                        "true_cfg_scale",
-                                                        "max_sequence_length",
-                                                        "request_id",
-                                                        "user",
-                                                        "loras",
-                                                        "image",
-                                                        "mask",
-                                                        "strength",
-                                                        "stream",
-                                                        "partial_images",
-                                                        "preview_images"};
-  return fields->count(word) ? word : "";
+  if (word == "preview_images") return "partial_images";
+  // The request's own fields, and the words the request validator's messages start with that a
+  // client did not send under that name (GenerateRequest fields the HTTP API fills itself).
+  if (IsEditTextField(word)) return word;
+  static const auto* others = new std::set<std::string>{
+      "prompt_2", "negative_prompt_2", "max_sequence_length", "request_id", "image",
+      "mask",     "preview_images"};
+  return others->count(word) ? word : "";
 }
 
 // The request body, parsed: a JSON object whose fields are all known ones.
