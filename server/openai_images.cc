@@ -213,8 +213,7 @@ std::string FieldOfWord(const std::string& word) {
   // client did not send under that name (GenerateRequest fields the HTTP API fills itself).
   if (IsEditTextField(word)) return word;
   static const auto* others = new std::set<std::string>{
-      "prompt_2", "negative_prompt_2", "max_sequence_length", "request_id", "image",
-      "mask",     "preview_images"};
+      "prompt_2", "negative_prompt_2", "max_sequence_length", "request_id", "image", "mask"};
   return others->count(word) ? word : "";
 }
 
