@@ -11,11 +11,7 @@ absl::StatusOr<DownEncoderBlock> DownEncoderBlock::Load(const sharding::ShardedS
                                                         bool add_downsample, int64_t groups,
                                                         VaeActivation act) {
   DownEncoderBlock blk;
-  for (int64_t i = 0; i < num_resnets; ++i) {
-    ASSIGN_OR_RETURN(auto r, ResnetBlock2D::Load(state, absl::StrCat(prefix, ".resnets.", i),
-                                                 i == 0 ? in : out, out, groups, act));
-    blk.resnets_.push_back(std::move(r));
-  }
+  ASSIGN_OR_RETURN(blk.resnets_, LoadResnets(state, prefix, in, out, num_resnets, groups, act));
   if (add_downsample) {
     ASSIGN_OR_RETURN(blk.downsample_conv_,
                      Conv2d::Load(state, prefix + ".downsamplers.0.conv", out, out, 3));
@@ -24,8 +20,7 @@ absl::StatusOr<DownEncoderBlock> DownEncoderBlock::Load(const sharding::ShardedS
 }
 
 torch::Tensor DownEncoderBlock::Forward(const torch::Tensor& x) const {
-  torch::Tensor h = x;
-  for (const auto& r : resnets_) h = r.Forward(h);
+  const torch::Tensor h = ForwardResnets(resnets_, x);
   if (!downsample_conv_) return h;
   // Downsample2D(padding=0): pad (left 0, right 1, top 0, bottom 1) with zeros, then the conv
   // with stride 2 and no padding of its own.

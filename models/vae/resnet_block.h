@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/vae/vae_layers.h"
 
@@ -23,5 +24,14 @@ class ResnetBlock2D {
   std::optional<Conv2d> shortcut_;
   VaeActivation act_ = VaeActivation::kSilu;
 };
+
+// The `count` resnets "<prefix>.resnets.<i>" of an encoder or decoder block: the first maps `in`
+// to `out` channels, the others keep `out`.
+absl::StatusOr<std::vector<ResnetBlock2D>> LoadResnets(const sharding::ShardedStateDict& state,
+                                                       const std::string& prefix, int64_t in,
+                                                       int64_t out, int64_t count, int64_t groups,
+                                                       VaeActivation act);
+// Each resnet of `resnets` in turn.
+torch::Tensor ForwardResnets(const std::vector<ResnetBlock2D>& resnets, const torch::Tensor& x);
 
 }  // namespace ditserve::vae

@@ -11,11 +11,7 @@ absl::StatusOr<UpDecoderBlock> UpDecoderBlock::Load(const sharding::ShardedState
                                                     bool add_upsample, int64_t groups,
                                                     VaeActivation act) {
   UpDecoderBlock blk;
-  for (int64_t i = 0; i < num_resnets; ++i) {
-    ASSIGN_OR_RETURN(auto r, ResnetBlock2D::Load(state, absl::StrCat(prefix, ".resnets.", i),
-                                                 i == 0 ? in : out, out, groups, act));
-    blk.resnets_.push_back(std::move(r));
-  }
+  ASSIGN_OR_RETURN(blk.resnets_, LoadResnets(state, prefix, in, out, num_resnets, groups, act));
   if (add_upsample) {
     ASSIGN_OR_RETURN(blk.upsample_conv_,
                      Conv2d::Load(state, prefix + ".upsamplers.0.conv", out, out, 3));
@@ -24,17 +20,16 @@ absl::StatusOr<UpDecoderBlock> UpDecoderBlock::Load(const sharding::ShardedState
 }
 
 torch::Tensor UpDecoderBlock::Forward(const torch::Tensor& x) const {
-  torch::Tensor h = x;
-  for (const auto& r : resnets_) h = r.Forward(h);
+  const torch::Tensor h = ForwardResnets(resnets_, x);
   if (!upsample_conv_) return h;
   // Nearest x2 copies values, so computing it in float32 is exact; it also sidesteps missing
   // bfloat16 upsampling kernels in older LibTorch builds (diffusers does the same).
   const auto dtype = h.scalar_type();
   auto up = h.scalar_type() == torch::kBFloat16 ? h.to(torch::kFloat) : h;
-  up = torch::nn::functional::interpolate(
-      up.contiguous(), torch::nn::functional::InterpolateFuncOptions()
-                           .scale_factor(std::vector<double>{2.0, 2.0})
-                           .mode(torch::kNearest));
+  up = torch::nn::functional::interpolate(up.contiguous(),
+                                          torch::nn::functional::InterpolateFuncOptions()
+                                              .scale_factor(std::vector<double>{2.0, 2.0})
+                                              .mode(torch::kNearest));
   return (*upsample_conv_)(up.to(dtype));
 }
 
