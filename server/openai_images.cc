@@ -433,14 +433,17 @@ absl::StatusOr<ImagesRequest> ParseFields(const Json& doc, const std::string& se
   return out;
 }
 
-// A text field of the edit form as the JSON body would carry it: JSON text for numbers and loras
+// A text field of the edit form as the JSON body would carry it: JSON text for numbers, `stream`'s
+// true / false and loras
 // ("2", "3.5", "[{...}]"; "null" is absent; text that is not JSON stays a string, which the
 // field's parser then refuses naming the type), the text itself otherwise.
 Json FormValue(const std::string& name, const std::string& text) {
   if (!IsJsonFormField(name)) return text;
   Json v = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (v.is_discarded()) return text;
-  if (name != "loras" && !v.is_number() && !v.is_null()) return text;
+  const bool shape_ok =
+      name == "loras" || v.is_number() || v.is_null() || (name == "stream" && v.is_boolean());
+  if (!shape_ok) return text;
   return v;
 }
 

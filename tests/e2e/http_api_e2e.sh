@@ -50,38 +50,10 @@ if [ "$mode" = openai ]; then
   extra+=(--quality-steps low=2 --http-image-store-bytes 16777216 --http-image-store-ttl 600)
 fi
 model="$repo/tests/fixtures/$model_name"
-tmp=$(mktemp -d /tmp/ditserve-http-e2e.XXXXXX)
-pid=""
-cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-token="e2e-$RANDOM$RANDOM"
-echo "$token" >"$tmp/token"
-
-"$build/server/ditserve-frontend" --model "$model" --spawn-workers 2 --listen 127.0.0.1:0 \
-  --metrics-listen "" --http-listen 127.0.0.1:0 --max-batch 2 --max-queue 4 \
-  --api-token-file "$tmp/token" "${extra[@]}" \
-  --log-level info >"$tmp/stdout" 2>"$tmp/log" &
-pid=$!
-
-fail() {
-  echo "FAIL: $*"
-  echo "--- frontend log (last 40 lines) ---"; tail -n 40 "$tmp/log" || true
-  exit 1
-}
-
-port=""
-for _ in $(seq 600); do  # 60 s
-  port=$(sed -n 's/^HTTP \([0-9]*\)$/\1/p' "$tmp/stdout" | head -n 1)
-  [ -n "$port" ] && break
-  kill -0 "$pid" 2>/dev/null || fail "the frontend exited before listening"
-  sleep 0.1
-done
-[ -n "$port" ] || fail "no 'HTTP <port>' line within 60 s"
-base="http://127.0.0.1:$port"
-echo "frontend pid $pid, HTTP API on $base"
+# shellcheck source=tests/e2e/http_frontend.sh
+. "$here/http_frontend.sh"
+http_frontend_start "$build" http-e2e --model "$model" --spawn-workers 2 --max-batch 2 \
+  --max-queue 4 "${extra[@]}"
 
 # /health answers 503 while the workers load, 200 once SERVING (no token needed).
 health() { curl -s -o /dev/null -w '%{http_code}' "$base/health" 2>/dev/null || true; }
@@ -345,6 +317,12 @@ EOF
       -F "image=@$tmp/b.png" -F "image=@$tmp/a.png" -F num_inference_steps=3 -F seed=9 -F size=64x64 -F n=2)
     expect "the images in the other order with size 64x64 and n 2 are 200" 200 "$code"
     expect "  ... two 64x64 PNGs" "64x64 seed=9 n=2" "$(png_size)"
+    # stream=true: OpenAI's image_edit.* server-sent events.
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" -F "prompt=make the red square blue" \
+      -F "image=@$tmp/a.png" -F num_inference_steps=3 -F seed=9 -F stream=true -F partial_images=1)
+    expect "an edit with stream=true partial_images=1 is 200 with one partial_image then completed" \
+      "200 image_edit.partial_image image_edit.completed" \
+      "$code $(grep '^event: ' "$tmp/body" | cut -d' ' -f2 | tr '\n' ' ' | sed 's/ $//')"
     if command -v node >/dev/null 2>&1 && [ -d "$here/openai_client/node_modules/openai" ]; then
       (cd "$here/openai_client" && node images_test.js "$base/v1" "$tmp/token" "$model_name" edits) ||
         fail "the openai client's images.edit test failed"

@@ -437,6 +437,20 @@ TEST(OpenAIImageEditRequest, ImagePartsGoInTheirOrderWhateverTheirName) {
   EXPECT_EQ(array->request.images(1), "b");
 }
 
+TEST(OpenAIImageEditRequest, StreamIsAFormFieldToo) {
+  auto r = ParseEdit(
+      {{"prompt", "a cat"}, {"image", "png"}, {"stream", "true"}, {"partial_images", "1"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->stream);
+  EXPECT_EQ(r->request.preview_images(), 1u);
+  auto off = ParseEdit({{"prompt", "a cat"}, {"image", "png"}, {"stream", "false"}});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->stream);
+  auto bad = ParseEdit({{"prompt", "a cat"}, {"image", "png"}, {"stream", "yes"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(ParamFor(bad.status()), "stream") << bad.status();
+}
+
 TEST(OpenAIImageEditRequest, TextFieldsMapAsTheJsonBodysDo) {
   auto r = ParseEdit({{"model", "flux2-tiny"},
                       {"prompt", "a cat"},

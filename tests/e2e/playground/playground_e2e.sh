@@ -40,43 +40,13 @@ out="$build/tests/e2e/playground"
 mkdir -p "$out"
 model_name=flux1-tiny
 model="$repo/tests/fixtures/$model_name"
-tmp=$(mktemp -d /tmp/ditserve-playground-e2e.XXXXXX)
-pid=""
-cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-token="e2e-$RANDOM$RANDOM"
-echo "$token" >"$tmp/token"
-
-"$build/server/ditserve-frontend" --model "$model" --spawn-workers 1 --listen 127.0.0.1:0 \
-  --metrics-listen "" --http-listen 127.0.0.1:0 --max-batch 1 --max-queue 4 \
-  --api-token-file "$tmp/token" --lora "style=$repo/tests/fixtures/lora/style" \
-  --log-level info >"$tmp/stdout" 2>"$tmp/log" &
-pid=$!
-
-fail() {
-  echo "FAIL: $*"
-  echo "--- frontend log (last 40 lines) ---"; tail -n 40 "$tmp/log" || true
-  exit 1
-}
+# shellcheck source=tests/e2e/http_frontend.sh
+. "$here/../http_frontend.sh"
+http_frontend_start "$build" playground-e2e --model "$model" --spawn-workers 1 --max-batch 1 \
+  --max-queue 4 --lora "style=$repo/tests/fixtures/lora/style"
 elapsed() { awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
-port=""
-for _ in $(seq 600); do  # 60 s
-  port=$(sed -n 's/^HTTP \([0-9]*\)$/\1/p' "$tmp/stdout" | head -n 1)
-  [ -n "$port" ] && break
-  kill -0 "$pid" 2>/dev/null || fail "the frontend exited before listening"
-  sleep 0.1
-done
-[ -n "$port" ] || fail "no 'HTTP <port>' line within 60 s"
-base="http://127.0.0.1:$port"
-echo "frontend pid $pid, HTTP API on $base"
 
-expect() {  # expect WHAT WANT GOT
-  if [ "$2" = "$3" ]; then echo "ok   $1"; else fail "$1: want '$2', got '$3'"; fi
-}
 # head_of PATH [curl args]: "STATUS CONTENT-TYPE" of a GET; the headers go to $tmp/headers.
 head_of() {
   local path=$1; shift
@@ -98,12 +68,7 @@ expect "GET /playground/nothing is 404" 404 "$(head_of /playground/nothing | cut
 expect "GET /v1/models still needs the token" 401 "$(head_of /v1/models | cut -d' ' -f1)"
 
 # /health: 200 once SERVING.
-for _ in $(seq 1800); do  # 180 s
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health" || true)" = 200 ] && break
-  kill -0 "$pid" 2>/dev/null || fail "the frontend exited while loading"
-  sleep 0.1
-done
-[ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health" || true)" = 200 ] || fail "never SERVING within 180 s"
+http_frontend_wait_serving
 echo "[measured] frontend + 1 worker SERVING after $(elapsed) s"
 
 screenshot="$out/playground.png"
