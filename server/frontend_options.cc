@@ -50,13 +50,12 @@ bool FolderHoldsAdapter(const fs::path& dir, std::string* why) {
 absl::StatusOr<LoraAdapterOption> ParseLoraFlag(const std::string& value) {
   const size_t eq = value.find('=');
   if (eq == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--lora must be NAME=PATH, got '", value, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("--lora must be NAME=PATH, got '", value, "'"));
   }
   LoraAdapterOption a{value.substr(0, eq), value.substr(eq + 1)};
   if (!IsValidLoraName(a.name)) {
-    return absl::InvalidArgumentError(absl::StrCat("--lora ", value, ": the name '", a.name,
-                                                   "' must be ", NameRule()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora ", value, ": the name '", a.name, "' must be ", NameRule()));
   }
   if (a.path.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--lora ", value, ": the path is empty"));
@@ -103,10 +102,9 @@ absl::StatusOr<std::vector<LoraAdapterOption>> ScanLoraDir(const std::string& di
       continue;
     }
     if (!IsValidLoraName(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--lora-dir: '", p.string(), "' would be the adapter '", name,
-                       "', but a name must be ", NameRule(),
-                       " (rename it, or name it with --lora NAME=PATH)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--lora-dir: '", p.string(), "' would be the adapter '", name, "', but a name must be ",
+          NameRule(), " (rename it, or name it with --lora NAME=PATH)"));
     }
     found[p.filename().string()] = LoraAdapterOption{name, p.string()};
   }
@@ -126,9 +124,8 @@ absl::StatusOr<std::vector<LoraAdapterOption>> ResolveLoraAdapters(const Fronten
   auto add = [&](LoraAdapterOption a, std::string from) -> absl::Status {
     auto [it, inserted] = source.emplace(a.name, from);
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat("LoRA adapter name '", a.name,
-                                                     "' is given twice: by ", it->second,
-                                                     " and by ", from));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LoRA adapter name '", a.name, "' is given twice: by ", it->second, " and by ", from));
     }
     out.push_back(std::move(a));
     return absl::OkStatus();
@@ -220,12 +217,13 @@ uint32_t FrontendOptions::WorldSize() const {
                          : static_cast<uint32_t>(WorkerAddresses().size());
 }
 
-void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
-  p.AddString("model", &o.model_dir, "diffusers model folder (pipeline root with model_index.json)");
-  p.AddString("listen", &o.listen, "HOST:PORT of the public gRPC API");
-  p.AddString("metrics-listen", &o.metrics_listen, "HOST:PORT of the Prometheus /metrics endpoint (empty: off)");
-  p.AddString("http-listen", &o.http_listen,
-              "HOST:PORT of the OpenAI-style images HTTP API (POST /v1/images/generations; empty: off)");
+namespace {
+
+// The OpenAI-style HTTP API (--http-listen) and what it keeps.
+void BindHttpFlags(FlagParser& p, FrontendOptions& o) {
+  p.AddString(
+      "http-listen", &o.http_listen,
+      "HOST:PORT of the OpenAI-style images HTTP API (POST /v1/images/generations; empty: off)");
   p.AddUint("http-max-edit-body-bytes", &o.http_max_edit_body_bytes,
             "largest POST /v1/images/edits body in bytes, images included (0: 64 MiB + the "
             "generations body limit)");
@@ -241,16 +239,24 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("http-public-url", &o.http_public_url,
               "scheme://host[:port][/prefix] the image URLs start with (default: the listener's "
               "scheme and the request's Host header)");
-  p.AddUint("spawn-workers", &o.spawn_workers, "start and supervise N local worker processes (tp degree)");
-  p.AddString("workers", &o.workers, "connect to workers started elsewhere: host:port,... in rank order");
-  p.AddString("worker-binary", &o.worker_binary, "path of ditserve-worker (default: next to this binary)");
+}
+
+// The worker group: which workers, the model's placement and how it runs.
+void BindWorkerFlags(FlagParser& p, FrontendOptions& o) {
+  p.AddUint("spawn-workers", &o.spawn_workers,
+            "start and supervise N local worker processes (tp degree)");
+  p.AddString("workers", &o.workers,
+              "connect to workers started elsewhere: host:port,... in rank order");
+  p.AddString("worker-binary", &o.worker_binary,
+              "path of ditserve-worker (default: next to this binary)");
   p.AddString("worker-host", &o.worker_host, "address spawned workers listen on");
   p.AddString("device", &o.device, "cpu or cuda");
   p.AddString("dtype", &o.dtype, "float32 or bfloat16");
-  p.AddString("weights", &o.weights,
-              "dtype | fp8: fp8 runs the transformer blocks' GEMMs with FP8 e4m3 weights (per-channel "
-              "scales, quantized at load) and per-token activation scales; needs --device cuda, "
-              "--dtype bfloat16 and an FP8 GPU (compute capability 8.9+)");
+  p.AddString(
+      "weights", &o.weights,
+      "dtype | fp8: fp8 runs the transformer blocks' GEMMs with FP8 e4m3 weights (per-channel "
+      "scales, quantized at load) and per-token activation scales; needs --device cuda, "
+      "--dtype bfloat16 and an FP8 GPU (compute capability 8.9+)");
   p.AddUint("cuda-graphs", &o.cuda_graphs,
             "CUDA graphs of the transformer step each worker keeps, one per request shape in use "
             "(each holds one step's activations; 0: off, every step launched op by op); cuda only");
@@ -261,23 +267,36 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddBool("replicate-modulation", &o.replicate_modulation,
             "keep the AdaLN modulation projections whole on every rank (the reference's plan)");
   p.AddUint("staging-buffer-mib", &o.staging_buffer_mib, "host staging buffer per loading rank");
+}
+
+// Admission, deadlines, supervision, request defaults and limits.
+void BindRequestFlags(FlagParser& p, FrontendOptions& o) {
   p.AddUint("max-queue", &o.max_queue, "admission queue length (RESOURCE_EXHAUSTED beyond)");
   p.AddUint("max-batch", &o.max_batch, "largest batch of same-shape requests run together");
-  p.AddDouble("default-timeout", &o.default_timeout_seconds, "seconds allowed to a request without a client deadline");
+  p.AddDouble("default-timeout", &o.default_timeout_seconds,
+              "seconds allowed to a request without a client deadline");
   p.AddDouble("drain-seconds", &o.drain_seconds, "grace period for in-flight work on SIGTERM");
-  p.AddDouble("init-timeout", &o.init_timeout_seconds, "seconds allowed for the workers to form the group and load");
-  p.AddUint("collective-timeout-ms", &o.collective_timeout_ms, "a collective that takes longer breaks the group");
-  p.AddUint("heartbeat-interval-ms", &o.heartbeat_interval_ms, "how often each rank is asked whether it is alive");
-  p.AddUint("heartbeat-timeout-ms", &o.heartbeat_timeout_ms,
-            "a rank that does not answer a heartbeat within this is hung: the group breaks (0: off)");
-  p.AddUint("default-height", &o.default_height, "height for requests that give none (0: the model's default)");
-  p.AddUint("default-width", &o.default_width, "width for requests that give none (0: the model's default)");
-  p.AddUint("default-steps", &o.default_steps, "steps for requests that give none (0: the model's default)");
+  p.AddDouble("init-timeout", &o.init_timeout_seconds,
+              "seconds allowed for the workers to form the group and load");
+  p.AddUint("collective-timeout-ms", &o.collective_timeout_ms,
+            "a collective that takes longer breaks the group");
+  p.AddUint("heartbeat-interval-ms", &o.heartbeat_interval_ms,
+            "how often each rank is asked whether it is alive");
+  p.AddUint(
+      "heartbeat-timeout-ms", &o.heartbeat_timeout_ms,
+      "a rank that does not answer a heartbeat within this is hung: the group breaks (0: off)");
+  p.AddUint("default-height", &o.default_height,
+            "height for requests that give none (0: the model's default)");
+  p.AddUint("default-width", &o.default_width,
+            "width for requests that give none (0: the model's default)");
+  p.AddUint("default-steps", &o.default_steps,
+            "steps for requests that give none (0: the model's default)");
   p.AddUint("max-height", &o.limits.max_height, "largest height in pixels");
   p.AddUint("max-width", &o.limits.max_width, "largest width in pixels");
   p.AddUint("max-steps", &o.limits.max_steps, "most denoising steps");
   p.AddDouble("max-guidance", &o.limits.max_guidance, "largest guidance_scale");
-  p.AddUint("max-sequence-length", &o.limits.max_sequence_length, "largest max_sequence_length (T5 tokens)");
+  p.AddUint("max-sequence-length", &o.limits.max_sequence_length,
+            "largest max_sequence_length (T5 tokens)");
   p.AddUint("max-prompt-bytes", &o.limits.max_prompt_bytes, "longest prompt in UTF-8 bytes");
   p.AddUint("max-input-image-bytes", &o.limits.max_input_image_bytes,
             "largest input image (GenerateRequest.images) in encoded bytes (1 KiB..128 MiB)");
@@ -289,6 +308,10 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
   p.AddUint("max-request-bytes", &o.max_request_bytes,
             "largest gRPC request in bytes (0: 64 MiB + 10 x --max-input-image-bytes; at most "
             "2 GiB - 1)");
+}
+
+// LoRA adapters and their limits.
+void BindLoraFlags(FlagParser& p, FrontendOptions& o) {
   p.AddStringList("lora", &o.lora,
                   "NAME=PATH: a LoRA adapter requests may choose by NAME (a .safetensors file, "
                   "or a folder holding one)");
@@ -306,14 +329,35 @@ void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
             "most LoRA adapters one request may choose (1..64)");
   p.AddDouble("max-lora-scale", &o.limits.max_lora_scale,
               "largest |scale| of a chosen LoRA adapter (above 0, at most 8)");
+}
+
+// TLS, the bearer token, logging.
+void BindSecurityAndLogFlags(FlagParser& p, FrontendOptions& o) {
   p.AddString("tls-cert", &o.security.tls_cert_file,
               "PEM certificate chain: serve the public APIs over TLS (with --tls-key)");
   p.AddString("tls-key", &o.security.tls_key_file, "PEM private key of --tls-cert");
-  p.AddBool("metrics-tls", &o.metrics_tls, "serve /metrics over HTTPS too, with --tls-cert/--tls-key");
-  p.AddString("api-token-file", &o.security.api_token_file,
-              "file holding a bearer token every API call must send (health and /metrics stay open)");
+  p.AddBool("metrics-tls", &o.metrics_tls,
+            "serve /metrics over HTTPS too, with --tls-cert/--tls-key");
+  p.AddString(
+      "api-token-file", &o.security.api_token_file,
+      "file holding a bearer token every API call must send (health and /metrics stay open)");
   p.AddString("log-level", &o.log.level, "trace, debug, info, warn, error");
   p.AddString("log-format", &o.log.format, "text or json");
+}
+
+}  // namespace
+
+void BindFrontendFlags(FlagParser& p, FrontendOptions& o) {
+  p.AddString("model", &o.model_dir,
+              "diffusers model folder (pipeline root with model_index.json)");
+  p.AddString("listen", &o.listen, "HOST:PORT of the public gRPC API");
+  p.AddString("metrics-listen", &o.metrics_listen,
+              "HOST:PORT of the Prometheus /metrics endpoint (empty: off)");
+  BindHttpFlags(p, o);
+  BindWorkerFlags(p, o);
+  BindRequestFlags(p, o);
+  BindLoraFlags(p, o);
+  BindSecurityAndLogFlags(p, o);
 }
 
 namespace {
@@ -331,9 +375,8 @@ absl::Status ValidateModelOptions(const FrontendOptions& o) {
       return address.status();
     }
   }
-  if (o.http_max_edit_body_bytes != 0 &&
-      (o.http_max_edit_body_bytes < (uint64_t{1} << 20) ||
-       o.http_max_edit_body_bytes > (uint64_t{1} << 30))) {
+  if (o.http_max_edit_body_bytes != 0 && (o.http_max_edit_body_bytes < (uint64_t{1} << 20) ||
+                                          o.http_max_edit_body_bytes > (uint64_t{1} << 30))) {
     return Bad(absl::StrCat(
         "--http-max-edit-body-bytes must be 0 (64 MiB + the generations body limit) or in ",
         uint64_t{1} << 20, "..", uint64_t{1} << 30, ", got ", o.http_max_edit_body_bytes));
