@@ -20,6 +20,16 @@
 
 namespace ditserve::models {
 
+// The named inputs FLUX.1 and FLUX.2 both take (their Forward(map) names).
+struct FluxFamilyForwardArgs {
+  torch::Tensor hidden_states;          // (B, N, in_channels) latent tokens
+  torch::Tensor encoder_hidden_states;  // (B, T, joint_attention_dim)
+  torch::Tensor timestep;               // (B,) sigma in [0, 1] (the model multiplies by 1000)
+  torch::Tensor img_ids;   // (N, axes): FLUX.1 3 axes (a leading batch dim dropped), FLUX.2 4
+  torch::Tensor txt_ids;   // (T, axes), likewise
+  torch::Tensor guidance;  // (B,), required iff the model embeds guidance
+};
+
 struct FluxEmbedderShape {
   int64_t in_channels = 0;          // per latent token
   int64_t joint_attention_dim = 0;  // the prompt embeddings' width

@@ -30,20 +30,14 @@
 
 namespace ditserve::models::flux1 {
 
-struct FluxForwardArgs {
-  torch::Tensor hidden_states;          // (B, N, in_channels) packed latents
-  torch::Tensor encoder_hidden_states;  // (B, T, joint_attention_dim)
-  torch::Tensor pooled_projections;     // (B, pooled_projection_dim)
-  torch::Tensor timestep;               // (B,) σ in [0, 1] (the model multiplies by 1000)
-  torch::Tensor img_ids;                // (N, 3) (a leading batch dim is dropped: [0])
-  torch::Tensor txt_ids;                // (T, 3)
-  torch::Tensor guidance;               // (B,), required iff config.guidance_embeds
+// FLUX.1's inputs: the family's, and the pooled CLIP embedding.
+struct FluxForwardArgs : FluxFamilyForwardArgs {
+  torch::Tensor pooled_projections;  // (B, pooled_projection_dim)
 };
 
 class FluxTransformer2DModel
     : public DiffusionTransformerBase<FluxTransformer2DModel, FluxTransformerConfig,
                                       FluxForwardArgs> {
-  // Load, both Forwards, config() and local_heads(): DiffusionTransformerBase.
  private:
   friend DiffusionTransformerBase;  // Load constructs it
   explicit FluxTransformer2DModel(FluxTransformerConfig config);

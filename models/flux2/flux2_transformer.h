@@ -37,19 +37,12 @@
 
 namespace ditserve::models::flux2 {
 
-struct Flux2ForwardArgs {
-  torch::Tensor hidden_states;          // (B, N, in_channels)
-  torch::Tensor encoder_hidden_states;  // (B, T, joint_attention_dim)
-  torch::Tensor timestep;               // (B,) σ
-  torch::Tensor img_ids;                // (N, n_axes) or (B, N, n_axes)
-  torch::Tensor txt_ids;                // (T, n_axes) or (B, T, n_axes)
-  torch::Tensor guidance;               // (B,), required iff config.guidance_embeds
-};
+// FLUX.2's inputs are the family's (ids with 4 axes; (B, N, 4) ids are accepted too).
+using Flux2ForwardArgs = FluxFamilyForwardArgs;
 
 class Flux2Transformer2DModel
     : public DiffusionTransformerBase<Flux2Transformer2DModel, Flux2TransformerConfig,
                                       Flux2ForwardArgs> {
-  // Load, both Forwards, config() and local_heads(): DiffusionTransformerBase.
  private:
   friend DiffusionTransformerBase;  // Load constructs it
   explicit Flux2Transformer2DModel(Flux2TransformerConfig config);

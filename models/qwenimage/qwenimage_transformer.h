@@ -50,7 +50,6 @@ struct QwenImageForwardArgs {
 class QwenImageTransformer2DModel
     : public DiffusionTransformerBase<QwenImageTransformer2DModel, QwenImageTransformerConfig,
                                       QwenImageForwardArgs> {
-  // Load, both Forwards, config() and local_heads(): DiffusionTransformerBase.
  private:
   friend DiffusionTransformerBase;  // Load constructs it
   explicit QwenImageTransformer2DModel(QwenImageTransformerConfig config);
