@@ -48,12 +48,11 @@ class ProgressQueue {
     cv_.notify_one();
   }
 
-  // Producer: no more events.
+  // Producer: no more events. Notifies under the lock: once the consumer sees the queue closed it
+  // may destroy it (Drain returned), so Close must not touch it after releasing the lock.
   void Close() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      closed_ = true;
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
     cv_.notify_one();
   }
 
