@@ -115,30 +115,38 @@ TEST_F(ServerE2E, ModelInfoDescribesTheGroup) {
   EXPECT_TRUE(info.inputs().accepts_text_prompt());
 }
 
+// The fixture call's generate arguments (flux1_call.json: 32x32, 4 steps, seed 42, guidance 3.5)
+// for a client's `generate` subcommand, with `extra` (output flags) appended.
+std::vector<std::string> FixtureGenerateArgs(std::vector<std::string> head,
+                                             const std::string& server,
+                                             const std::vector<std::string>& extra) {
+  const std::vector<std::string> call = {"generate",
+                                         "--server",
+                                         server,
+                                         "--prompt",
+                                         Flux1CallArgs()["prompt"].get<std::string>(),
+                                         "--height",
+                                         "32",
+                                         "--width",
+                                         "32",
+                                         "--steps",
+                                         "4",
+                                         "--seed",
+                                         "42",
+                                         "--guidance",
+                                         "3.5",
+                                         "--max-sequence-length",
+                                         "32"};
+  head.insert(head.end(), call.begin(), call.end());
+  head.insert(head.end(), extra.begin(), extra.end());
+  return head;
+}
+
 TEST_F(ServerE2E, CliGeneratesTheReferenceImage) {
-  const nlohmann::json c = Flux1CallArgs();
   const std::string out = TempPath("cli.png");
-  ProcessResult r = RunProcess({BinaryDir() + "/cli/ditserve-cli",
-                                "generate",
-                                "--server",
-                                server_->address(),
-                                "--prompt",
-                                c["prompt"].get<std::string>(),
-                                "--height",
-                                "32",
-                                "--width",
-                                "32",
-                                "--steps",
-                                "4",
-                                "--seed",
-                                "42",
-                                "--guidance",
-                                "3.5",
-                                "--max-sequence-length",
-                                "32",
-                                "-o",
-                                out},
-                               {}, 120);
+  ProcessResult r = RunProcess(
+      FixtureGenerateArgs({BinaryDir() + "/cli/ditserve-cli"}, server_->address(), {"-o", out}), {},
+      120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // One progress line per denoising step (stderr is not a TTY here).
   for (int step = 1; step <= 4; ++step) {
@@ -151,30 +159,10 @@ TEST_F(ServerE2E, CliGeneratesTheReferenceImage) {
 
 TEST_F(ServerE2E, CliRawOutputIsTheFloatImage) {
   const std::string out = TempPath("cli.safetensors");
-  ProcessResult r = RunProcess({BinaryDir() + "/cli/ditserve-cli",
-                                "generate",
-                                "--server",
-                                server_->address(),
-                                "--prompt",
-                                Flux1CallArgs()["prompt"].get<std::string>(),
-                                "--height",
-                                "32",
-                                "--width",
-                                "32",
-                                "--steps",
-                                "4",
-                                "--seed",
-                                "42",
-                                "--guidance",
-                                "3.5",
-                                "--max-sequence-length",
-                                "32",
-                                "--format",
-                                "raw",
-                                "--quiet",
-                                "-o",
-                                out},
-                               {}, 120);
+  ProcessResult r =
+      RunProcess(FixtureGenerateArgs({BinaryDir() + "/cli/ditserve-cli"}, server_->address(),
+                                     {"--format", "raw", "--quiet", "-o", out}),
+                 {}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto tensors = sharding::ReadAllTensors(out);
   ASSERT_TRUE(tensors.ok()) << tensors.status();
@@ -185,31 +173,12 @@ TEST_F(ServerE2E, CliRawOutputIsTheFloatImage) {
 TEST_F(ServerE2E, PythonClientGeneratesAPng) {
   if (!ProgramExists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
   const std::string out = TempPath("py.png");
-  ProcessResult r =
-      RunProcess({"/usr/bin/python3",
-                  std::string(DITSERVE_SOURCE_DIR) + "/deploy/clients/python/ditserve_client.py",
-                  "--stubs",
-                  BinaryDir() + "/python",
-                  "generate",
-                  "--server",
-                  server_->address(),
-                  "--prompt",
-                  Flux1CallArgs()["prompt"].get<std::string>(),
-                  "--height",
-                  "32",
-                  "--width",
-                  "32",
-                  "--steps",
-                  "4",
-                  "--seed",
-                  "42",
-                  "--guidance",
-                  "3.5",
-                  "--max-sequence-length",
-                  "32",
-                  "-o",
-                  out},
-                 {}, 120);
+  ProcessResult r = RunProcess(FixtureGenerateArgs({"/usr/bin/python3",
+                                                    std::string(DITSERVE_SOURCE_DIR) +
+                                                        "/deploy/clients/python/ditserve_client.py",
+                                                    "--stubs", BinaryDir() + "/python"},
+                                                   server_->address(), {"-o", out}),
+                               {}, 120);
   if (r.exit_code != 0 && r.err.find("No module named 'grpc'") != std::string::npos) {
     GTEST_SKIP() << "python3-grpcio is not installed";
   }
