@@ -227,8 +227,10 @@ absl::StatusOr<GenerationResult> DiffusionPipeline::RunUnguarded(
   JobState state(scheduler_config_);
   // Everything a step needs is allocated before the loop, and the ranks agree that it worked, so
   // running out of memory here fails the job on every rank and leaves the group usable.
-  RETURN_IF_ERROR(AgreeOnFailure(*comm_, Prepare(job, grid, cond, images, &state),
-                                 "preparing the latents", device_));
+  // Guarded here: an exception on one rank (out of memory) must still reach the agreement.
+  const absl::Status prepared = GuardTorchStatus(
+      "preparing the latents", [&] { return Prepare(job, grid, cond, images, &state); });
+  RETURN_IF_ERROR(AgreeOnFailure(*comm_, prepared, "preparing the latents", device_));
   ASSIGN_OR_RETURN(torch::Tensor latents,
                    Denoise(job, grid, &state, cond, neg, on_step, cancel_requested));
   result.seconds.denoise = SecondsSince(t_denoise);
