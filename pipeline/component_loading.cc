@@ -43,7 +43,8 @@ absl::Status InComponentConfig(const std::string& dir, const absl::Status& statu
   return absl::Status(status.code(), absl::StrCat(dir, "/config.json: ", status.message()));
 }
 
-absl::StatusOr<std::string> ComponentClassName(const std::string& dir, const nlohmann::json& config) {
+absl::StatusOr<std::string> ComponentClassName(const std::string& dir,
+                                               const nlohmann::json& config) {
   absl::StatusOr<std::string> name = JsonField<std::string>(config, "_class_name", "");
   RETURN_IF_ERROR(InComponentConfig(dir, name.status()));
   return name;
@@ -59,9 +60,9 @@ absl::StatusOr<LoadedTransformer> LoadTransformer(
   ASSIGN_OR_RETURN(sharding::TpPlan plan, sharding::BuiltinTpPlan(class_name, config));
   // At tp 1 there is nothing to split (and the replicated layer is one addmm).
   if (options.shard_modulation && comm->world_size() > 1) sharding::AddModulationSharding(&plan);
-  ASSIGN_OR_RETURN(sharding::ShardedStateDict sd,
-                   sharding::LoadShard(dir, &plan, comm->rank(), comm->world_size(),
-                                       ShardLoadOptions(options)));
+  ASSIGN_OR_RETURN(
+      sharding::ShardedStateDict sd,
+      sharding::LoadShard(dir, &plan, comm->rank(), comm->world_size(), ShardLoadOptions(options)));
   ASSIGN_OR_RETURN(out.model,
                    models::CreateTransformer(config, sd, comm, TransformerOptions(options)));
   out.weight_bytes = TransformerWeightBytes(sd, *out.model);
@@ -69,7 +70,7 @@ absl::StatusOr<LoadedTransformer> LoadTransformer(
 }
 
 absl::StatusOr<sharding::ShardedStateDict> LoadWholeComponent(const std::string& dir,
-                                                             const PipelineOptions& options) {
+                                                              const PipelineOptions& options) {
   sharding::LoadOptions lo = ShardLoadOptions(options);
   lo.progress = nullptr;
   return sharding::LoadShard(dir, nullptr, 0, 1, lo);
@@ -85,7 +86,8 @@ absl::StatusOr<LoadedTextModel> LoadTextModel(const std::string& text_encoder_di
   }
   sharding::LoadOptions lo = ShardLoadOptions(options);
   lo.progress = nullptr;
-  ASSIGN_OR_RETURN(text::LoadedCausalLm loaded, text::LoadCausalLmTextEncoder(text_encoder_dir, comm, lo));
+  ASSIGN_OR_RETURN(text::LoadedCausalLm loaded,
+                   text::LoadCausalLmTextEncoder(text_encoder_dir, comm, lo));
   out.model = std::move(loaded.model);
   out.weight_bytes = loaded.weight_bytes;
   return out;
@@ -119,23 +121,23 @@ absl::StatusOr<LlmTextEncoderSite> PlaceLlmTextEncoder(const sharding::PipelineI
   site.present = true;
   site.text_encoder_dir = *te_dir;
   site.tokenizer_dir = *tok_dir;
-  ASSIGN_OR_RETURN(site.sharded,
-                   ShardTextEncoder(site.text_encoder_dir, options.text_encoder_placement,
-                                    options.dtype, comm));
+  ASSIGN_OR_RETURN(
+      site.sharded,
+      ShardTextEncoder(site.text_encoder_dir, options.text_encoder_placement, options.dtype, comm));
   return site;
 }
 
-absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(const PipelineOptions& options,
-                                                            const models::DiffusionTransformer& model,
-                                                            const comm::Communicator& comm) {
+absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(
+    const PipelineOptions& options, const models::DiffusionTransformer& model,
+    const comm::Communicator& comm) {
   if (options.loras.empty()) return std::make_unique<lora::LoraLibrary>();
   sharding::LoadOptions lo = ShardLoadOptions(options);
   lo.progress = nullptr;
   lo.device = model.device();
   lo.dtype = model.dtype();
-  ASSIGN_OR_RETURN(auto lib, lora::LoraLibrary::Load(options.loras, model.linear_layers(),
-                                                     comm.rank(), comm.world_size(), lo,
-                                                     options.lora_mode));
+  ASSIGN_OR_RETURN(auto lib,
+                   lora::LoraLibrary::Load(options.loras, model.linear_layers(), comm.rank(),
+                                           comm.world_size(), lo, options.lora_mode));
   lib->set_merge_max_bytes(options.lora_merge_max_bytes);
   return lib;
 }

@@ -35,7 +35,8 @@ absl::Status InComponentConfig(const std::string& dir, const absl::Status& statu
 
 // `config`'s "_class_name" ("" when absent or null); INVALID_ARGUMENT naming `dir`'s config.json
 // and the field when it is not a string. `config` is `dir`/config.json's JSON.
-absl::StatusOr<std::string> ComponentClassName(const std::string& dir, const nlohmann::json& config);
+absl::StatusOr<std::string> ComponentClassName(const std::string& dir,
+                                               const nlohmann::json& config);
 
 // Bytes of a loaded transformer on this rank: the state dict's tensors (what FP8 quantization
 // released counts nothing) plus the FP8 weights and scales its layers hold.
@@ -55,7 +56,7 @@ absl::StatusOr<LoadedTransformer> LoadTransformer(
 // The whole of the component in `dir` (no plan: every tensor), in options' device and dtype, for a
 // replica one rank holds (a VAE on rank 0). No progress reports (they count the transformer).
 absl::StatusOr<sharding::ShardedStateDict> LoadWholeComponent(const std::string& dir,
-                                                             const PipelineOptions& options);
+                                                              const PipelineOptions& options);
 
 // An LLM text encoder (models/text/causal_lm_encoder.h) for a pipeline: this rank's slice when
 // `sharded` (Forward is then a collective of `comm`'s group), else a full replica on a private
@@ -77,8 +78,8 @@ absl::StatusOr<bool> ShardTextEncoder(const std::string& text_encoder_dir,
                                       const comm::Communicator& comm);
 
 // Where the LLM text encoder of a FLUX.2 / Qwen-Image folder lives, decided at load by every rank
-// alike (ShardTextEncoder): `present` when the folder (`index`, null for a transformer folder alone)
-// has both a text_encoder and a tokenizer.
+// alike (ShardTextEncoder): `present` when the folder (`index`, null for a transformer folder
+// alone) has both a text_encoder and a tokenizer.
 struct LlmTextEncoderSite {
   bool present = false;
   bool sharded = false;  // every rank holds a slice and encodes (a collective); else rank 0 alone
@@ -92,9 +93,9 @@ absl::StatusOr<LlmTextEncoderSite> PlaceLlmTextEncoder(const sharding::PipelineI
                                                        const comm::Communicator& comm);
 
 // This rank's slices of options.loras for `model` (an empty library when there are none).
-absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(const PipelineOptions& options,
-                                                            const models::DiffusionTransformer& model,
-                                                            const comm::Communicator& comm);
+absl::StatusOr<std::unique_ptr<lora::LoraLibrary>> LoadLoras(
+    const PipelineOptions& options, const models::DiffusionTransformer& model,
+    const comm::Communicator& comm);
 
 // `dir`/scheduler_config.json parsed; errors name the file.
 absl::StatusOr<FlowMatchSchedulerConfig> LoadSchedulerConfig(const std::string& dir);

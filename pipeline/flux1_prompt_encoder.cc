@@ -55,9 +55,11 @@ absl::StatusOr<Flux1PromptEmbeds> Flux1PromptEncoder::Encode(
     const std::vector<std::string>& prompts, const std::vector<std::string>& prompts_2,
     int max_sequence_length) const {
   std::vector<std::vector<int64_t>> clip_ids, t5_ids;
-  for (const auto& p : prompts) clip_ids.push_back(clip_tok_.Encode(p, clip_tok_.model_max_length()));
+  for (const auto& p : prompts)
+    clip_ids.push_back(clip_tok_.Encode(p, clip_tok_.model_max_length()));
   for (const auto& p : prompts_2) t5_ids.push_back(t5_tok_.Encode(p, max_sequence_length, true));
-  ASSIGN_OR_RETURN(text::ClipTextOutput clip_out, clip_.Forward(IdsTensor(clip_ids, clip_.device())));
+  ASSIGN_OR_RETURN(text::ClipTextOutput clip_out,
+                   clip_.Forward(IdsTensor(clip_ids, clip_.device())));
   ASSIGN_OR_RETURN(torch::Tensor t5_out, t5_.Forward(IdsTensor(t5_ids, t5_.device())));
   return Flux1PromptEmbeds{t5_out, clip_out.pooler_output};
 }

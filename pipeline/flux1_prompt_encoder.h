@@ -1,7 +1,7 @@
 // The FLUX.1 text side, held by rank 0 only: CLIP (pooled embedding of `prompt`) and T5 (sequence
 // embedding of `prompt_2`), with their tokenizers, loaded from a FluxPipeline folder. Encoders run
-// without an attention mask and T5 sees the padded sequence, as diffusers does (diffusers pipeline_flux.py).
-// Threads: one call at a time.
+// without an attention mask and T5 sees the padded sequence, as diffusers does (diffusers
+// pipeline_flux.py). Threads: one call at a time.
 #pragma once
 
 #include <memory>

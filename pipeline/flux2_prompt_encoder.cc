@@ -20,18 +20,21 @@ absl::StatusOr<std::unique_ptr<Flux2PromptEncoder>> Flux2PromptEncoder::Load(
                    tokenizers::LoadTokenizerConfig(tokenizer_dir + "/tokenizer_config.json"));
   if (!tconfig.bos_token) {
     return absl::InvalidArgumentError(
-        absl::StrCat(tokenizer_dir, "/tokenizer_config.json: \"bos_token\" is missing (the chat "
-                                    "template starts with it)"));
+        absl::StrCat(tokenizer_dir,
+                     "/tokenizer_config.json: \"bos_token\" is missing (the chat "
+                     "template starts with it)"));
   }
   ASSIGN_OR_RETURN(tokenizers::HfTokenizer tokenizer, tokenizers::LoadHfTokenizer(tokenizer_dir));
   if (!tokenizer.pad_id()) {
     return absl::InvalidArgumentError(
         absl::StrCat(tokenizer_dir, ": no pad token (FLUX.2 pads prompts to max_sequence_length)"));
   }
-  std::unique_ptr<Flux2PromptEncoder> e(new Flux2PromptEncoder(std::move(tokenizer), *tconfig.bos_token));
+  std::unique_ptr<Flux2PromptEncoder> e(
+      new Flux2PromptEncoder(std::move(tokenizer), *tconfig.bos_token));
   ASSIGN_OR_RETURN(LoadedTextModel loaded, LoadTextModel(text_encoder_dir, options, comm, sharded));
   e->own_comm_ = std::move(loaded.own_comm);
-  const int64_t needed = *std::max_element(std::begin(kHiddenStateLayers), std::end(kHiddenStateLayers));
+  const int64_t needed =
+      *std::max_element(std::begin(kHiddenStateLayers), std::end(kHiddenStateLayers));
   if (loaded.model->num_hidden_states() <= needed) {
     return absl::FailedPreconditionError(absl::StrCat(
         text_encoder_dir, ": the text model has ", loaded.model->config().num_hidden_layers,

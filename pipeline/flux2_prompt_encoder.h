@@ -34,11 +34,9 @@ class Flux2PromptEncoder {
 
   // `tokenizer_dir` and `text_encoder_dir` of a Flux2Pipeline folder. `comm` is the tensor-parallel
   // group when `sharded`; ignored otherwise (a private single-rank group is used).
-  static absl::StatusOr<std::unique_ptr<Flux2PromptEncoder>> Load(const std::string& tokenizer_dir,
-                                                                   const std::string& text_encoder_dir,
-                                                                   const PipelineOptions& options,
-                                                                   comm::Communicator* comm,
-                                                                   bool sharded);
+  static absl::StatusOr<std::unique_ptr<Flux2PromptEncoder>> Load(
+      const std::string& tokenizer_dir, const std::string& text_encoder_dir,
+      const PipelineOptions& options, comm::Communicator* comm, bool sharded);
 
   // The token ids and attention mask (B, max_sequence_length) int64 of `prompts`, formatted with
   // the system message and the chat template, left-padded, truncated on the right.

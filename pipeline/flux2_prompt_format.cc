@@ -61,7 +61,9 @@ constexpr char kMistralSmall31Template[] = R"tmpl({%- set today = strftime_now("
     {%- endif %}
 {%- endfor %})tmpl";
 
-bool FileExists(const std::string& path) { return ReadTextFile(path).ok(); }
+bool FileExists(const std::string& path) {
+  return ReadTextFile(path).ok();
+}
 
 }  // namespace
 
@@ -86,7 +88,8 @@ absl::StatusOr<std::string> ReadChatTemplate(const std::string& dir) {
     return it->get<std::string>();
   }
   return absl::NotFoundError(absl::StrCat(
-      dir, ": no chat template (chat_template.jinja, chat_template.json or tokenizer_config.json)"));
+      dir,
+      ": no chat template (chat_template.jinja, chat_template.json or tokenizer_config.json)"));
 }
 
 absl::Status CheckFlux2ChatTemplate(const std::string& template_text, const std::string& where) {
@@ -102,9 +105,10 @@ absl::Status CheckFlux2ChatTemplate(const std::string& template_text, const std:
     if (!ga || !gb || la != lb) break;
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      where, ": the chat template differs from the one ditserve renders (Mistral-Small-3.1's, as "
-      "FLUX.2-dev ships it) at line ", line,
-      "; a different template could change the prompt embeddings, so the model is refused"));
+      where,
+      ": the chat template differs from the one ditserve renders (Mistral-Small-3.1's, as "
+      "FLUX.2-dev ships it) at line ",
+      line, "; a different template could change the prompt embeddings, so the model is refused"));
 }
 
 std::string RenderFlux2Conversation(const std::string& bos_token, const std::string& prompt) {

@@ -1,12 +1,13 @@
-// FLUX.2's prompt formatting, as diffusers' Flux2Pipeline does it (pipelines/flux2/pipeline_flux2.py:
-// format_input + the tokenizer's chat template + apply_chat_template(padding="max_length",
-// truncation=True)): a system message and one user message, rendered by the Mistral chat template,
-// then tokenized as text that already carries its special tokens.
+// FLUX.2's prompt formatting, as diffusers' Flux2Pipeline does it
+// (pipelines/flux2/pipeline_flux2.py: format_input + the tokenizer's chat template +
+// apply_chat_template(padding="max_length", truncation=True)): a system message and one user
+// message, rendered by the Mistral chat template, then tokenized as text that already carries its
+// special tokens.
 //
 // No C++ Jinja engine is packaged, so the template is not executed: the conversation is rendered by
 // RenderFlux2Conversation, which produces what the known template produces for it. A tokenizer
-// folder whose template differs from the known ones in any byte is refused (CheckFlux2ChatTemplate),
-// so a changed template can never silently give other embeddings.
+// folder whose template differs from the known ones in any byte is refused
+// (CheckFlux2ChatTemplate), so a changed template can never silently give other embeddings.
 //
 // Stateless functions; safe from any thread.
 #pragma once
@@ -26,7 +27,8 @@ extern const char kFlux2SystemMessage[];
 absl::StatusOr<std::string> ReadChatTemplate(const std::string& dir);
 
 // OK when `template_text` is a template ditserve renders (Mistral-Small-3.1's, which FLUX.2-dev's
-// tokenizer folder ships); FAILED_PRECONDITION naming `where` and the first differing line otherwise.
+// tokenizer folder ships); FAILED_PRECONDITION naming `where` and the first differing line
+// otherwise.
 absl::Status CheckFlux2ChatTemplate(const std::string& template_text, const std::string& where);
 
 // What the known template renders for [system: kFlux2SystemMessage, user: prompt] with

@@ -31,8 +31,8 @@ QwenImagePipeline::QwenImagePipeline() : DiffusionPipeline(kQwenImage) {}
 absl::StatusOr<std::unique_ptr<QwenImagePipeline>> QwenImagePipeline::Load(
     const sharding::PipelineIndex* index, const std::string& transformer_dir,
     const PipelineOptions& options, comm::Communicator* comm) {
-  return Loaded(std::unique_ptr<QwenImagePipeline>(new QwenImagePipeline()), index,
-                transformer_dir, options, comm);
+  return Loaded(std::unique_ptr<QwenImagePipeline>(new QwenImagePipeline()), index, transformer_dir,
+                options, comm);
 }
 
 absl::StatusOr<TransformerShape> QwenImagePipeline::ParseTransformerConfig(
@@ -75,8 +75,9 @@ absl::StatusOr<TextConditioning> QwenImagePipeline::EncodeText(const GenerationJ
 absl::StatusOr<TextConditioning> QwenImagePipeline::FromRequest(const GenerationJob& job,
                                                                 bool negative) {
   ASSIGN_OR_RETURN(torch::Tensor embeds,
-                   StackEmbeddings(job, negative, [](const PromptEmbeddings& e) { return e.prompt_embeds; },
-                                   "prompt_embeds"));
+                   StackEmbeddings(
+                       job, negative, [](const PromptEmbeddings& e) { return e.prompt_embeds; },
+                       "prompt_embeds"));
   bool any_mask = false;
   for (const JobItem& item : job.items) {
     const auto& e = negative ? item.negative_embeddings : item.embeddings;
@@ -87,13 +88,13 @@ absl::StatusOr<TextConditioning> QwenImagePipeline::FromRequest(const Generation
   if (any_mask) {
     // Items without a mask attend to every token.
     ASSIGN_OR_RETURN(torch::Tensor mask,
-                     StackEmbeddings(job, negative,
-                                     [](const PromptEmbeddings& e) {
-                                       return e.text_mask.defined()
-                                                  ? e.text_mask
-                                                  : torch::ones({1, e.prompt_embeds.size(1)});
-                                     },
-                                     "text_mask"));
+                     StackEmbeddings(
+                         job, negative,
+                         [](const PromptEmbeddings& e) {
+                           return e.text_mask.defined() ? e.text_mask
+                                                        : torch::ones({1, e.prompt_embeds.size(1)});
+                         },
+                         "text_mask"));
     out.extra[kMaskArg] = mask.to(device());
   }
   return out;
@@ -102,7 +103,8 @@ absl::StatusOr<TextConditioning> QwenImagePipeline::FromRequest(const Generation
 absl::StatusOr<TextConditioning> QwenImagePipeline::EncodePrompts(const GenerationJob& job,
                                                                   bool negative) {
   std::vector<std::string> prompts;
-  for (const JobItem& item : job.items) prompts.push_back(negative ? item.negative_prompt : item.prompt);
+  for (const JobItem& item : job.items)
+    prompts.push_back(negative ? item.negative_prompt : item.prompt);
   const int64_t batch = static_cast<int64_t>(prompts.size());
   torch::Tensor embeds, mask;
   if (text_site_.sharded) {

@@ -5,8 +5,9 @@
 // on rank 0 that broadcasts); true classifier-free guidance (a negative prompt with
 // true_cfg_scale > 1) runs the conditional and unconditional passes and combines them with the
 // reference's norm-preserving rescale (two batch-1 passes, as diffusers: one padded, masked batch
-// of two measured 4-12 % slower on the H200, bench/results/2026-12-03-h200-qwenimage-cfg-batch.txt);
-// rank 0 decodes with the Qwen-Image VAE when the folder has one, else returns latents.
+// of two measured 4-12 % slower on the H200,
+// bench/results/2026-12-03-h200-qwenimage-cfg-batch.txt); rank 0 decodes with the Qwen-Image VAE
+// when the folder has one, else returns latents.
 //
 // Latent layout (diffusers' prepare_latents): noise (B, C, 1, h, w) drawn in 5-D for the 3-D VAE
 // (the same values as (B, C, h, w)), 2x2-packed into (B, tokens, 4C); img_shapes (1, h/2, w/2) per
@@ -40,7 +41,8 @@ class QwenImagePipeline final : public DiffusionPipeline {
   QwenImagePipeline();
 
   absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
-  absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir, const PipelineOptions& options) override;
+  absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
+                                  const PipelineOptions& options) override;
   absl::Status LoadTextSide(const sharding::PipelineIndex* index,
                             const PipelineOptions& options) override;
   void FillCard(ModelCard* card) const override;

@@ -11,7 +11,8 @@
 namespace ditserve::pipeline {
 
 const char QwenImagePromptEncoder::kTemplate[] =
-    "<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, quantity, "
+    "<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, "
+    "quantity, "
     "text, spatial relationships of the objects and background:<|im_end|>\n<|im_start|>user\n{}"
     "<|im_end|>\n<|im_start|>assistant\n";
 

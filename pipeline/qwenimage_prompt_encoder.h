@@ -49,7 +49,8 @@ class QwenImagePromptEncoder {
   uint64_t weight_bytes() const { return weight_bytes_; }
 
  private:
-  explicit QwenImagePromptEncoder(tokenizers::HfTokenizer tokenizer) : tokenizer_(std::move(tokenizer)) {}
+  explicit QwenImagePromptEncoder(tokenizers::HfTokenizer tokenizer)
+      : tokenizer_(std::move(tokenizer)) {}
 
   tokenizers::HfTokenizer tokenizer_;
   std::unique_ptr<comm::Communicator> own_comm_;

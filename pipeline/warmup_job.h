@@ -1,8 +1,8 @@
 // The job a worker runs once at load, before it reports ready, so that the first real request does
 // not pay for the kernels' first launch (cuBLAS/cuDNN heuristics and workspaces, the CUDA caching
 // allocator's first blocks, lazy module loading): the whole path of a request of the given size,
-// text encoding, two denoising steps and the VAE decode, on a fixed prompt (or zero embeddings for a
-// model served from precomputed embeddings). Every rank builds the same job, so its collectives
+// text encoding, two denoising steps and the VAE decode, on a fixed prompt (or zero embeddings for
+// a model served from precomputed embeddings). Every rank builds the same job, so its collectives
 // pair up as a real job's do.
 //
 // Pure function of its arguments; thread-safe.
