@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/config_json.h"
 #include "common/torch_guard.h"
-#include "models/vae/image_postprocess.h"
 #include "pipeline/denoise_loop.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
@@ -139,6 +138,33 @@ LatentGrid DiffusionPipeline::Grid(const GenerationJob& job) const {
   return grid;
 }
 
+absl::StatusOr<torch::Tensor> DiffusionPipeline::BroadcastImageEncodings(
+    const GenerationJob& job, std::vector<int64_t> item_shape,
+    const std::function<absl::StatusOr<torch::Tensor>(const JobItem&)>& encode) {
+  std::vector<int64_t> shape = std::move(item_shape);
+  shape[0] = static_cast<int64_t>(job.items.size());
+  std::vector<torch::Tensor> tensors;
+  RETURN_IF_ERROR(BroadcastFromRank0(
+      *comm_, "rank 0's image encoding",
+      [&](std::vector<torch::Tensor>* out) -> absl::Status {
+        std::vector<torch::Tensor> rows;
+        for (const JobItem& item : job.items) {
+          ASSIGN_OR_RETURN(torch::Tensor encoded, encode(item));
+          rows.push_back(std::move(encoded));
+        }
+        torch::Tensor batch = torch::cat(rows, 0).to(device_, dtype_).contiguous();
+        if (!batch.sizes().equals(shape)) {
+          return absl::InternalError(absl::StrCat("the encoded images have the shape ",
+                                                  c10::str(batch.sizes()), ", not ",
+                                                  c10::str(shape)));
+        }
+        out->push_back(std::move(batch));
+        return absl::OkStatus();
+      },
+      {shape}, dtype_, device_, &tensors));
+  return tensors[0];
+}
+
 absl::Status DiffusionPipeline::AgreeOnTokenizing(const absl::Status& local) {
   return AgreeOnFailure(*comm_, local, "tokenizing the prompt", device_);
 }
@@ -247,8 +273,7 @@ absl::Status DiffusionPipeline::Prepare(const GenerationJob& job, const LatentGr
   const int steps = static_cast<int>(job.num_inference_steps);
   RETURN_IF_ERROR(state->scheduler.SetTimesteps(FluxSigmas(steps), ScheduleShift(grid, steps)));
   ASSIGN_OR_RETURN(torch::Tensor noise,
-                   BatchNoise(job, grid.noise_shape, dtype_, device_, images.drawn_before_noise,
-                              images.drawn_before_noise_dtype));
+                   BatchNoise(job, grid.noise_shape, dtype_, device_, images.drawn_before_noise));
   if (images.image_latents.defined()) {
     // diffusers' get_timesteps (the loop starts at t_start) and scale_noise at that step's sigma,
     // in the latents' dtype: sigma * noise + (1 - sigma) * image_latents.
@@ -257,7 +282,14 @@ absl::Status DiffusionPipeline::Prepare(const GenerationJob& job, const LatentGr
     noise = sigma * noise + (1.0 - sigma) * images.image_latents;
   }
   ASSIGN_OR_RETURN(state->layout, LayOutLatents(job, grid, noise, text));
-  for (const auto& [name, value] : images.reference_args) state->layout.fixed[name] = value;
+  for (const auto& [name, ids] : images.reference_ids) {
+    auto it = state->layout.fixed.find(name);
+    if (it == state->layout.fixed.end()) {
+      return absl::InternalError(
+          absl::StrCat("reference ids for '", name, "', which the layout lacks"));
+    }
+    it->second = torch::cat({it->second, ids}, 0);
+  }
   state->references = images.reference_tokens;
   if (job.true_cfg()) state->cfg_scale = TrueCfgScales(job, dtype_, device_);
   return absl::OkStatus();
@@ -284,16 +316,8 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& jo
     previews.after_steps =
         PreviewSteps(state->scheduler.num_steps() - state->first_step,
                      std::min(job.preview_images, GenerationJob::kMaxPreviewImages));
-    previews.decode = [&](const torch::Tensor& x0) -> absl::StatusOr<std::vector<torch::Tensor>> {
-      return GuardTorch("preview", [&]() -> absl::StatusOr<std::vector<torch::Tensor>> {
-        ASSIGN_OR_RETURN(torch::Tensor decoded, Decode(x0, grid));
-        ASSIGN_OR_RETURN(torch::Tensor images, vae::PostprocessImage(decoded));
-        std::vector<torch::Tensor> out;
-        for (int64_t i = 0; i < images.size(0); ++i) {
-          out.push_back(images[i].to(torch::kCPU, torch::kFloat32));
-        }
-        return out;
-      });
+    previews.decode = [&](const torch::Tensor& x0) {
+      return DecodeImages(x0, [&](const torch::Tensor& l) { return Decode(l, grid); });
     };
   }
   return RunDenoiseLoop(state->scheduler, state->layout.latents, velocity, *comm_, on_step,

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -100,25 +101,21 @@ struct LatentLayout {
 // What a job's input images add to it (ConditionOnImages, every rank alike):
 //   * Reference images (FLUX.2, FLUX.1 Kontext; Qwen-Image-Edit later): encoded by the VAE
 //     encoder on rank 0 and broadcast; their tokens are appended after the latents in every
-//     forward and the velocity keeps the latents' tokens; `reference_args` are the model
-//     arguments that then cover both (position ids), replacing the layout's of the same name.
+//     forward and the velocity keeps the latents' tokens; `reference_ids` are their position ids,
+//     by model argument, appended (dim 0) after the layout's argument of that name.
 //   * Image-to-image (FLUX.1): the encoded image in the noise's layout, noised to the sigma of the
 //     step where `strength` starts the schedule (diffusers' get_timesteps + scale_noise); the loop
 //     starts at that step.
 struct ImageConditioning {
   torch::Tensor reference_tokens;  // (B, R, in_channels), model dtype, on the device; or undefined
-  ModelArgs reference_args;
-  torch::Tensor
-      image_latents;    // (B, ...) as the grid's noise, model dtype, on the device; or undefined
+  ModelArgs reference_ids;         // e.g. "img_ids": (R, axes)
+  // (B, ...) as the grid's noise, model dtype, on the device; or undefined.
+  torch::Tensor image_latents;
   double strength = 0;  // with image_latents: (0, 1]
   // What the family drew from each item's generator before the noise (the VAE posterior's
-  // sample): BatchNoise draws the same first, so the noise comes from the generator's next state.
+  // sample, in the model dtype, which the VAE runs in too): BatchNoise draws the same first, so
+  // the noise comes from the generator's next state.
   std::vector<std::vector<int64_t>> drawn_before_noise;
-  torch::ScalarType drawn_before_noise_dtype = torch::kFloat32;
-
-  bool none() const {
-    return !reference_tokens.defined() && reference_args.empty() && !image_latents.defined();
-  }
 };
 
 class DiffusionPipeline : public Pipeline {
@@ -227,6 +224,12 @@ class DiffusionPipeline : public Pipeline {
         root_, ": the text encoder gives ", embed_width, "-wide prompt embeddings (", width_name,
         ") but the transformer's joint_attention_dim is ", shape_.joint_attention_dim));
   }
+  // A job's input images encoded on rank 0 and broadcast (a collective; call on every rank): rank
+  // 0 runs `encode` on each item (its images -> a tensor of `item_shape`, leading dim 1), and
+  // every rank gets the (B, ...) batch in the model dtype on the device.
+  absl::StatusOr<torch::Tensor> BroadcastImageEncodings(
+      const GenerationJob& job, std::vector<int64_t> item_shape,
+      const std::function<absl::StatusOr<torch::Tensor>(const JobItem&)>& encode);
   // AgreeOnFailure of every rank's tokenizing, before a sharded encoder's collectives.
   absl::Status AgreeOnTokenizing(const absl::Status& local);
   void AddWeightBytes(uint64_t bytes) { weight_bytes_ += bytes; }

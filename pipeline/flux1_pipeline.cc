@@ -143,37 +143,7 @@ absl::StatusOr<torch::Tensor> Flux1Pipeline::Decode(const torch::Tensor& latents
 
 absl::StatusOr<ImageConditioning> Flux1Pipeline::ConditionOnImages(const GenerationJob& job,
                                                                    const LatentGrid& grid) {
-  return kontext_ ? Kontext(job, grid) : ImageToImage(job, grid);
-}
-
-absl::StatusOr<torch::Tensor> Flux1Pipeline::BroadcastEncodedImages(
-    const GenerationJob& job, std::vector<int64_t> item_shape,
-    const std::function<absl::StatusOr<torch::Tensor>(const JobItem&, const torch::Tensor&)>&
-        encode) {
-  std::vector<int64_t> shape = std::move(item_shape);
-  shape[0] = static_cast<int64_t>(job.items.size());
-  std::vector<torch::Tensor> tensors;
-  RETURN_IF_ERROR(BroadcastFromRank0(
-      comm(), "rank 0's image encoding",
-      [&](std::vector<torch::Tensor>* out) -> absl::Status {
-        std::vector<torch::Tensor> rows;
-        for (const JobItem& item : job.items) {
-          ASSIGN_OR_RETURN(torch::Tensor x,
-                           VaeImageInput(item.images[0], vae_->dtype(), vae_->device()));
-          ASSIGN_OR_RETURN(torch::Tensor encoded, encode(item, x));
-          rows.push_back(std::move(encoded));
-        }
-        torch::Tensor batch = torch::cat(rows, 0).to(device(), dtype()).contiguous();
-        if (!batch.sizes().equals(shape)) {
-          return absl::InternalError(absl::StrCat("the encoded images have the shape ",
-                                                  c10::str(batch.sizes()), ", not ",
-                                                  c10::str(shape)));
-        }
-        out->push_back(std::move(batch));
-        return absl::OkStatus();
-      },
-      {shape}, dtype(), device(), &tensors));
-  return tensors[0];
+  return kontext_ ? Kontext(job) : ImageToImage(job, grid);
 }
 
 // FluxImg2ImgPipeline: the image (the output's size) encoded, sampled with the item's generator,
@@ -192,41 +162,40 @@ absl::StatusOr<ImageConditioning> Flux1Pipeline::ImageToImage(const GenerationJo
   ImageConditioning images;
   ASSIGN_OR_RETURN(
       images.image_latents,
-      BroadcastEncodedImages(
-          job, latent_shape,
-          [&](const JobItem& item, const torch::Tensor& x) -> absl::StatusOr<torch::Tensor> {
+      BroadcastImageEncodings(
+          job, latent_shape, [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
+            ASSIGN_OR_RETURN(torch::Tensor x,
+                             VaeImageInput(item.images[0], vae_->dtype(), vae_->device()));
             ASSIGN_OR_RETURN(vae::LatentDistribution dist, vae_->EncodeLatentDistribution(x));
-            ASSIGN_OR_RETURN(
-                std::vector<torch::Tensor> eps,
-                SeededDraws({dist.mean.sizes().vec()}, item.seed, vae_->dtype(), vae_->device()));
+            ASSIGN_OR_RETURN(std::vector<torch::Tensor> eps,
+                             SeededDraws({dist.mean.sizes().vec()}, item.seed, vae_->dtype()));
             ASSIGN_OR_RETURN(torch::Tensor z, vae::SampleLatent(dist, eps[0]));
             return vae_->ImageLatents(z);
           }));
   images.strength = job.items[0].strength;
   // Every rank draws the posterior's sample too (and drops it) before the noise.
   images.drawn_before_noise = {latent_shape};
-  images.drawn_before_noise_dtype = dtype();
   return images;
 }
 
 // FluxKontextPipeline: the condition image's mode, shifted, scaled and packed; ids (1, y, x).
-absl::StatusOr<ImageConditioning> Flux1Pipeline::Kontext(const GenerationJob& job,
-                                                         const LatentGrid& grid) {
+absl::StatusOr<ImageConditioning> Flux1Pipeline::Kontext(const GenerationJob& job) {
   const TokenGrid g = ImageTokenGrid(job.items[0].images[0], vae_scale_factor() * 2);
   ImageConditioning images;
   ASSIGN_OR_RETURN(
       images.reference_tokens,
-      BroadcastEncodedImages(
+      BroadcastImageEncodings(
           job, {1, g.tokens(), config_.in_channels},
-          [&](const JobItem&, const torch::Tensor& x) -> absl::StatusOr<torch::Tensor> {
+          [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
+            ASSIGN_OR_RETURN(torch::Tensor x,
+                             VaeImageInput(item.images[0], vae_->dtype(), vae_->device()));
             ASSIGN_OR_RETURN(vae::LatentDistribution dist, vae_->EncodeLatentDistribution(x));
             ASSIGN_OR_RETURN(torch::Tensor z, vae_->ImageLatents(dist));
             return PackLatents(z);
           }));
   torch::Tensor ids = LatentImageIds(g.rows, g.cols, dtype(), device());
   ids.select(1, 0).fill_(1);  // "the first dimension set to 1 instead of 0"
-  images.reference_args["img_ids"] =
-      torch::cat({LatentImageIds(grid.height / 2, grid.width / 2, dtype(), device()), ids}, 0);
+  images.reference_ids["img_ids"] = ids;
   return images;
 }
 

@@ -21,7 +21,6 @@
 // Model folder: a FluxPipeline or FluxKontextPipeline root (its VAE and text encoders required).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,14 +61,8 @@ class Flux1Pipeline final : public DiffusionPipeline {
                                        const LatentGrid& grid) const override;
   absl::StatusOr<ImageConditioning> ConditionOnImages(const GenerationJob& job,
                                                       const LatentGrid& grid) override;
-  // Rank 0 encodes each item's first image with `encode` ((1, 3, H, W) in the VAE dtype → a
-  // tensor of `item_shape`), every rank receives the (B, ...) batch in the model dtype.
-  absl::StatusOr<torch::Tensor> BroadcastEncodedImages(
-      const GenerationJob& job, std::vector<int64_t> item_shape,
-      const std::function<absl::StatusOr<torch::Tensor>(const JobItem&, const torch::Tensor&)>&
-          encode);
   absl::StatusOr<ImageConditioning> ImageToImage(const GenerationJob& job, const LatentGrid& grid);
-  absl::StatusOr<ImageConditioning> Kontext(const GenerationJob& job, const LatentGrid& grid);
+  absl::StatusOr<ImageConditioning> Kontext(const GenerationJob& job);
 
   bool kontext_ = false;  // a FluxKontextPipeline folder
   models::flux1::FluxTransformerConfig config_;

@@ -154,39 +154,30 @@ absl::StatusOr<LatentLayout> Flux2Pipeline::LayOutLatents(const GenerationJob& j
 }
 
 absl::StatusOr<ImageConditioning> Flux2Pipeline::ConditionOnImages(const GenerationJob& job,
-                                                                   const LatentGrid& grid) {
-  const int64_t batch = static_cast<int64_t>(job.items.size());
+                                                                   const LatentGrid&) {
   const std::vector<torch::Tensor>& first = job.items[0].images;  // CheckRun: same sizes in each
-  const int64_t per_token = vae_scale_factor() * 2;
-  std::vector<torch::Tensor> ids = {
-      Flux2TokenIds(0, TokenGrid{grid.height, grid.width}, dtype(), device())};
+  std::vector<torch::Tensor> ids;
   int64_t total = 0;
   for (size_t i = 0; i < first.size(); ++i) {
-    const TokenGrid g = ImageTokenGrid(first[i], per_token);
+    const TokenGrid g = ImageTokenGrid(first[i], vae_scale_factor() * 2);
     ids.push_back(Flux2TokenIds(10 + 10 * static_cast<int64_t>(i), g, dtype(), device()));
     total += g.tokens();
   }
-  std::vector<torch::Tensor> tensors;
-  RETURN_IF_ERROR(BroadcastFromRank0(
-      comm(), "rank 0's image encoding",
-      [&](std::vector<torch::Tensor>* out) -> absl::Status {
-        std::vector<torch::Tensor> rows;
-        for (const JobItem& item : job.items) {
-          std::vector<torch::Tensor> tokens;
-          for (const torch::Tensor& rgb : item.images) {
-            ASSIGN_OR_RETURN(torch::Tensor x, VaeImageInput(rgb, vae_->dtype(), vae_->device()));
-            ASSIGN_OR_RETURN(torch::Tensor latents, vae_->EncodeReference(x));
-            tokens.push_back(latents.flatten(2).transpose(1, 2));  // _pack_latents
-          }
-          rows.push_back(torch::cat(tokens, 1));
-        }
-        out->push_back(torch::cat(rows, 0).to(device(), dtype()).contiguous());
-        return absl::OkStatus();
-      },
-      {{batch, total, config_.in_channels}}, dtype(), device(), &tensors));
   ImageConditioning images;
-  images.reference_tokens = tensors[0];
-  images.reference_args["img_ids"] = torch::cat(ids, 0);
+  ASSIGN_OR_RETURN(images.reference_tokens,
+                   BroadcastImageEncodings(
+                       job, {1, total, config_.in_channels},
+                       [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
+                         std::vector<torch::Tensor> tokens;
+                         for (const torch::Tensor& rgb : item.images) {
+                           ASSIGN_OR_RETURN(torch::Tensor x,
+                                            VaeImageInput(rgb, vae_->dtype(), vae_->device()));
+                           ASSIGN_OR_RETURN(torch::Tensor latents, vae_->EncodeReference(x));
+                           tokens.push_back(latents.flatten(2).transpose(1, 2));  // _pack_latents
+                         }
+                         return torch::cat(tokens, 1);
+                       }));
+  images.reference_ids["img_ids"] = torch::cat(ids, 0);
   return images;
 }
 

@@ -3,7 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "comm/agree.h"
 #include "common/status_macros.h"
-#include "common/torch_compat.h"
 #include "common/torch_guard.h"
 #include "models/vae/image_postprocess.h"
 #include "pipeline/latents.h"
@@ -51,26 +50,15 @@ absl::Status BroadcastFromRank0(
 absl::StatusOr<torch::Tensor> BatchNoise(const GenerationJob& job,
                                          const std::vector<int64_t>& item_shape,
                                          torch::ScalarType dtype, torch::Device device,
-                                         const std::vector<std::vector<int64_t>>& drawn_before,
-                                         torch::ScalarType drawn_before_dtype) {
+                                         std::vector<std::vector<int64_t>> drawn_before) {
+  std::vector<std::vector<int64_t>> draws = std::move(drawn_before);
+  draws.push_back(item_shape);  // the noise is each generator's last draw
   std::vector<torch::Tensor> noise;
   for (const JobItem& item : job.items) {
-    if (drawn_before.empty()) {
-      ASSIGN_OR_RETURN(torch::Tensor n, InitialNoise(item_shape, item.seed, dtype, device));
-      noise.push_back(std::move(n));
-      continue;
-    }
-    // One generator for both: the earlier draws in their dtype, then the noise in `dtype`.
-    ASSIGN_OR_RETURN(torch::Tensor n, GuardTorch("initial noise", [&] {
-                       auto gen = compat::SeededCpuGenerator(item.seed);
-                       const auto cpu = torch::TensorOptions().device(torch::kCPU);
-                       for (const auto& shape : drawn_before)
-                         torch::randn(shape, gen, cpu.dtype(drawn_before_dtype));
-                       return torch::randn(item_shape, gen, cpu.dtype(dtype)).to(device);
-                     }));
-    noise.push_back(std::move(n));
+    ASSIGN_OR_RETURN(std::vector<torch::Tensor> drawn, SeededDraws(draws, item.seed, dtype));
+    noise.push_back(std::move(drawn.back()));
   }
-  return GuardTorch("initial noise", [&] { return torch::cat(noise, 0); });
+  return GuardTorch("initial noise", [&] { return torch::cat(noise, 0).to(device); });
 }
 
 absl::StatusOr<torch::Tensor> StackEmbeddings(
@@ -106,6 +94,20 @@ torch::Tensor TrueCfgScales(const GenerationJob& job, torch::ScalarType dtype,
       .view({static_cast<int64_t>(values.size()), 1, 1});
 }
 
+absl::StatusOr<std::vector<torch::Tensor>> DecodeImages(
+    const torch::Tensor& latents,
+    const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor&)>& decode) {
+  return GuardTorch("decoding images", [&]() -> absl::StatusOr<std::vector<torch::Tensor>> {
+    ASSIGN_OR_RETURN(torch::Tensor decoded, decode(latents));
+    ASSIGN_OR_RETURN(torch::Tensor images, vae::PostprocessImage(decoded));
+    std::vector<torch::Tensor> out;
+    for (int64_t i = 0; i < images.size(0); ++i) {
+      out.push_back(images[i].to(torch::kCPU, torch::kFloat32));
+    }
+    return out;
+  });
+}
+
 absl::Status CollectOutputs(
     const GenerationJob& job, const torch::Tensor& latents,
     const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor&)>& decode,
@@ -117,10 +119,7 @@ absl::Status CollectOutputs(
       result->latents.push_back(latents.slice(0, i, i + 1).to(torch::kCPU, torch::kFloat32));
     }
   } else {
-    ASSIGN_OR_RETURN(torch::Tensor decoded, decode(latents));
-    ASSIGN_OR_RETURN(torch::Tensor images, vae::PostprocessImage(decoded));
-    for (int64_t i = 0; i < batch; ++i)
-      result->images.push_back(images[i].to(torch::kCPU, torch::kFloat32));
+    ASSIGN_OR_RETURN(result->images, DecodeImages(latents, decode));
   }
   result->seconds.decode = SecondsSince(start);
   return absl::OkStatus();

@@ -38,14 +38,13 @@ absl::Status BroadcastFromRank0(
     std::vector<torch::Tensor>* tensors);
 
 // torch::cat of each item's seeded noise of `item_shape` (leading dim 1), drawn as diffusers does
-// with a CPU generator per item, in `dtype`, moved to `device`. `drawn_before`: the shapes (and
-// dtype) the pipeline drew from the item's generator before the noise (FLUX.1 image-to-image: the
-// VAE posterior's sample), drawn and dropped so the noise comes from the same generator state.
+// with a CPU generator per item, in `dtype`, moved to `device`. `drawn_before`: the shapes the
+// pipeline drew (in `dtype`) from the item's generator before the noise (FLUX.1 image-to-image:
+// the VAE posterior's sample), drawn again here so the noise comes from the same generator state.
 absl::StatusOr<torch::Tensor> BatchNoise(const GenerationJob& job,
                                          const std::vector<int64_t>& item_shape,
                                          torch::ScalarType dtype, torch::Device device,
-                                         const std::vector<std::vector<int64_t>>& drawn_before = {},
-                                         torch::ScalarType drawn_before_dtype = torch::kFloat32);
+                                         std::vector<std::vector<int64_t>> drawn_before = {});
 
 // The items' request embeddings (negative ones if `negative`) stacked along the batch dim:
 // `pick` selects the tensor of a PromptEmbeddings; `field` names it in errors (an item without
@@ -58,6 +57,12 @@ absl::StatusOr<torch::Tensor> StackEmbeddings(
 torch::Tensor GuidanceScales(const GenerationJob& job, torch::Device device);
 torch::Tensor TrueCfgScales(const GenerationJob& job, torch::ScalarType dtype,
                             torch::Device device);
+
+// `latents` (the loop's layout) through `decode` (-> (B, C, H, W) in about [-1, 1]),
+// post-processed into each item's (H, W, 3) float32 image in [0, 1] on the CPU. Guarded.
+absl::StatusOr<std::vector<torch::Tensor>> DecodeImages(
+    const torch::Tensor& latents,
+    const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor&)>& decode);
 
 // Rank 0's outputs from the final latents: for JobOutput::kLatents each item's latents, else
 // `decode` (latents -> (B, C, H, W) in about [-1, 1]) post-processed into each item's (H, W, 3)

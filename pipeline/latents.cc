@@ -1,6 +1,7 @@
 #include "pipeline/latents.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/torch_compat.h"
 
 namespace ditserve::pipeline {
@@ -13,28 +14,21 @@ int64_t LatentSide(int64_t pixels, int64_t vae_scale_factor) {
   return 2 * (pixels / (vae_scale_factor * 2));
 }
 
-absl::StatusOr<torch::Tensor> InitialNoise(const std::vector<int64_t>& shape, uint64_t seed,
-                                           torch::ScalarType dtype, torch::Device device) {
-  return GuardTorch("initial noise", [&] {
+absl::StatusOr<std::vector<torch::Tensor>> SeededDraws(
+    const std::vector<std::vector<int64_t>>& shapes, uint64_t seed, torch::ScalarType dtype) {
+  return GuardTorch("seeded draws", [&] {
     auto gen = compat::SeededCpuGenerator(seed);
-    auto noise = torch::randn(shape, gen, torch::TensorOptions().dtype(dtype).device(torch::kCPU));
-    return noise.to(device);
+    const auto cpu = torch::TensorOptions().dtype(dtype).device(torch::kCPU);
+    std::vector<torch::Tensor> out;
+    for (const auto& shape : shapes) out.push_back(torch::randn(shape, gen, cpu));
+    return out;
   });
 }
 
-absl::StatusOr<std::vector<torch::Tensor>> SeededDraws(
-    const std::vector<std::vector<int64_t>>& shapes, uint64_t seed, torch::ScalarType dtype,
-    torch::Device device) {
-  return GuardTorch("seeded draws", [&] {
-    auto gen = compat::SeededCpuGenerator(seed);
-    std::vector<torch::Tensor> out;
-    for (const auto& shape : shapes) {
-      out.push_back(
-          torch::randn(shape, gen, torch::TensorOptions().dtype(dtype).device(torch::kCPU))
-              .to(device));
-    }
-    return out;
-  });
+absl::StatusOr<torch::Tensor> InitialNoise(const std::vector<int64_t>& shape, uint64_t seed,
+                                           torch::ScalarType dtype, torch::Device device) {
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> draws, SeededDraws({shape}, seed, dtype));
+  return GuardTorch("initial noise", [&] { return draws[0].to(device); });
 }
 
 absl::StatusOr<torch::Tensor> PackLatents(const torch::Tensor& x) {

@@ -25,15 +25,14 @@ int64_t VaeScaleFactor(int64_t num_vae_blocks);
 // Latent height or width for an image side of `pixels`: 2 * (pixels / (2 * vae_scale_factor)).
 int64_t LatentSide(int64_t pixels, int64_t vae_scale_factor);
 
+// Successive draws from one CPU generator seeded with `seed`, one tensor per shape, in order, each
+// in `dtype` on the CPU: what diffusers' randn_tensor calls draw from a request's generator (FLUX.1
+// image-to-image: the VAE posterior's sample, then the noise).
+absl::StatusOr<std::vector<torch::Tensor>> SeededDraws(
+    const std::vector<std::vector<int64_t>>& shapes, uint64_t seed, torch::ScalarType dtype);
+// The first draw alone (a request's initial noise), moved to `device`.
 absl::StatusOr<torch::Tensor> InitialNoise(const std::vector<int64_t>& shape, uint64_t seed,
                                            torch::ScalarType dtype, torch::Device device);
-
-// Successive draws from one CPU generator seeded with `seed`, one tensor per shape, in order, each
-// in `dtype` on the CPU and then moved to `device`: what diffusers' randn_tensor calls draw from a
-// request's generator (FLUX.1 image-to-image: the VAE posterior's sample, then the noise).
-absl::StatusOr<std::vector<torch::Tensor>> SeededDraws(
-    const std::vector<std::vector<int64_t>>& shapes, uint64_t seed, torch::ScalarType dtype,
-    torch::Device device);
 
 // (B, C, h, w) with even h, w → (B, (h/2)(w/2), 4C).
 absl::StatusOr<torch::Tensor> PackLatents(const torch::Tensor& latents);

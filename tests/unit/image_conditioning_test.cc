@@ -245,7 +245,7 @@ TEST(ImageConditioning, RefusalsOnEveryRank) {
 TEST(ImageConditioning, NoiseComesAfterThePosteriorDraw) {
   GenerationJob job = Job(32, 32, 4, 32);
   job.items[0].seed = 7;
-  auto draws = SeededDraws({{1, 4, 16, 16}, {1, 4, 16, 16}}, 7, torch::kFloat32, torch::kCPU);
+  auto draws = SeededDraws({{1, 4, 16, 16}, {1, 4, 16, 16}}, 7, torch::kFloat32);
   ASSERT_TRUE(draws.ok());
   auto noise = BatchNoise(job, {1, 4, 16, 16}, torch::kFloat32, torch::kCPU, {{1, 4, 16, 16}});
   ASSERT_TRUE(noise.ok());
