@@ -6,18 +6,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <exception>
 #include <optional>
-#include <random>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/host_port.h"
 #include "metrics/httplib_listener.h"
 #include "server/call_context.h"
@@ -41,14 +38,6 @@ constexpr size_t kFormPartOverhead = 128;
 
 // The most bytes of a request's `user` the log line shows.
 constexpr size_t kMaxLoggedUserBytes = 256;
-
-// A request id for a call that names its `user`, so the log line saying who it is for and the
-// call's own lines share it ("u" + the process's random prefix + a counter, like Serve's "r" ids).
-std::string NewUserCallId() {
-  static const uint32_t prefix = std::random_device{}();
-  static std::atomic<uint64_t> counter{0};
-  return absl::StrFormat("u%08x-%06d", prefix, counter.fetch_add(1) + 1);
-}
 
 // Whether a Host header is safe to build a URL from: HOST or HOST:PORT of letters, digits, '.',
 // '-', '_', or a bracketed IPv6 address.
@@ -411,7 +400,7 @@ void HttpApi::ServeImages(ApiMethod method, absl::StatusOr<openai::ImagesRequest
                        info.ok() ? info->defaults().num_inference_steps() : 0, options_.limits,
                        &*parsed);
   if (!parsed->user.empty()) {
-    parsed->request.set_request_id(NewUserCallId());
+    parsed->request.set_request_id(service_->NewRequestId('u'));
     std::string user = parsed->user.substr(0, kMaxLoggedUserBytes);
     spdlog::info("req={} user=\"{}\"{}", parsed->request.request_id(), absl::CHexEscape(user),
                  user.size() < parsed->user.size() ? " (cut)" : "");

@@ -103,9 +103,9 @@ absl::Status ImageGenerationService::Authorize(const grpc::ServerContext& ctx) c
                                          : absl::string_view(it->second.data(), it->second.size()));
 }
 
-std::string ImageGenerationService::NewRequestId() {
+std::string ImageGenerationService::NewRequestId(char kind) {
   static const uint32_t prefix = std::random_device{}();
-  return absl::StrFormat("r%08x-%06d", prefix, counter_.fetch_add(1) + 1);
+  return absl::StrFormat("%c%08x-%06d", kind, prefix, counter_.fetch_add(1) + 1);
 }
 
 void ImageGenerationService::RecordRefused(ApiMethod method, const absl::Status& status,

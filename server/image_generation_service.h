@@ -94,11 +94,14 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   // Waits until nothing is in flight or `until`; returns whether nothing is. Woken by each
   // request's end, no polling.
   bool WaitUntilIdle(Clock::time_point until);
+  // A new call id (`kind` + the process's random prefix + a counter): "r", what a call without a
+  // request_id gets; a transport that logs about a call before Serve sets one itself so both
+  // lines share it (the HTTP API's calls naming their `user`: "u"). Thread-safe.
+  std::string NewRequestId(char kind = 'r');
 
  private:
   // UNAUTHENTICATED unless the call carries the bearer token (when one is required).
   absl::Status Authorize(const grpc::ServerContext& ctx) const;
-  std::string NewRequestId();
   void EndInFlight();
 
   // Serve's steps, in order.
