@@ -17,6 +17,9 @@ namespace ditserve::server {
 
 // The largest --max-lora-scale: the workers refuse a LoRA scale beyond it.
 inline constexpr double kLoraScaleCeiling = lora::kMaxLoraScale;
+// GenerateRequest.preview_images' bound (Limits.max_preview_images): OpenAI's partial_images range
+// (0..3), and the workers' (pipeline::GenerationJob::kMaxPreviewImages).
+inline constexpr uint32_t kMaxPreviewImages = 3;
 
 struct RequestLimits {
   uint64_t max_height = 2048;

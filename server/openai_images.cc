@@ -402,7 +402,7 @@ absl::Status ParseStreaming(const Json& doc, ImagesRequest* out) {
     out->stream = v->get<bool>();
   }
   if (const Json* v = Field(doc, "partial_images")) {
-    auto partial = Integer("partial_images", *v, 0, kMaxPartialImages);
+    auto partial = Integer("partial_images", *v, 0, kMaxPreviewImages);
     if (!partial.ok()) return partial.status();
     out->partial_images = static_cast<uint32_t>(*partial);
   }

@@ -24,8 +24,6 @@ namespace ditserve::server::openai {
 // The most images one call may ask for (OpenAI's own limit for `n`); also at most --max-queue,
 // since the images of a call are admitted together.
 constexpr uint32_t kMaxImagesPerRequest = 10;
-// OpenAI's partial_images range (0..3), GenerateRequest.preview_images' limit.
-constexpr uint32_t kMaxPartialImages = 3;
 
 // A parsed POST /v1/images/generations body or /v1/images/edits form.
 struct ImagesRequest {

@@ -13,10 +13,6 @@
 namespace ditserve::server {
 namespace {
 
-// GenerateRequest.preview_images' bound: OpenAI's partial_images range (0..3), and the pipelines'
-// (pipeline::GenerationJob::kMaxPreviewImages).
-constexpr uint32_t kMaxPreviewImages = 3;
-
 absl::Status Invalid(const std::string& msg) {
   return absl::InvalidArgumentError(msg);
 }
