@@ -9,8 +9,8 @@
 // model takes no input image (the encode calls answer FAILED_PRECONDITION).
 //
 // Image-to-image (FluxImg2ImgPipeline, sample_mode "sample"): dist = EncodeLatentDistribution
-// (image); z = SampleLatentWithGenerator(dist, <the request's CPU generator>) (autoencoder_kl_
-// encoder.h: drawn on the CPU in dtype(), before the initial noise); ImageLatents(z).
+// (image); z = SampleLatent(dist, eps), eps drawn from the request's CPU generator in dtype()
+// before the initial noise (autoencoder_kl_encoder.h); ImageLatents(z).
 // Kontext (sample_mode "argmax"): ImageLatents(EncodeLatentDistribution(image)) (the mode, i.e.
 // the mean; no draw).
 //

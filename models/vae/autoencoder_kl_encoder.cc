@@ -38,26 +38,6 @@ absl::StatusOr<torch::Tensor> SampleLatent(const LatentDistribution& dist,
   });
 }
 
-absl::StatusOr<torch::Tensor> SampleLatentWithGenerator(const LatentDistribution& dist,
-                                                        at::Generator generator) {
-  if (!generator.defined() || !generator.device().is_cpu()) {
-    return absl::InvalidArgumentError("VAE latent sample: expected a CPU generator");
-  }
-  if (!dist.mean.defined()) {
-    return absl::InvalidArgumentError("VAE latent sample: the distribution has no mean");
-  }
-  ASSIGN_OR_RETURN(
-      torch::Tensor eps, GuardTorch("VAE latent sample", [&] {
-        // randn_tensor: drawn on the generator's device (the CPU) in the requested
-        // dtype, then moved to the parameters' device.
-        return torch::randn(
-                   dist.mean.sizes(), generator,
-                   torch::TensorOptions().dtype(dist.mean.scalar_type()).device(torch::kCPU))
-            .to(dist.mean.device());
-      }));
-  return SampleLatent(dist, eps);
-}
-
 absl::StatusOr<LatentDistribution> LatentDistributionFromMoments(const torch::Tensor& moments) {
   if (!moments.defined() || moments.dim() != 4 || !moments.is_floating_point() ||
       moments.size(1) % 2 != 0 || moments.size(1) == 0) {

@@ -11,9 +11,9 @@
 // draws eps = randn_tensor(mean.shape, generator, device, dtype=<the VAE dtype>), which with the
 // pipeline's CPU generator is torch.randn(mean.shape, generator=cpu_generator, dtype=<VAE dtype>)
 // drawn ON THE CPU IN THE VAE DTYPE (a bfloat16 draw is not a float32 draw cast to bfloat16), then
-// moved to the VAE's device; then mean + std * eps. SampleLatentWithGenerator does exactly that;
-// SampleLatent takes an eps the caller drew that way. The draw advances the request's generator
-// before the pipeline draws its initial noise (FluxImg2ImgPipeline.prepare_latents' order).
+// moved to the VAE's device; then mean + std * eps. SampleLatent takes an eps the caller drew that
+// way (the pipelines: pipeline::SeededDraws, whose next draw from the request's generator is the
+// initial noise, FluxImg2ImgPipeline.prepare_latents' order).
 //
 // Ownership: holds (refcounted) views of the state dict's tensors; the state dict may be dropped
 // after Create. Runs in the dtype and on the device of those tensors. Replicated only (rank 0 runs
@@ -46,11 +46,6 @@ struct LatentDistribution {
 // INVALID_ARGUMENT if eps's shape differs or it is not floating.
 absl::StatusOr<torch::Tensor> SampleLatent(const LatentDistribution& dist,
                                            const torch::Tensor& eps);
-// DiagonalGaussianDistribution.sample(generator) with a CPU generator: eps = torch::randn(
-// mean.sizes(), generator, CPU, mean's dtype), moved to mean's device, then SampleLatent. Advances
-// `generator` by one draw of mean.numel() values. The generator must be a CPU generator.
-absl::StatusOr<torch::Tensor> SampleLatentWithGenerator(const LatentDistribution& dist,
-                                                        at::Generator generator);
 // The distribution of moments (B, 2C, h, w) (after quant_conv): chunk, clamp, exp, in their dtype.
 absl::StatusOr<LatentDistribution> LatentDistributionFromMoments(const torch::Tensor& moments);
 

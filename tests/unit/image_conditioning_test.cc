@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/local_communicator.h"
+#include "common/torch_compat.h"
+#include "models/vae/autoencoder_kl_encoder.h"
 #include "pipeline/image_inputs.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
@@ -253,6 +255,34 @@ TEST(ImageConditioning, NoiseComesAfterThePosteriorDraw) {
   auto plain = BatchNoise(job, {1, 4, 16, 16}, torch::kFloat32, torch::kCPU);
   ASSERT_TRUE(plain.ok());
   EXPECT_TRUE(torch::equal(*plain, (*draws)[0]));
+}
+
+// DiagonalGaussianDistribution.sample(generator) as the image-to-image path draws it
+// (SeededDraws, then vae::SampleLatent): randn on the CPU generator in the distribution's dtype
+// (not a float32 draw cast), then mean + std * eps.
+TEST(ImageConditioning, PosteriorSampleIsDrawnInTheVaeDtype) {
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    vae::LatentDistribution dist{torch::randn({1, 4, 4, 4}).to(dtype),
+                                 (torch::rand({1, 4, 4, 4}) + 0.5).to(dtype)};
+    auto draws = SeededDraws({dist.mean.sizes().vec()}, 42, dtype);
+    ASSERT_TRUE(draws.ok()) << draws.status();
+    auto z = vae::SampleLatent(dist, (*draws)[0]);
+    ASSERT_TRUE(z.ok()) << z.status();
+    auto eps = torch::randn({1, 4, 4, 4}, compat::SeededCpuGenerator(42),
+                            torch::TensorOptions().dtype(dtype));
+    EXPECT_EQ(z->scalar_type(), dtype);
+    EXPECT_TRUE(torch::equal(*z, dist.mean + dist.std * eps));
+  }
+  // One generator, two draws: the second continues the stream (as the pipeline's noise does).
+  vae::LatentDistribution dist{torch::zeros({1, 4, 4, 4}), torch::ones({1, 4, 4, 4})};
+  auto draws = SeededDraws({{1, 4, 4, 4}, {1, 4, 4, 4}}, 5, torch::kFloat32);
+  ASSERT_TRUE(draws.ok()) << draws.status();
+  auto first = vae::SampleLatent(dist, (*draws)[0]);
+  auto second = vae::SampleLatent(dist, (*draws)[1]);
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto both = torch::randn({2, 4, 4, 4}, compat::SeededCpuGenerator(5));
+  EXPECT_TRUE(torch::equal(*first, both[0].unsqueeze(0)));
+  EXPECT_TRUE(torch::equal(*second, both[1].unsqueeze(0)));
 }
 
 TEST(ImageConditioning, StrengthFirstStepIsDiffusersGetTimesteps) {
