@@ -16,35 +16,30 @@ absl::StatusOr<AutoencoderKLDecoder> AutoencoderKLDecoder::Create(
   const int64_t top = reversed.front();
 
   if (config.use_post_quant_conv) {
-    ASSIGN_OR_RETURN(d.post_quant_conv_, Conv2d::Load(state, "post_quant_conv",
-                                                      config.latent_channels,
-                                                      config.latent_channels, 1));
+    ASSIGN_OR_RETURN(
+        d.post_quant_conv_,
+        Conv2d::Load(state, "post_quant_conv", config.latent_channels, config.latent_channels, 1));
   }
   ASSIGN_OR_RETURN(d.conv_in_,
                    Conv2d::Load(state, "decoder.conv_in", config.latent_channels, top, 3));
-  for (int i = 0; i < 2; ++i) {
-    ASSIGN_OR_RETURN(auto r,
-                     ResnetBlock2D::Load(state, absl::StrCat("decoder.mid_block.resnets.", i),
-                                         top, top, groups, config.act_fn));
-    d.mid_resnets_.push_back(std::move(r));
-  }
+  ASSIGN_OR_RETURN(d.mid_resnets_,
+                   LoadResnets(state, "decoder.mid_block", top, top, 2, groups, config.act_fn));
   if (config.mid_block_add_attention) {
-    ASSIGN_OR_RETURN(d.mid_attention_, MidBlockAttention::Load(
-                                           state, "decoder.mid_block.attentions.0", top, groups));
+    ASSIGN_OR_RETURN(d.mid_attention_,
+                     MidBlockAttention::Load(state, "decoder.mid_block.attentions.0", top, groups));
   }
   int64_t in = top;
   for (size_t i = 0; i < reversed.size(); ++i) {
     const bool last = i + 1 == reversed.size();
     ASSIGN_OR_RETURN(auto blk, UpDecoderBlock::Load(state, absl::StrCat("decoder.up_blocks.", i),
                                                     in, reversed[i], config.layers_per_block + 1,
-                                                    /*add_upsample=*/!last, groups,
-                                                    config.act_fn));
+                                                    /*add_upsample=*/!last, groups, config.act_fn));
     d.up_blocks_.push_back(std::move(blk));
     in = reversed[i];
   }
   const int64_t bottom = reversed.back();
-  ASSIGN_OR_RETURN(d.norm_out_, GroupNorm::Load(state, "decoder.conv_norm_out", bottom, groups,
-                                                kVaeNormEps));
+  ASSIGN_OR_RETURN(d.norm_out_,
+                   GroupNorm::Load(state, "decoder.conv_norm_out", bottom, groups, kVaeNormEps));
   ASSIGN_OR_RETURN(d.conv_out_,
                    Conv2d::Load(state, "decoder.conv_out", bottom, config.out_channels, 3));
   return d;
@@ -53,9 +48,9 @@ absl::StatusOr<AutoencoderKLDecoder> AutoencoderKLDecoder::Create(
 absl::Status AutoencoderKLDecoder::ValidateLatents(const torch::Tensor& z) const {
   if (!z.defined() || z.dim() != 4 || z.size(1) != config_.latent_channels || z.size(0) < 1 ||
       z.size(2) < 1 || z.size(3) < 1 || !z.is_floating_point()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "VAE decode expects floating latents (B, ", config_.latent_channels, ", h, w), got ",
-        z.defined() ? c10::str(z.sizes()) : std::string("nothing")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("VAE decode expects floating latents (B, ", config_.latent_channels,
+                     ", h, w), got ", z.defined() ? c10::str(z.sizes()) : std::string("nothing")));
   }
   return absl::OkStatus();
 }

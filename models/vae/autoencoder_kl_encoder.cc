@@ -95,12 +95,8 @@ absl::StatusOr<AutoencoderKLEncoder> AutoencoderKLEncoder::Create(
     in = channels[i];
   }
   const int64_t top = channels.back();
-  for (int i = 0; i < 2; ++i) {
-    ASSIGN_OR_RETURN(
-        auto r, ResnetBlock2D::Load(state, absl::StrCat("encoder.mid_block.resnets.", i), top, top,
-                                    groups, config.act_fn));
-    e.mid_resnets_.push_back(std::move(r));
-  }
+  ASSIGN_OR_RETURN(e.mid_resnets_,
+                   LoadResnets(state, "encoder.mid_block", top, top, 2, groups, config.act_fn));
   if (config.mid_block_add_attention) {
     ASSIGN_OR_RETURN(e.mid_attention_,
                      MidBlockAttention::Load(state, "encoder.mid_block.attentions.0", top, groups));
