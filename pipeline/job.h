@@ -59,6 +59,11 @@ struct GenerationJob {
   // spaced steps and hands to the progress callback (StepEvent::previews); images only.
   int preview_images = 0;
   static constexpr int kMaxPreviewImages = 3;
+  // First Block Cache (models/common/first_block_cache.h): 0 = off, else in
+  // (0, kMaxCacheThreshold]. A job with it on holds one request (its items are that request's
+  // images, which share the decisions, as one diffusers call with num_images_per_prompt does).
+  double cache_threshold = 0;
+  static constexpr double kMaxCacheThreshold = 1.0;
 
   // True CFG runs when the items ask for a scale > 1 (diffusers: with a negative prompt; the
   // frontend only sets the scale when one is given). Batched items agree on it.
@@ -77,6 +82,10 @@ struct GenerationResult {
   std::vector<torch::Tensor> latents;  // JobOutput::kLatents: (1, ...) float32 on the CPU, the
                                        // final latents in the layout the family's loop holds them
   StageSeconds seconds;
+  // Transformer passes of the loop (a true-CFG step is two) that ran every block, and that reused
+  // the step cache; every rank counts the same.
+  uint32_t full_steps = 0;
+  uint32_t cached_steps = 0;
 };
 
 // What a model does with input images (JobItem::images), as diffusers' pipeline for it does.
@@ -120,6 +129,8 @@ struct ModelCard {
   int64_t default_max_sequence_length = 512;
   std::vector<lora::LoraCard> loras;  // the adapters loaded at start
   ImageInputCard image_inputs;
+  // First Block Cache: every family offers it (GenerationJob::cache_threshold up to this bound).
+  double max_cache_threshold = GenerationJob::kMaxCacheThreshold;
 };
 
 }  // namespace ditserve::pipeline
