@@ -21,4 +21,14 @@ absl::StatusOr<bool> AgreeOnFlag(Communicator& comm, bool local_flag, torch::Dev
   return max != 0;
 }
 
+absl::StatusOr<bool> FlagOfRank(Communicator& comm, bool flag, int root, torch::Device device) {
+  torch::Tensor value;
+  RETURN_IF_ERROR(GuardTorchStatus("FlagOfRank", [&] {
+    value = torch::full({1}, flag ? 1 : 0,
+                        torch::TensorOptions().dtype(torch::kInt32).device(device));
+  }));
+  RETURN_IF_ERROR(comm.Broadcast(value, root));
+  return GuardTorch("FlagOfRank", [&] { return value.item<int32_t>() != 0; });
+}
+
 }  // namespace ditserve::comm

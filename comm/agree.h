@@ -19,4 +19,9 @@ absl::StatusOr<bool> AgreeOnFlag(Communicator& comm, bool local_flag,
 absl::StatusOr<int32_t> AgreeOnMax(Communicator& comm, int32_t local_value,
                                    torch::Device device = torch::kCPU);
 
+// `root`'s `flag` on every rank (a one-element broadcast; the other ranks' flags are ignored): a
+// decision one rank makes for the group, e.g. the step cache's (models/common/first_block_cache.h).
+absl::StatusOr<bool> FlagOfRank(Communicator& comm, bool flag, int root,
+                                torch::Device device = torch::kCPU);
+
 }  // namespace ditserve::comm

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "models/common/first_block_cache.h"
 #include "models/common/fp8_linear.h"
 #include "models/common/linear_registry.h"
 #include "models/common/step_graphs.h"
@@ -54,7 +55,15 @@ class DiffusionTransformer {
   virtual StepGraphStats graph_stats() const = 0;
 
   // The predicted velocity, (B, tokens, out_channels), in the model's dtype on its device.
-  virtual absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) = 0;
+  // `cache`: null, or the First Block Cache state of this pass's call context
+  // (models/common/first_block_cache.h), which the pass reads and updates; with a cache the pass
+  // runs op by op (no CUDA graph: the decision reads the device between the first block and the
+  // rest) and its decision is a collective.
+  virtual absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args,
+                                                FirstBlockCache* cache) = 0;
+  absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) {
+    return Forward(args, nullptr);
+  }
 };
 
 // For implementations of Forward(map): INVALID_ARGUMENT naming the first argument that `model`

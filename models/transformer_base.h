@@ -4,23 +4,33 @@
 // A family `Model` derives from it (CRTP) with its typed config (which has num_attention_heads) and
 // its argument struct `Args` (one torch::Tensor member per diffusers forward argument) and keeps
 // only what is its own: the argument table (names ↔ members, which are required), LoadLayers,
-// CheckArgs and ForwardImpl. The base owns the members every family has (the config, the linear
-// registry, the weights' dtype and device, the local head count, the StepGraphs) with their
-// accessors, the argument names (from the table), Load, and both forwards:
+// CheckArgs and the four stages of a pass (below). The base owns the members every family has (the
+// config, the linear registry, the weights' dtype and device, the local head count, the StepGraphs,
+// the communicator) with their accessors, the argument names (from the table), Load, and both
+// forwards:
 //   * Load: the tp degree must divide the heads; the model, then its layers through a
 //     tp::ParallelModuleLoader of the state dict's plan (LoadLayers), then its StepGraphs.
 //   * Forward(map) (DiffusionTransformer's): CheckArgumentNames, then each table name's tensor (or
 //     an undefined one) into its member, then Forward(Args). Floating inputs are moved to the
-//     model's device and dtype by ForwardImpl, not here.
+//     model's device and dtype by the Prologue, not here.
 //   * Forward(Args): CheckArgs; ReadHostInputs (what the body reads on the host: StepGraphs' host
 //     key and keep-alive tensors; none by default); then, under GuardTorch("<what> transformer
 //     forward"), StepGraphs::Run over the table's device inputs in table order, whose body puts the
-//     staged inputs back into a copy of the arguments and calls ForwardImpl. The body is
-//     ForwardImpl and nothing else that runs on the device: that is what a CUDA graph captures.
+//     staged inputs back into a copy of the arguments and runs the pass. The body is the pass and
+//     nothing else that runs on the device: that is what a CUDA graph captures.
+//   * The pass, in the family's four stages (non-virtual, called through the CRTP `Model`, each
+//     with its own `Model::Pass` state: the streams `h` (image) and `context` (text) and whatever
+//     else the blocks read): Prologue(args) (embeddings, conditioning, RoPE), HeadBlock(pass) (the
+//     first transformer block), RemainingBlocks(pass) (every other block), Epilogue(pass) (the
+//     output layers on `h`).
+//   * Forward(Args, FirstBlockCache*) with a cache: the same stages op by op, and between the head
+//     and the rest the cache's collective decision (models/common/first_block_cache.h): either the
+//     remaining blocks run and the cache keeps both residuals, or `h` becomes the head's output +
+//     the cached residual and the remaining blocks are skipped.
 //
 // Contracts are DiffusionTransformer's (models/transformer.h): Forward is a collective under tensor
-// parallelism, never throws, one at a time per instance. ForwardImpl may throw (Forward catches);
-// it must follow StepGraphs' rules for a body (models/common/step_graphs.h).
+// parallelism, never throws, one at a time per instance. The stages may throw (Forward catches);
+// they must follow StepGraphs' rules for a body (models/common/step_graphs.h).
 #pragma once
 
 #include <cstdint>
@@ -51,7 +61,7 @@ namespace ditserve::models {
 
 // One named forward argument: its diffusers name, the member of `Args` it fills, whether Forward
 // requires it (else it is accepted and may be absent), and whether the body reads it on the device
-// (a StepGraphs input: staged, part of a graph's key) or only on the host (passed to ForwardImpl as
+// (a StepGraphs input: staged, part of a graph's key) or only on the host (passed to the Prologue as
 // given; ReadHostInputs must then put what it reads into the host key).
 template <typename Args>
 struct ForwardArgument {
@@ -82,6 +92,7 @@ class DiffusionTransformerBase : public DiffusionTransformer {
     RETURN_IF_ERROR(CheckTpDegree(config.num_attention_heads, sd.world_size()));
     std::unique_ptr<Model> m(new Model(config));
     DiffusionTransformerBase& base = *m;
+    base.comm_ = comm;
     tp::ParallelModuleLoader loader(sd, comm, &base.linears_, options.weights);
     RETURN_IF_ERROR(base.LoadLayers(loader, comm));
     base.MakeGraphs(comm, options.cuda_graphs);
@@ -100,9 +111,16 @@ class DiffusionTransformerBase : public DiffusionTransformer {
   // Attention heads this rank computes (all of them at tp = 1).
   int64_t local_heads() const { return local_heads_; }
 
-  absl::StatusOr<torch::Tensor> Forward(const Args& args) {
+  using DiffusionTransformer::Forward;
+
+  absl::StatusOr<torch::Tensor> Forward(const Args& args, FirstBlockCache* cache = nullptr) {
     RETURN_IF_ERROR(CheckArgs(args));
     ASSIGN_OR_RETURN(const HostInputs host, ReadHostInputs(args));
+    if (cache != nullptr) {
+      return GuardTorch(forward_what_.c_str(), [&]() -> absl::StatusOr<torch::Tensor> {
+        return CachedPass(args, *cache);
+      });
+    }
     return GuardTorch(forward_what_.c_str(), [&] {
       std::vector<torch::Tensor> inputs;
       for (const ForwardArgument<Args>& a : arguments_) {
@@ -115,18 +133,19 @@ class DiffusionTransformerBase : public DiffusionTransformer {
                             for (const ForwardArgument<Args>& a : arguments_) {
                               if (a.device_input) staged.*a.member = in[i++];
                             }
-                            return ForwardImpl(staged);
+                            return FullPass(staged);
                           });
     });
   }
 
-  absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) final {
+  absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args,
+                                        FirstBlockCache* cache) final {
     RETURN_IF_ERROR(CheckArgumentNames(*this, args, what_.c_str()));
     Args typed;
     for (const ForwardArgument<Args>& a : arguments_) {
       typed.*a.member = ArgumentOrUndefined(args, a.name);
     }
-    return Forward(typed);
+    return Forward(typed, cache);
   }
 
  protected:
@@ -148,8 +167,6 @@ class DiffusionTransformerBase : public DiffusionTransformer {
   virtual absl::Status CheckArgs(const Args& args) const = 0;
   // What the body will read on the host for `args` (checked); may fill the family's caches.
   virtual absl::StatusOr<HostInputs> ReadHostInputs(const Args& /*args*/) { return HostInputs{}; }
-  // The forward body: the prediction for checked `args` whose device inputs are staged.
-  virtual torch::Tensor ForwardImpl(const Args& args) const = 0;
 
   // For LoadLayers. "<what> transformer": the name in StepGraphs' and the modulation bank's logs.
   std::string model_name() const { return absl::StrCat(what_, " transformer"); }
@@ -204,6 +221,36 @@ class DiffusionTransformerBase : public DiffusionTransformer {
   void MakeGraphs(comm::Communicator* comm, int max_graphs) {
     graphs_ = MakeStepGraphs(model_name(), &linears_, comm, device_, max_graphs);
   }
+  const Model& self() const { return static_cast<const Model&>(*this); }
+
+  // Every block: the prediction for checked `args` (the forward body).
+  torch::Tensor FullPass(const Args& args) const {
+    torch::NoGradGuard no_grad;
+    auto pass = self().Prologue(args);
+    self().HeadBlock(pass);
+    self().RemainingBlocks(pass);
+    return self().Epilogue(pass);
+  }
+
+  // The pass with First Block Cache (see the file comment); a collective (the decision).
+  absl::StatusOr<torch::Tensor> CachedPass(const Args& args, FirstBlockCache& cache) const {
+    torch::NoGradGuard no_grad;
+    auto pass = self().Prologue(args);
+    const torch::Tensor head_input = pass.h;
+    self().HeadBlock(pass);
+    const torch::Tensor head_output = pass.h;
+    const torch::Tensor head_residual = head_output - head_input;
+    ASSIGN_OR_RETURN(const bool compute, cache.Decide(head_residual, *comm_));
+    if (compute) {
+      self().RemainingBlocks(pass);
+      cache.Computed(head_residual, pass.h - head_output);
+    } else {
+      pass.h = cache.tail_residual() + head_output;  // diffusers' order of the sum
+      cache.Cached();
+    }
+    return self().Epilogue(pass);
+  }
+
   std::vector<std::string> ArgumentNames(bool required) const {
     std::vector<std::string> names;
     for (const ForwardArgument<Args>& a : arguments_) {
@@ -216,6 +263,7 @@ class DiffusionTransformerBase : public DiffusionTransformer {
   const std::string what_;
   const std::string forward_what_;
   const std::vector<ForwardArgument<Args>> arguments_;
+  comm::Communicator* comm_ = nullptr;  // the TP group (Load's; outlives the model)
 };
 
 }  // namespace ditserve::models

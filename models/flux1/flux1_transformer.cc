@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "models/common/flux_block_stack.h"
 #include "models/common/model_checks.h"
 #include "models/common/rope.h"
 #include "models/tp/modulation_bank.h"
@@ -130,12 +131,11 @@ absl::Status FluxTransformer2DModel::CheckArgs(const FluxForwardArgs& a) const {
   return absl::OkStatus();
 }
 
-torch::Tensor FluxTransformer2DModel::ForwardImpl(const FluxForwardArgs& a) const {
-  torch::NoGradGuard no_grad;
+FluxTransformer2DModel::Pass FluxTransformer2DModel::Prologue(const FluxForwardArgs& a) const {
   auto to_model = [&](const torch::Tensor& x) { return x.to(device_, dtype_); };
-
-  auto h = embedders_.x_embedder->Forward(to_model(a.hidden_states));
-  const auto b = h.size(0);
+  Pass pass;
+  pass.h = embedders_.x_embedder->Forward(to_model(a.hidden_states));
+  const auto b = pass.h.size(0);
   // Deliberate divergence from diffusers: timestep and guidance stay float32 up to the sinusoid
   // (diffusers computes `.to(h.dtype) * 1000`, which in bf16 turns guidance 3500 into 3504 and
   // shifts every high-frequency phase). In float32 the two are identical; in bf16 ours is closer
@@ -148,24 +148,35 @@ torch::Tensor FluxTransformer2DModel::ForwardImpl(const FluxForwardArgs& a) cons
     temb =
         temb + embedders_.guidance->Forward(TimestepProjection(guidance).to(pooled.scalar_type()));
   }
-  temb = temb + text_embedder_->Forward(pooled);
-  TORCH_CHECK(temb.size(0) == b, "conditioning batch mismatch");
+  pass.temb = temb + text_embedder_->Forward(pooled);
+  TORCH_CHECK(pass.temb.size(0) == b, "conditioning batch mismatch");
 
-  auto context = embedders_.context_embedder->Forward(to_model(a.encoder_hidden_states));
+  pass.context = embedders_.context_embedder->Forward(to_model(a.encoder_hidden_states));
   auto ids =
       torch::cat({PositionIds2d(a.txt_ids).to(device_), PositionIds2d(a.img_ids).to(device_)}, 0);
-  const RopeTables rope = FluxRopeTables(ids, config_.axes_dims_rope, kRopeTheta);
+  pass.rope = FluxRopeTables(ids, config_.axes_dims_rope, kRopeTheta);
+  return pass;
+}
 
-  for (const auto& block : double_blocks_) {
-    std::tie(h, context) = block.Forward(h, context, temb, rope);
-  }
-  const int64_t text_len = context.size(1);
-  auto x = torch::cat({context, h}, 1);
-  for (const auto& block : single_blocks_) x = block.Forward(x, temb, rope);
-  h = x.narrow(1, text_len, x.size(1) - text_len);
+void FluxTransformer2DModel::RunBlocks(size_t begin, size_t end, Pass& pass) const {
+  RunFluxBlocks(
+      begin, end, double_blocks_.size(), pass.h, pass.context,
+      [&](size_t i, const torch::Tensor& h, const torch::Tensor& context) {
+        return double_blocks_[i].Forward(h, context, pass.temb, pass.rope);
+      },
+      [&](size_t j, const torch::Tensor& x) {
+        return single_blocks_[j].Forward(x, pass.temb, pass.rope);
+      });
+}
 
-  h = norm_out_->Forward(h, temb);
-  return proj_out_->Forward(h);
+void FluxTransformer2DModel::HeadBlock(Pass& pass) const { RunBlocks(0, 1, pass); }
+
+void FluxTransformer2DModel::RemainingBlocks(Pass& pass) const {
+  RunBlocks(1, double_blocks_.size() + single_blocks_.size(), pass);
+}
+
+torch::Tensor FluxTransformer2DModel::Epilogue(const Pass& pass) const {
+  return proj_out_->Forward(norm_out_->Forward(pass.h, pass.temb));
 }
 
 }  // namespace ditserve::models::flux1

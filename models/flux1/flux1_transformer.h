@@ -21,6 +21,7 @@
 #include "models/common/ada_layer_norm.h"
 #include "models/common/flux_embedders.h"
 #include "models/common/linear_layer.h"
+#include "models/common/rope.h"
 #include "models/common/text_projection.h"
 #include "models/flux1/flux1_config.h"
 #include "models/flux1/flux1_double_block.h"
@@ -43,7 +44,17 @@ class FluxTransformer2DModel
   explicit FluxTransformer2DModel(FluxTransformerConfig config);
   absl::Status LoadLayers(const ModuleLoader& loader, comm::Communicator* comm) override;
   absl::Status CheckArgs(const FluxForwardArgs& args) const override;
-  torch::Tensor ForwardImpl(const FluxForwardArgs& args) const override;
+
+  // A pass's state between the stages (models/transformer_base.h).
+  struct Pass {
+    torch::Tensor h, context, temb;
+    RopeTables rope;
+  };
+  Pass Prologue(const FluxForwardArgs& args) const;
+  void HeadBlock(Pass& pass) const;
+  void RemainingBlocks(Pass& pass) const;
+  torch::Tensor Epilogue(const Pass& pass) const;
+  void RunBlocks(size_t begin, size_t end, Pass& pass) const;  // models/common/flux_block_stack.h
 
   FluxEmbedders embedders_;
   std::optional<PixArtAlphaTextProjection> text_embedder_;  // the pooled CLIP projection

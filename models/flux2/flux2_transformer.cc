@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "models/common/flux_block_stack.h"
 #include "models/common/model_checks.h"
 #include "models/common/rope.h"
 #include "models/tp/modulation_bank.h"
@@ -125,8 +126,7 @@ absl::Status Flux2Transformer2DModel::CheckArgs(const Flux2ForwardArgs& a) const
   return absl::OkStatus();
 }
 
-torch::Tensor Flux2Transformer2DModel::ForwardImpl(const Flux2ForwardArgs& a) const {
-  torch::NoGradGuard no_grad;
+Flux2Transformer2DModel::Pass Flux2Transformer2DModel::Prologue(const Flux2ForwardArgs& a) const {
   auto to_model = [&](const torch::Tensor& x) { return x.to(device_, dtype_); };
   TimestepProjectionOptions proj;
   proj.num_channels = config_.timestep_guidance_channels;
@@ -134,37 +134,50 @@ torch::Tensor Flux2Transformer2DModel::ForwardImpl(const Flux2ForwardArgs& a) co
   // timestep * 1000 and guidance * 1000 in float32 (diffusers rounds them to the model dtype first;
   // see FloatConditioning), then the fp32 sinusoid is cast to the model dtype before linear_1.
   auto timestep = FloatConditioning(a.timestep, device_) * 1000;
-  auto temb = embedders_.timestep->Forward(TimestepProjection(timestep, proj).to(dtype_));
+  Pass pass;
+  pass.temb = embedders_.timestep->Forward(TimestepProjection(timestep, proj).to(dtype_));
   if (embedders_.guidance) {
     auto guidance = FloatConditioning(a.guidance, device_) * 1000;
-    temb = temb + embedders_.guidance->Forward(TimestepProjection(guidance, proj).to(dtype_));
+    pass.temb =
+        pass.temb + embedders_.guidance->Forward(TimestepProjection(guidance, proj).to(dtype_));
   }
   // The shared modulation, once per forward.
-  const auto mod_img = mod_img_->Forward(temb);
-  const auto mod_txt = mod_txt_->Forward(temb);
-  const auto mod_single = mod_single_->Forward(temb);
+  pass.mod_img = mod_img_->Forward(pass.temb);
+  pass.mod_txt = mod_txt_->Forward(pass.temb);
+  pass.mod_single = mod_single_->Forward(pass.temb);
 
-  auto h = embedders_.x_embedder->Forward(to_model(a.hidden_states));
-  auto context = embedders_.context_embedder->Forward(to_model(a.encoder_hidden_states));
+  pass.h = embedders_.x_embedder->Forward(to_model(a.hidden_states));
+  pass.context = embedders_.context_embedder->Forward(to_model(a.encoder_hidden_states));
 
   // RoPE evaluated separately on image and text ids, then [text, image].
   const auto img_rope = FluxRopeTables(PositionIds2d(a.img_ids).to(device_), config_.axes_dims_rope,
                                        config_.rope_theta);
   const auto txt_rope = FluxRopeTables(PositionIds2d(a.txt_ids).to(device_), config_.axes_dims_rope,
                                        config_.rope_theta);
-  const RopeTables rope = MakeRopeTables(torch::cat({txt_rope.cos, img_rope.cos}, 0),
-                                         torch::cat({txt_rope.sin, img_rope.sin}, 0));
+  pass.rope = MakeRopeTables(torch::cat({txt_rope.cos, img_rope.cos}, 0),
+                             torch::cat({txt_rope.sin, img_rope.sin}, 0));
+  return pass;
+}
 
-  for (const auto& block : double_blocks_) {
-    std::tie(h, context) = block.Forward(h, context, mod_img, mod_txt, rope);
-  }
-  const int64_t text_len = context.size(1);
-  auto x = torch::cat({context, h}, 1);
-  for (const auto& block : single_blocks_) x = block.Forward(x, mod_single[0], rope);
-  h = x.narrow(1, text_len, x.size(1) - text_len);
+void Flux2Transformer2DModel::RunBlocks(size_t begin, size_t end, Pass& pass) const {
+  RunFluxBlocks(
+      begin, end, double_blocks_.size(), pass.h, pass.context,
+      [&](size_t i, const torch::Tensor& h, const torch::Tensor& context) {
+        return double_blocks_[i].Forward(h, context, pass.mod_img, pass.mod_txt, pass.rope);
+      },
+      [&](size_t j, const torch::Tensor& x) {
+        return single_blocks_[j].Forward(x, pass.mod_single[0], pass.rope);
+      });
+}
 
-  h = norm_out_->Forward(h, temb);
-  return proj_out_->Forward(h);
+void Flux2Transformer2DModel::HeadBlock(Pass& pass) const { RunBlocks(0, 1, pass); }
+
+void Flux2Transformer2DModel::RemainingBlocks(Pass& pass) const {
+  RunBlocks(1, double_blocks_.size() + single_blocks_.size(), pass);
+}
+
+torch::Tensor Flux2Transformer2DModel::Epilogue(const Pass& pass) const {
+  return proj_out_->Forward(norm_out_->Forward(pass.h, pass.temb));
 }
 
 }  // namespace ditserve::models::flux2

@@ -28,6 +28,7 @@
 #include "models/common/ada_layer_norm.h"
 #include "models/common/flux_embedders.h"
 #include "models/common/linear_layer.h"
+#include "models/common/rope.h"
 #include "models/flux2/flux2_config.h"
 #include "models/flux2/flux2_double_block.h"
 #include "models/flux2/flux2_modulation.h"
@@ -48,7 +49,18 @@ class Flux2Transformer2DModel
   explicit Flux2Transformer2DModel(Flux2TransformerConfig config);
   absl::Status LoadLayers(const ModuleLoader& loader, comm::Communicator* comm) override;
   absl::Status CheckArgs(const Flux2ForwardArgs& args) const override;
-  torch::Tensor ForwardImpl(const Flux2ForwardArgs& args) const override;
+
+  // A pass's state between the stages (models/transformer_base.h).
+  struct Pass {
+    torch::Tensor h, context, temb;
+    std::vector<ModulationSet> mod_img, mod_txt, mod_single;  // the shared modulations
+    RopeTables rope;
+  };
+  Pass Prologue(const Flux2ForwardArgs& args) const;
+  void HeadBlock(Pass& pass) const;
+  void RemainingBlocks(Pass& pass) const;
+  torch::Tensor Epilogue(const Pass& pass) const;
+  void RunBlocks(size_t begin, size_t end, Pass& pass) const;  // models/common/flux_block_stack.h
 
   FluxEmbedders embedders_;
   // The blocks' shared modulations (one GEMM with norm_out's, modulation_bank.h).

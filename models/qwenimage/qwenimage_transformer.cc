@@ -142,35 +142,46 @@ absl::StatusOr<HostInputs> QwenImageTransformer2DModel::ReadHostInputs(
   return host;
 }
 
-torch::Tensor QwenImageTransformer2DModel::ForwardImpl(const QwenImageForwardArgs& a) const {
-  torch::NoGradGuard no_grad;
-  const QwenRopeFreqs& rope = rope_cache_->freqs;
+QwenImageTransformer2DModel::Pass QwenImageTransformer2DModel::Prologue(
+    const QwenImageForwardArgs& a) const {
   auto to_model = [&](const torch::Tensor& x) { return x.to(device_, dtype_); };
-
-  auto h = img_in_->Forward(to_model(a.hidden_states));
+  Pass pass;
+  pass.h = img_in_->Forward(to_model(a.hidden_states));
   // timestep in float32 (diffusers rounds it to the model dtype first; see FloatConditioning),
   // then ×1000 inside the fp32 sinusoid.
   auto timestep = FloatConditioning(a.timestep, device_);
-  auto context = txt_in_->Forward(txt_norm_->Forward(to_model(a.encoder_hidden_states)));
+  pass.context = txt_in_->Forward(txt_norm_->Forward(to_model(a.encoder_hidden_states)));
   TimestepProjectionOptions proj;
   proj.num_channels = kTimeProjChannels;
   proj.scale = kTimeProjScale;
-  auto temb = timestep_embedder_->Forward(TimestepProjection(timestep, proj).to(dtype_));
+  pass.temb = timestep_embedder_->Forward(TimestepProjection(timestep, proj).to(dtype_));
 
   // Keys: [text mask, all image tokens]; (B, 1, 1, T + N) broadcast over heads and queries.
-  torch::Tensor mask;
   if (a.encoder_hidden_states_mask.defined()) {
     auto text = a.encoder_hidden_states_mask.to(device_).to(torch::kBool);
-    auto image = torch::ones({text.size(0), h.size(1)},
+    auto image = torch::ones({text.size(0), pass.h.size(1)},
                              torch::TensorOptions().dtype(torch::kBool).device(device_));
-    mask = torch::cat({text, image}, 1).unsqueeze(1).unsqueeze(1);
+    pass.mask = torch::cat({text, image}, 1).unsqueeze(1).unsqueeze(1);
   }
+  return pass;
+}
 
-  for (const auto& block : blocks_) {
-    std::tie(h, context) = block.Forward(h, context, temb, rope, mask);
+void QwenImageTransformer2DModel::RunBlocks(size_t begin, size_t end, Pass& pass) const {
+  const QwenRopeFreqs& rope = rope_cache_->freqs;
+  for (size_t i = begin; i < end && i < blocks_.size(); ++i) {
+    std::tie(pass.h, pass.context) =
+        blocks_[i].Forward(pass.h, pass.context, pass.temb, rope, pass.mask);
   }
-  h = norm_out_->Forward(h, temb);
-  return proj_out_->Forward(h);
+}
+
+void QwenImageTransformer2DModel::HeadBlock(Pass& pass) const { RunBlocks(0, 1, pass); }
+
+void QwenImageTransformer2DModel::RemainingBlocks(Pass& pass) const {
+  RunBlocks(1, blocks_.size(), pass);
+}
+
+torch::Tensor QwenImageTransformer2DModel::Epilogue(const Pass& pass) const {
+  return proj_out_->Forward(norm_out_->Forward(pass.h, pass.temb));
 }
 
 }  // namespace ditserve::models::qwenimage

@@ -58,8 +58,18 @@ class QwenImageTransformer2DModel
   // img_shapes and the text length, read on the host: the RoPE tables (rope_cache_), which the body
   // reads and a graph keeps alive.
   absl::StatusOr<HostInputs> ReadHostInputs(const QwenImageForwardArgs& args) override;
-  // Reads rope_cache_'s tables (ReadHostInputs made them for these arguments).
-  torch::Tensor ForwardImpl(const QwenImageForwardArgs& args) const override;
+
+  // A pass's state between the stages (models/transformer_base.h). The stages read rope_cache_'s
+  // tables (ReadHostInputs made them for these arguments).
+  struct Pass {
+    torch::Tensor h, context, temb;
+    torch::Tensor mask;  // (B, 1, 1, T + N) keys, or undefined
+  };
+  Pass Prologue(const QwenImageForwardArgs& args) const;
+  void HeadBlock(Pass& pass) const;
+  void RemainingBlocks(Pass& pass) const;
+  torch::Tensor Epilogue(const Pass& pass) const;
+  void RunBlocks(size_t begin, size_t end, Pass& pass) const;
 
   // The RoPE tables of the last (image shapes, text length): a request's steps all ask for the same
   // ones, and building them (on the CPU, as diffusers does, then copied) costs ~3 ms on an H200.
