@@ -1,6 +1,7 @@
 #include "pipeline/diffusion_pipeline.h"
 
 #include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/config_json.h"
@@ -29,6 +30,11 @@ struct DiffusionPipeline::JobState {
   torch::Tensor cfg_scale;   // (B, 1, 1) true-CFG scales; undefined without true CFG
   torch::Tensor references;  // (B, R, in_channels) reference tokens; undefined without
   int first_step = 0;        // image-to-image: the schedule step the loop starts at
+  // First Block Cache (job.cache_threshold > 0): the state of the prompt's passes and of the
+  // negative prompt's (diffusers' cache contexts "cond" and "uncond"), fresh for every job.
+  std::optional<models::FirstBlockCache> cache_cond, cache_uncond;
+  uint32_t full_passes = 0;  // passes without a cache (with one, the caches count)
+  std::vector<GenerationResult::CacheDecision> cache_decisions;  // with one, in pass order
 };
 
 // ---- Load ----
@@ -174,6 +180,11 @@ absl::Status DiffusionPipeline::CheckRun(const GenerationJob& job) const {
   if (job.output != JobOutput::kLatents && !card_.images_out) {
     return absl::InvalidArgumentError("this model can only return OUTPUT_FORMAT_LATENTS");
   }
+  if (!(job.cache_threshold >= 0 && job.cache_threshold <= card_.max_cache_threshold)) {
+    return absl::InvalidArgumentError(absl::StrCat("cache_threshold must be in [0, ",
+                                                   card_.max_cache_threshold, "], got ",
+                                                   job.cache_threshold));
+  }
   RETURN_IF_ERROR(CheckImages(job));
   return CheckJob(job);
 }
@@ -260,6 +271,13 @@ absl::StatusOr<GenerationResult> DiffusionPipeline::RunUnguarded(
   ASSIGN_OR_RETURN(torch::Tensor latents,
                    Denoise(job, grid, &state, cond, neg, on_step, cancel_requested));
   result.seconds.denoise = SecondsSince(t_denoise);
+  result.full_steps = state.full_passes;
+  result.cache_decisions = std::move(state.cache_decisions);
+  for (const auto* cache : {&state.cache_cond, &state.cache_uncond}) {
+    if (!cache->has_value()) continue;
+    result.full_steps += (*cache)->full_passes();
+    result.cached_steps += (*cache)->cached_passes();
+  }
   if (comm_->rank() != 0) return result;
   RETURN_IF_ERROR(CollectOutputs(
       job, latents, [&](const torch::Tensor& l) { return Decode(l, grid); }, &result));
@@ -292,6 +310,10 @@ absl::Status DiffusionPipeline::Prepare(const GenerationJob& job, const LatentGr
   }
   state->references = images.reference_tokens;
   if (job.true_cfg()) state->cfg_scale = TrueCfgScales(job, dtype_, device_);
+  if (job.cache_threshold > 0) {
+    state->cache_cond.emplace(job.cache_threshold);
+    if (job.true_cfg()) state->cache_uncond.emplace(job.cache_threshold);
+  }
   return absl::OkStatus();
 }
 
@@ -305,9 +327,9 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& jo
   const bool true_cfg = job.true_cfg();
   auto velocity = [&](const torch::Tensor& x, int index) -> absl::StatusOr<torch::Tensor> {
     const torch::Tensor t = ModelTimestep(state->scheduler, index, batch, dtype_, device_);
-    ASSIGN_OR_RETURN(torch::Tensor v, Forward(*state, x, t, cond));
+    ASSIGN_OR_RETURN(torch::Tensor v, Forward(state, x, t, cond, &state->cache_cond));
     if (!true_cfg) return v;
-    ASSIGN_OR_RETURN(torch::Tensor nv, Forward(*state, x, t, neg));
+    ASSIGN_OR_RETURN(torch::Tensor nv, Forward(state, x, t, neg, &state->cache_uncond));
     return CombineGuidance(v, nv, state->cfg_scale);
   };
   LoopPreviews previews;
@@ -324,18 +346,24 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& jo
                         cancel_requested, state->first_step, preview ? &previews : nullptr);
 }
 
-absl::StatusOr<torch::Tensor> DiffusionPipeline::Forward(const JobState& state,
-                                                         const torch::Tensor& latents,
-                                                         const torch::Tensor& timestep,
-                                                         const TextConditioning& text) {
-  ModelArgs args = state.layout.fixed;
+absl::StatusOr<torch::Tensor> DiffusionPipeline::Forward(
+    JobState* state, const torch::Tensor& latents, const torch::Tensor& timestep,
+    const TextConditioning& text, std::optional<models::FirstBlockCache>* cache) {
+  ModelArgs args = state->layout.fixed;
   args.insert(text.extra.begin(), text.extra.end());
   args["hidden_states"] =
-      state.references.defined() ? torch::cat({latents, state.references}, 1) : latents;
+      state->references.defined() ? torch::cat({latents, state->references}, 1) : latents;
   args["encoder_hidden_states"] = text.embeds;
   args["timestep"] = timestep;
-  ASSIGN_OR_RETURN(torch::Tensor velocity, transformer_->Forward(args));
-  if (!state.references.defined()) return velocity;
+  models::FirstBlockCache* context = cache->has_value() ? &**cache : nullptr;
+  if (context == nullptr) ++state->full_passes;
+  const uint32_t full_before = context != nullptr ? context->full_passes() : 0;
+  ASSIGN_OR_RETURN(torch::Tensor velocity, transformer_->Forward(args, context));
+  if (context != nullptr) {
+    state->cache_decisions.push_back(
+        {cache == &state->cache_uncond, context->full_passes() > full_before});
+  }
+  if (!state->references.defined()) return velocity;
   return velocity.narrow(1, 0, latents.size(1));  // diffusers: noise_pred[:, : latents.size(1)]
 }
 

@@ -268,10 +268,12 @@ class DiffusionPipeline : public Pipeline {
                                         const TextConditioning& neg, const StepCallback& on_step,
                                         const CancelPredicate& cancel_requested);
   // One forward: the loop's fixed arguments, `text`'s, the latents (with the reference tokens
-  // appended, the velocity narrowed back to the latents' tokens) and the step's timestep.
-  absl::StatusOr<torch::Tensor> Forward(const JobState& state, const torch::Tensor& latents,
+  // appended, the velocity narrowed back to the latents' tokens) and the step's timestep; through
+  // `cache`'s First Block Cache context when it holds one (else every block, counted in `state`).
+  absl::StatusOr<torch::Tensor> Forward(JobState* state, const torch::Tensor& latents,
                                         const torch::Tensor& timestep,
-                                        const TextConditioning& text);
+                                        const TextConditioning& text,
+                                        std::optional<models::FirstBlockCache>* cache);
 
   const PipelineFamily family_;
   ModelCard card_;

@@ -86,6 +86,13 @@ struct GenerationResult {
   // the step cache; every rank counts the same.
   uint32_t full_steps = 0;
   uint32_t cached_steps = 0;
+  // With the cache on: every pass's decision in the order the passes ran (diffusers' order: per
+  // step the prompt's pass, then the negative prompt's).
+  struct CacheDecision {
+    bool negative = false;  // the negative prompt's context ("uncond")
+    bool computed = false;  // the remaining blocks ran
+  };
+  std::vector<CacheDecision> cache_decisions;
 };
 
 // What a model does with input images (JobItem::images), as diffusers' pipeline for it does.

@@ -9,7 +9,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 
 #include <unistd.h>
 
@@ -23,7 +22,9 @@
 #include "pipeline/latents.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/scheduler.h"
+#include "common/status_macros.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/pipeline_group.h"
 
 namespace ditserve::pipeline {
 namespace {
@@ -68,29 +69,11 @@ struct Outcome {
 
 absl::StatusOr<Outcome> RunGroup(int world, const std::string& model_dir, const GenerationJob& job,
                                  const std::vector<lora::LoraAdapterSpec>& loras = {}) {
-  std::mutex mu;
-  Outcome out;
-  out.steps.assign(world, 0);
-  absl::Status s = comm::RunLocalGroup(world, [&](comm::Communicator& c) -> absl::Status {
-    PipelineOptions opts;
-    opts.model_dir = model_dir;
-    opts.loras = loras;
-    auto p = LoadPipeline(opts, &c);
-    if (!p.ok()) return p.status();
-    int steps = 0;
-    auto r = (*p)->Run(
-        job, [&](const StepEvent&) { ++steps; }, [] { return false; });
-    std::lock_guard<std::mutex> lock(mu);
-    out.steps[c.rank()] = steps;
-    if (!r.ok()) return r.status();
-    if (c.rank() == 0) {
-      out.latents = r->latents.at(0);
-      out.card = (*p)->Card();
-    }
-    return absl::OkStatus();
-  });
-  if (!s.ok()) return s;
-  return out;
+  PipelineOptions opts;
+  opts.model_dir = model_dir;
+  opts.loras = loras;
+  ASSIGN_OR_RETURN(testing::PipelineGroupRun run, testing::RunPipelineGroup(world, opts, job));
+  return Outcome{run.rank0().latents.at(0), run.card, run.steps};
 }
 
 // flux1-tiny as a FluxKontextPipeline folder (a copy; only model_index.json differs).
