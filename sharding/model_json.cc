@@ -28,6 +28,11 @@ absl::StatusOr<PipelineIndex> ParsePipelineIndex(const nlohmann::json& j, const 
           absl::StrCat(path, ": component '", key, "' must be [library, class]"));
     }
     if (v[0].is_null() && v[1].is_null()) continue;
+    if (key.empty()) {
+      // A component is the folder of its name: "" would be the pipeline folder itself.
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": a component [library, class] under an empty name"));
+    }
     for (size_t i = 0; i < 2; ++i) {
       if (!v[i].is_string()) {
         return JsonTypeError(path, absl::StrCat(key, "[", i, "]"),

@@ -184,6 +184,11 @@ TEST(ShardingReadersTypedTest, PipelineIndexNamesTheField) {
   dir.Write("model_index.json", R"({"_class_name": "FluxPipeline", "vae": ["diffusers", 3]})");
   ExpectInvalid(sharding::ReadPipelineIndex(dir.path()),
                 {index, "field 'vae[1]' must be a string", "got an integer"});
+  // The long fuzz run's finding (tests/fuzz/seeds/config/regression-crash-e73efd04...): a
+  // component under the empty name was accepted, and its folder was the pipeline folder itself.
+  dir.Write("model_index.json", R"({"_class_name": "FluxPipeline", "": ["transformers", "X"]})");
+  ExpectInvalid(sharding::ReadPipelineIndex(dir.path()),
+                {index, "a component [library, class] under an empty name"});
 }
 
 TEST(ShardingReadersTypedTest, WeightIndexNamesTheField) {
