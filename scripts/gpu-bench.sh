@@ -57,6 +57,16 @@
 #      so that the REQUIRES tests register, then image_inputs_parity_test (CPU, float32, tp 1/2) and
 #      image_inputs_gpu_test (CUDA, float32 and bf16)  -> image_fixtures.txt, image_tests.txt,
 #      image-inputs.tar.gz (needs .carry/diffusers-src or DIFFUSERS_SRC)
+#  15. step-cache fixtures and their test: tests/fixtures/make_step_cache_fixtures.py with diffusers
+#      on the host's CPU (float32; diffusers' First Block Cache decisions and images) and
+#      --bf16-device cuda, step-cache/ copied into FIXTURES_DIR (and packed as step-cache.tar.gz for
+#      the repository), re-configured so that step_cache_parity_test registers, then run (CPU,
+#      float32, tp 1/2)          -> step_cache_fixtures.txt, step_cache_tests.txt, step-cache.tar.gz
+#  16. step caching's speed: FLUX.1-dev-size and Qwen-Image-size steps (bf16, 4096 image tokens)
+#      with --step-cache (a cached pass: first block + output layers; a full pass through the
+#      cache's path, op by op), then the FLUX.1-dev-size pipeline end to end, 1024x1024 28 steps,
+#      without the cache and at CACHE_THRESHOLDS (default "0.05 0.12 0.25"; the response's
+#      full/cached pass counts)                                   -> step_cache_bench.txt
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny
 #      pipeline and transformers on the GPU in float32 / bfloat16, frontend + 1 CUDA worker)
 #                                                                            -> gpu_tests.txt
@@ -526,6 +536,57 @@ if build image_inputs_parity_test image_inputs_gpu_test; then
   grep -E "relative error|Passed|Failed|SKIPPED|NOT_BUILT|No tests|tests passed|tests failed" \
     "$out/image_tests.txt" | tail -40
 fi
+}
+
+stage15() {
+log "stage 15: step-cache fixtures (diffusers: CPU float32 + CUDA bf16), then their test"
+[ -d "$diffusers_src" ] || { log "no diffusers source at $diffusers_src: stage 15 skipped"; return; }
+local scfx=/tmp/ditserve-scfx res="$out/step_cache_fixtures.txt" configured
+rm -rf "$scfx"
+PYTHONPATH="$diffusers_src" PYTHONUNBUFFERED=1 python3 tests/fixtures/make_step_cache_fixtures.py \
+  --out "$scfx" --bf16-device cuda > "$res" 2>&1
+local rc=$?
+grep -E "cached|WARN|warn|check" "$res" | tail -30
+[ -f "$scfx/step-cache/step_cache_reference.safetensors" ] || { log "make_step_cache_fixtures.py failed ($rc)"; return; }
+tar czf "$out/step-cache.tar.gz" -C "$scfx" step-cache
+configured=$(sed -n 's/^DITSERVE_FIXTURES_DIR:PATH=//p' build-cuda/CMakeCache.txt 2>/dev/null)
+for d in "$fixtures" "${configured:-$(pwd)/tests/fixtures}"; do
+  rm -rf "$d/step-cache" && cp -r "$scfx/step-cache" "$d/"
+done
+rm -f build-cuda/tests/unit/step_cache_parity_test  # relinked: registers under REQUIRES now
+if build step_cache_parity_test; then
+  (cd build-cuda && . ./ditserve-env.sh && DITSERVE_FIXTURES_DIR="$fixtures" \
+    ctest -R "StepCacheParity" -V --timeout 900) > "$out/step_cache_tests.txt" 2>&1
+  grep -E "decisions|relative error|Passed|Failed|tests passed|tests failed" \
+    "$out/step_cache_tests.txt" | tail -40
+fi
+}
+
+stage16() {
+log "stage 16: step caching's speed"
+local res="$out/step_cache_bench.txt" m t
+: > "$res"
+if build ditserve-flux1-bench ditserve-qwenimage-bench; then
+  for m in flux1 qwenimage; do
+    "$bin/bench/ditserve-$m-bench" --device cuda --runs 10 --warmup 3 --step-cache 2>&1 |
+      grep -E "transformer:|median|graphs|step cache|rror" | sed "s/^/$m: /" | tee -a "$res"
+  done
+fi
+build ditserve-frontend ditserve-worker ditserve-cli ditserve-tool ditserve-spm-train || return
+local dir=/tmp/ditserve-flux1-dev-size  # stage 5's, when it ran
+[ -f "$dir/model_index.json" ] || "$bin/tools/ditserve-tool" make-tiny-model "$dir" \
+  --preset flux1-dev-size --dtype bfloat16 --transformer-shards 3 --force >> "$res" 2>&1
+local fpid port mport
+start_frontend "$dir" "$res" || return
+"$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" --prompt "warm-up" --height 1024 \
+  --width 1024 --steps 2 --quiet -o /dev/null > /dev/null 2>&1
+for t in 0 ${CACHE_THRESHOLDS:-0.05 0.12 0.25}; do
+  echo "threshold $t: $("$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" \
+    --prompt "a lighthouse on a cliff at dawn" --height 1024 --width 1024 --steps 28 --seed 0 \
+    --cache-threshold "$t" -o "$out/step_cache_$t.png" 2>&1 | grep -E "steps|seconds|rror" | tr '\n' ' ')" |
+    tee -a "$res"
+done
+kill "$fpid"; wait "$fpid" 2>/dev/null
 }
 
 bg_build=""

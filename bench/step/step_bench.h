@@ -129,6 +129,7 @@ struct CommonBenchOptions {
   int64_t tp = 1;
   bool replicate_modulation = false;  // with tp > 1: the reference's plan
   std::string weights = "dtype";      // dtype | fp8 (models/common/fp8_linear.h)
+  bool step_cache = false;            // also time First Block Cache's passes (TimeStepCache)
 };
 
 inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
@@ -147,6 +148,9 @@ inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
              "with --tp: the reference's plan (AdaLN modulation replicated)");
   p->AddString("weights", &o->weights,
                "dtype | fp8: the blocks' token GEMMs with FP8 weights (cuda, bfloat16)");
+  p->AddBool("step-cache", &o->step_cache,
+             "also time First Block Cache's cached pass (first block + output layers) and a full "
+             "pass through the cache's path");
   p->AddString(
       "profile", &o->profile,
       "after timing, profile one step and write a per-kernel table here (CUDA profile build)");
@@ -277,10 +281,10 @@ inline int64_t SquarestGridColumns(int64_t n) {
 // Times `step` (warm-up + runs), prints the median line and whether `model`'s steps were CUDA
 // graph replays, then profiles one more step if asked. With a projection communicator (--tp N > 1)
 // it also prints the all-reduces and bytes per step.
-inline absl::Status TimeAndReport(const DiffusionTransformer& model,
-                                  const std::function<absl::StatusOr<torch::Tensor>()>& step,
-                                  const BenchTarget& target, const CommonBenchOptions& o,
-                                  const comm::Communicator* comm = nullptr) {
+inline absl::StatusOr<StepTimes> TimeAndReport(
+    const DiffusionTransformer& model, const std::function<absl::StatusOr<torch::Tensor>()>& step,
+    const BenchTarget& target, const CommonBenchOptions& o,
+    const comm::Communicator* comm = nullptr) {
   ASSIGN_OR_RETURN(StepTimes times, TimeSteps(step, target.device, o.warmup, o.runs));
   std::printf("median %.3f ms/step  (min %.3f, max %.3f, %zu runs after %lld warmup)\n",
               times.median_ms, times.min_ms, times.max_ms, times.runs,
@@ -301,9 +305,10 @@ inline absl::Status TimeAndReport(const DiffusionTransformer& model,
         static_cast<double>(stats.allreduce_count) / steps,
         static_cast<double>(stats.allreduce_bytes) / steps / 1e6);
   }
-  if (o.profile.empty()) return absl::OkStatus();
+  if (o.profile.empty()) return times;
 #ifdef DITSERVE_BENCH_PROFILER
-  return ProfileKernels([&] { return step().status(); }, o.profile);
+  RETURN_IF_ERROR(ProfileKernels([&] { return step().status(); }, o.profile));
+  return times;
 #else
   return absl::UnimplementedError("--profile needs a CUDA build's ditserve-*-profile binary");
 #endif
@@ -388,7 +393,35 @@ absl::Status RunStepBench(
   };
   if (instead) return instead(*model, step);
   RETURN_IF_ERROR(ReportAgainstModelDtype(dtype_out, step));
-  return TimeAndReport(*model, step, target, o, in.comm.get());
+  ASSIGN_OR_RETURN(const StepTimes full, TimeAndReport(*model, step, target, o, in.comm.get()));
+  if (!o.step_cache) return absl::OkStatus();
+  if (forward) return absl::InvalidArgumentError("--step-cache times the plain step only");
+  return TimeStepCache(*model, a, target, o, full.median_ms);
+}
+
+// --step-cache: First Block Cache's two kinds of pass on the step's inputs
+// (models/common/first_block_cache.h), each timed as a step. A cached pass: the cache computed once
+// on these inputs, so every later pass has the same head residual (relative change 0, at most any
+// threshold) and skips the remaining blocks. A full pass through the cache's path: a threshold
+// below 0 (every change is above it), so every pass runs all blocks op by op, with the residuals
+// kept. Printed with what a schedule of k cached passes in n would take.
+template <typename Model, typename Args>
+absl::Status TimeStepCache(Model& model, const Args& a, const BenchTarget& target,
+                           const CommonBenchOptions& o, double full_step_ms) {
+  models::FirstBlockCache cached(1.0), computing(-1.0);
+  ASSIGN_OR_RETURN(StepTimes c, TimeSteps([&] { return model.Forward(a, &cached); },
+                                          target.device, o.warmup, o.runs));
+  ASSIGN_OR_RETURN(StepTimes f, TimeSteps([&] { return model.Forward(a, &computing); },
+                                          target.device, o.warmup, o.runs));
+  if (cached.full_passes() != 1 || computing.cached_passes() != 0) {
+    return absl::InternalError("the step cache's passes did not go as set up");
+  }
+  std::printf("step cache: cached pass median %.3f ms (min %.3f), full pass through the cache's "
+              "path %.3f ms (min %.3f), full step %.3f ms: caching half the steps takes %.1f%% "
+              "of the uncached time\n",
+              c.median_ms, c.min_ms, f.median_ms, f.min_ms, full_step_ms,
+              100.0 * 0.5 * (c.median_ms + f.median_ms) / full_step_ms);
+  return absl::OkStatus();
 }
 
 // main() of a benchmark: parses the flags `add_flags` registered (plus --help), runs `run`, and
