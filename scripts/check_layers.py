@@ -47,7 +47,8 @@ MODEL_LAYERS = {
     "qwenimage": {"common", "tp", "lora", "."},
 }
 # What families may include from models/ itself: the interface and its shared implementation base.
-MODEL_FILES_OF_DOT = {"models/transformer.h", "models/transformer_base.h"}
+MODEL_FILES_OF_DOT = {"models/transformer.h", "models/transformer_base.h",
+                      "models/flux_family_transformer.h"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SUFFIXES = (".h", ".cc", ".cu", ".cuh")

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "models/common/flux_block_stack.h"
 #include "models/common/model_checks.h"
 #include "models/common/rope.h"
 #include "models/tp/modulation_bank.h"
@@ -20,7 +19,7 @@ constexpr int64_t kTimeProjChannels = 256;
 }  // namespace
 
 FluxTransformer2DModel::FluxTransformer2DModel(FluxTransformerConfig config)
-    : DiffusionTransformerBase(
+    : FluxFamilyTransformer(
           config, "FluxTransformer2DModel", "FLUX.1",
           {{"hidden_states", &FluxForwardArgs::hidden_states},
            {"encoder_hidden_states", &FluxForwardArgs::encoder_hidden_states},
@@ -158,25 +157,16 @@ FluxTransformer2DModel::Pass FluxTransformer2DModel::Prologue(const FluxForwardA
   return pass;
 }
 
-void FluxTransformer2DModel::RunBlocks(size_t begin, size_t end, Pass& pass) const {
-  RunFluxBlocks(
-      begin, end, double_blocks_.size(), pass.h, pass.context,
-      [&](size_t i, const torch::Tensor& h, const torch::Tensor& context) {
-        return double_blocks_[i].Forward(h, context, pass.temb, pass.rope);
-      },
-      [&](size_t j, const torch::Tensor& x) {
-        return single_blocks_[j].Forward(x, pass.temb, pass.rope);
-      });
+std::pair<torch::Tensor, torch::Tensor> FluxTransformer2DModel::RunDouble(const FluxDoubleBlock& block,
+                                                              const torch::Tensor& h,
+                                                              const torch::Tensor& context,
+                                                              const Pass& pass) const {
+  return block.Forward(h, context, pass.temb, pass.rope);
 }
 
-void FluxTransformer2DModel::HeadBlock(Pass& pass) const { RunBlocks(0, 1, pass); }
-
-void FluxTransformer2DModel::RemainingBlocks(Pass& pass) const {
-  RunBlocks(1, double_blocks_.size() + single_blocks_.size(), pass);
-}
-
-torch::Tensor FluxTransformer2DModel::Epilogue(const Pass& pass) const {
-  return proj_out_->Forward(norm_out_->Forward(pass.h, pass.temb));
+torch::Tensor FluxTransformer2DModel::RunSingle(const FluxSingleBlock& block, const torch::Tensor& x,
+                                          const Pass& pass) const {
+  return block.Forward(x, pass.temb, pass.rope);
 }
 
 }  // namespace ditserve::models::flux1

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -18,15 +19,12 @@
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
-#include "models/common/ada_layer_norm.h"
-#include "models/common/flux_embedders.h"
-#include "models/common/linear_layer.h"
 #include "models/common/rope.h"
 #include "models/common/text_projection.h"
 #include "models/flux1/flux1_config.h"
 #include "models/flux1/flux1_double_block.h"
 #include "models/flux1/flux1_single_block.h"
-#include "models/transformer_base.h"
+#include "models/flux_family_transformer.h"
 #include "sharding/state_dict.h"
 
 namespace ditserve::models::flux1 {
@@ -37,31 +35,30 @@ struct FluxForwardArgs : FluxFamilyForwardArgs {
 };
 
 class FluxTransformer2DModel
-    : public DiffusionTransformerBase<FluxTransformer2DModel, FluxTransformerConfig,
-                                      FluxForwardArgs> {
+    : public FluxFamilyTransformer<FluxTransformer2DModel, FluxTransformerConfig, FluxForwardArgs,
+                                   FluxDoubleBlock, FluxSingleBlock> {
  private:
-  friend DiffusionTransformerBase;  // Load constructs it
+  friend DiffusionTransformerBase;  // Load constructs it; the stages
+  friend FluxFamilyTransformer;     // the blocks' calls
   explicit FluxTransformer2DModel(FluxTransformerConfig config);
   absl::Status LoadLayers(const ModuleLoader& loader, comm::Communicator* comm) override;
   absl::Status CheckArgs(const FluxForwardArgs& args) const override;
 
-  // A pass's state between the stages (models/transformer_base.h).
+  // A pass's state between the stages (models/transformer_base.h): the streams, the conditioning
+  // embedding every block's AdaLN reads, the RoPE tables of [text, image].
   struct Pass {
     torch::Tensor h, context, temb;
     RopeTables rope;
   };
   Pass Prologue(const FluxForwardArgs& args) const;
-  void HeadBlock(Pass& pass) const;
-  void RemainingBlocks(Pass& pass) const;
-  torch::Tensor Epilogue(const Pass& pass) const;
-  void RunBlocks(size_t begin, size_t end, Pass& pass) const;  // models/common/flux_block_stack.h
+  std::pair<torch::Tensor, torch::Tensor> RunDouble(const FluxDoubleBlock& block,
+                                                    const torch::Tensor& h,
+                                                    const torch::Tensor& context,
+                                                    const Pass& pass) const;
+  torch::Tensor RunSingle(const FluxSingleBlock& block, const torch::Tensor& x,
+                          const Pass& pass) const;
 
-  FluxEmbedders embedders_;
   std::optional<PixArtAlphaTextProjection> text_embedder_;  // the pooled CLIP projection
-  std::shared_ptr<LinearLayer> proj_out_;
-  std::vector<FluxDoubleBlock> double_blocks_;
-  std::vector<FluxSingleBlock> single_blocks_;
-  std::optional<AdaLayerNormContinuous> norm_out_;
 };
 
 }  // namespace ditserve::models::flux1

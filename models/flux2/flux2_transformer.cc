@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "models/common/flux_block_stack.h"
 #include "models/common/model_checks.h"
 #include "models/common/rope.h"
 #include "models/tp/modulation_bank.h"
@@ -14,7 +13,7 @@
 namespace ditserve::models::flux2 {
 
 Flux2Transformer2DModel::Flux2Transformer2DModel(Flux2TransformerConfig config)
-    : DiffusionTransformerBase(
+    : FluxFamilyTransformer(
           config, "Flux2Transformer2DModel", "FLUX.2",
           {{"hidden_states", &Flux2ForwardArgs::hidden_states},
            {"encoder_hidden_states", &Flux2ForwardArgs::encoder_hidden_states},
@@ -159,25 +158,16 @@ Flux2Transformer2DModel::Pass Flux2Transformer2DModel::Prologue(const Flux2Forwa
   return pass;
 }
 
-void Flux2Transformer2DModel::RunBlocks(size_t begin, size_t end, Pass& pass) const {
-  RunFluxBlocks(
-      begin, end, double_blocks_.size(), pass.h, pass.context,
-      [&](size_t i, const torch::Tensor& h, const torch::Tensor& context) {
-        return double_blocks_[i].Forward(h, context, pass.mod_img, pass.mod_txt, pass.rope);
-      },
-      [&](size_t j, const torch::Tensor& x) {
-        return single_blocks_[j].Forward(x, pass.mod_single[0], pass.rope);
-      });
+std::pair<torch::Tensor, torch::Tensor> Flux2Transformer2DModel::RunDouble(const Flux2DoubleBlock& block,
+                                                              const torch::Tensor& h,
+                                                              const torch::Tensor& context,
+                                                              const Pass& pass) const {
+  return block.Forward(h, context, pass.mod_img, pass.mod_txt, pass.rope);
 }
 
-void Flux2Transformer2DModel::HeadBlock(Pass& pass) const { RunBlocks(0, 1, pass); }
-
-void Flux2Transformer2DModel::RemainingBlocks(Pass& pass) const {
-  RunBlocks(1, double_blocks_.size() + single_blocks_.size(), pass);
-}
-
-torch::Tensor Flux2Transformer2DModel::Epilogue(const Pass& pass) const {
-  return proj_out_->Forward(norm_out_->Forward(pass.h, pass.temb));
+torch::Tensor Flux2Transformer2DModel::RunSingle(const Flux2SingleBlock& block, const torch::Tensor& x,
+                                          const Pass& pass) const {
+  return block.Forward(x, pass.mod_single[0], pass.rope);
 }
 
 }  // namespace ditserve::models::flux2

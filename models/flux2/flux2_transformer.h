@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -25,15 +26,12 @@
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
-#include "models/common/ada_layer_norm.h"
-#include "models/common/flux_embedders.h"
-#include "models/common/linear_layer.h"
 #include "models/common/rope.h"
 #include "models/flux2/flux2_config.h"
 #include "models/flux2/flux2_double_block.h"
 #include "models/flux2/flux2_modulation.h"
 #include "models/flux2/flux2_single_block.h"
-#include "models/transformer_base.h"
+#include "models/flux_family_transformer.h"
 #include "sharding/state_dict.h"
 
 namespace ditserve::models::flux2 {
@@ -42,33 +40,32 @@ namespace ditserve::models::flux2 {
 using Flux2ForwardArgs = FluxFamilyForwardArgs;
 
 class Flux2Transformer2DModel
-    : public DiffusionTransformerBase<Flux2Transformer2DModel, Flux2TransformerConfig,
-                                      Flux2ForwardArgs> {
+    : public FluxFamilyTransformer<Flux2Transformer2DModel, Flux2TransformerConfig,
+                                   Flux2ForwardArgs, Flux2DoubleBlock, Flux2SingleBlock> {
  private:
-  friend DiffusionTransformerBase;  // Load constructs it
+  friend DiffusionTransformerBase;  // Load constructs it; the stages
+  friend FluxFamilyTransformer;     // the blocks' calls
   explicit Flux2Transformer2DModel(Flux2TransformerConfig config);
   absl::Status LoadLayers(const ModuleLoader& loader, comm::Communicator* comm) override;
   absl::Status CheckArgs(const Flux2ForwardArgs& args) const override;
 
-  // A pass's state between the stages (models/transformer_base.h).
+  // A pass's state between the stages (models/transformer_base.h): the streams, the time
+  // embedding (norm_out's), the shared modulations the blocks read, RoPE of [text, image].
   struct Pass {
     torch::Tensor h, context, temb;
-    std::vector<ModulationSet> mod_img, mod_txt, mod_single;  // the shared modulations
+    std::vector<ModulationSet> mod_img, mod_txt, mod_single;
     RopeTables rope;
   };
   Pass Prologue(const Flux2ForwardArgs& args) const;
-  void HeadBlock(Pass& pass) const;
-  void RemainingBlocks(Pass& pass) const;
-  torch::Tensor Epilogue(const Pass& pass) const;
-  void RunBlocks(size_t begin, size_t end, Pass& pass) const;  // models/common/flux_block_stack.h
+  std::pair<torch::Tensor, torch::Tensor> RunDouble(const Flux2DoubleBlock& block,
+                                                    const torch::Tensor& h,
+                                                    const torch::Tensor& context,
+                                                    const Pass& pass) const;
+  torch::Tensor RunSingle(const Flux2SingleBlock& block, const torch::Tensor& x,
+                          const Pass& pass) const;
 
-  FluxEmbedders embedders_;
   // The blocks' shared modulations (one GEMM with norm_out's, modulation_bank.h).
   std::optional<Flux2Modulation> mod_img_, mod_txt_, mod_single_;
-  std::shared_ptr<LinearLayer> proj_out_;
-  std::vector<Flux2DoubleBlock> double_blocks_;
-  std::vector<Flux2SingleBlock> single_blocks_;
-  std::optional<AdaLayerNormContinuous> norm_out_;
 };
 
 }  // namespace ditserve::models::flux2
