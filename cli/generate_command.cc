@@ -49,6 +49,10 @@ void Bind(FlagParser* p, GenerateOptions* o) {
   p->AddDouble("strength", &o->strength,
                "image to image: how much of the schedule runs from the noised input image, in "
                "(0, 1]; 0 = the model's default");
+  p->AddDouble("cache-threshold", &o->cache_threshold,
+               "step cache (First Block Cache): a step reuses the cached transformer blocks when "
+               "the first block's output changed by at most this relative amount; 0 = off; not "
+               "given: the server's default (see `info`'s step_cache)");
   p->AddUint("previews", &o->previews,
              "N (0..3): previews of the image in progress at evenly spaced steps, written as PNGs "
              "(see --preview-prefix)");
@@ -129,6 +133,7 @@ int RunGenerate(int argc, const char* const* argv, int first) {
   if (done) return code;
   o.seed_set = parser.WasSet("seed");
   o.guidance_set = parser.WasSet("guidance");
+  o.cache_threshold_set = parser.WasSet("cache-threshold");
   if (absl::Status s = ValidateConnectionFlags(&o.connection); !s.ok()) {
     return PrintError(s, kExitUsage);
   }

@@ -134,6 +134,12 @@ absl::StatusOr<ditserve::v1::GenerateRequest> BuildGenerateRequest(const Generat
     return absl::InvalidArgumentError("--strength must be a finite number");
   }
   r.set_strength(o.strength);
+  if (o.cache_threshold_set) {  // its range is the model's (GetModelInfo's step_cache)
+    if (!std::isfinite(o.cache_threshold)) {
+      return absl::InvalidArgumentError("--cache-threshold must be a finite number");
+    }
+    r.set_cache_threshold(o.cache_threshold);
+  }
   if (o.previews > 0 && o.unary) {
     return absl::InvalidArgumentError("--previews needs the streaming call (drop --unary)");
   }

@@ -1,6 +1,7 @@
 // The options of `ditserve-cli generate` and their translation into a GenerateRequest. Scalars left
-// at 0 / empty mean "model default" (the API's convention); --seed and --guidance are sent only
-// when given on the command line, because those fields are `optional` in the API.
+// at 0 / empty mean "model default" (the API's convention); --seed, --guidance and
+// --cache-threshold are sent only when given on the command line, because those fields are
+// `optional` in the API.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,10 @@ struct GenerateOptions {
   std::vector<std::string> loras;   // --lora NAME[:SCALE], repeatable; no SCALE: the API's 1.0
   std::vector<std::string> images;  // --image FILE, repeatable: GenerateRequest.images in order
   double strength = 0;              // --strength (image to image); 0: the model's default
+  // --cache-threshold T: GenerateRequest.cache_threshold (the step cache; 0 = off); not given: the
+  // server's default.
+  double cache_threshold = 0;
+  bool cache_threshold_set = false;  // from FlagParser::WasSet("cache-threshold")
   uint64_t previews = 0;  // --previews N: GenerateRequest.preview_images (the streaming call)
   // --preview-prefix P: preview k is written to P<k>.png; empty: the output file's name without
   // its extension + ".preview-" (none for -o -).
@@ -54,9 +59,10 @@ std::string OutputFormatName(ditserve::v1::OutputFormat format);
 absl::StatusOr<ditserve::v1::LoraChoice> ParseLoraChoice(const std::string& value);
 
 // Validates the options that can be checked locally (ranges of the uint32 fields, format, output,
-// --lora syntax, --strength finite) and reads the embeddings files and the --image files (their
-// bytes as they are: the server sniffs the format and decodes). INVALID_ARGUMENT naming the flag
-// otherwise (a missing or unreadable --image file included), before any call to the server.
+// --lora syntax, --strength and --cache-threshold finite) and reads the embeddings files and the
+// --image files (their bytes as they are: the server sniffs the format and decodes).
+// INVALID_ARGUMENT naming the flag otherwise (a missing or unreadable --image file included),
+// before any call to the server.
 absl::StatusOr<ditserve::v1::GenerateRequest> BuildGenerateRequest(const GenerateOptions& options);
 
 }  // namespace ditserve::cli

@@ -144,7 +144,9 @@ std::string ResultSummaryJson(const GenerateResponse& r, const std::string& outp
         {"encode_seconds", t.encode_seconds()},
         {"denoise_seconds", t.denoise_seconds()},
         {"decode_seconds", t.decode_seconds()},
-        {"total_seconds", t.total_seconds()}}}};
+        {"total_seconds", t.total_seconds()},
+        {"full_steps", t.full_steps()},
+        {"cached_steps", t.cached_steps()}}}};
   return j.dump();
 }
 

@@ -25,8 +25,9 @@ absl::StatusOr<std::string> EncodeOutput(const ditserve::v1::GenerateResponse& r
 absl::Status WriteOutputFile(const std::string& path, absl::string_view bytes);
 
 // {"output":..., "format":"png", "bytes":N, "request_id":..., "seed":"S", "num_inference_steps":N,
-//  "height":H, "width":W, "timings":{...}} on one line. The seed is a string because it is a
-// uint64 (protobuf's JSON mapping), so scripts in any language read it exactly.
+//  "height":H, "width":W, "timings":{queue, encode, denoise, decode and total seconds, and the
+//  transformer passes: "full_steps", "cached_steps"}} on one line. The seed is a string because it
+// is a uint64 (protobuf's JSON mapping), so scripts in any language read it exactly.
 std::string ResultSummaryJson(const ditserve::v1::GenerateResponse& response,
                               const std::string& output, size_t bytes);
 

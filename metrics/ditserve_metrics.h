@@ -49,6 +49,8 @@
 //   ditserve_worker_denoise_step_seconds_total{rank} counter   time spent in those steps
 //       (mean step time = rate(..._step_seconds_total) / rate(..._steps_total); stragglers show
 //       here).
+//   ditserve_worker_cached_steps_total{rank}         counter   transformer passes answered from the
+//       step cache (GenerateRequest.cache_threshold; a true-CFG step is two passes).
 //   ditserve_worker_cuda_graph_replays_total{rank}   counter   transformer forwards replayed from a
 //       CUDA graph (models/common/step_graphs.h; against ..._denoise_steps_total: how many ran so).
 //   ditserve_worker_cuda_graph_captures_total{rank}  counter   CUDA graphs captured (one per

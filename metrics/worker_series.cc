@@ -58,6 +58,10 @@ constexpr Figure kFigures[] = {
     {"ditserve_worker_denoise_step_seconds_total",
      "Time the worker rank spent in denoising steps since it started.", kCounter,
      [](const WorkerFigures& f, double) { return f.denoise_step_seconds; }},
+    {"ditserve_worker_cached_steps_total",
+     "Transformer passes the worker rank answered from the step cache (First Block Cache: the "
+     "first block only) since it started.",
+     kCounter, [](const WorkerFigures& f, double) { return f.cached_steps; }},
     {"ditserve_worker_cuda_graph_replays_total",
      "Transformer forwards the worker rank replayed from a CUDA graph since it started.", kCounter,
      [](const WorkerFigures& f, double) { return f.cuda_graph_replays; }},

@@ -12,7 +12,7 @@
 //            _resident_memory_bytes;
 //   counters ditserve_worker_allreduce_operations_total, _allreduce_bytes_total,
 //            _allreduce_seconds_total, _denoise_steps_total, _denoise_step_seconds_total,
-//            _cuda_graph_replays_total, _cuda_graph_captures_total.
+//            _cached_steps_total, _cuda_graph_replays_total, _cuda_graph_captures_total.
 // Before the first report no family is collected (a family without series is omitted, as
 // prometheus-cpp's own Family does); each rank's series appear with its first report.
 //
@@ -30,7 +30,8 @@
 namespace ditserve::metrics {
 
 // One worker's report (ditserve.worker.v1.WorkerStatus without the proto dependency). The
-// allreduce_*, denoise_* and cuda_graph_* fields are cumulative since the worker started.
+// allreduce_*, denoise_*, cached_steps and cuda_graph_* fields are cumulative since the worker
+// started.
 struct WorkerFigures {
   bool ready = false;
   double device_memory_allocated_bytes = 0;
@@ -45,6 +46,7 @@ struct WorkerFigures {
   double allreduce_seconds = 0;
   double denoise_steps = 0;
   double denoise_step_seconds = 0;
+  double cached_steps = 0;  // transformer passes answered from the step cache
   double cuda_graph_replays = 0;
   double cuda_graph_captures = 0;
 };

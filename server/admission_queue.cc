@@ -71,8 +71,8 @@ std::vector<std::shared_ptr<PendingRequest>> AdmissionQueue::PopBatch(size_t max
         batch.push_back(queue_.front());
         queue_.pop_front();
         const RequestShape shape = batch.front()->request().shape;
-        // A request with input images runs alone (RequestShape::batchable); the shape comparison
-        // keeps it out of other requests' batches.
+        // A request with input images or the step cache on runs alone (RequestShape::batchable);
+        // the shape comparison keeps it out of other requests' batches.
         const size_t limit = shape.batchable() ? max_batch : 1;
         for (auto it = queue_.begin(); it != queue_.end() && batch.size() < limit;) {
           if ((*it)->request().shape == shape) {

@@ -30,7 +30,7 @@ class AdmissionQueue {
   absl::Status Push(std::shared_ptr<PendingRequest> request);
   // Admits all of `requests` or none (the rules of Push, with room needed for every one): the
   // images of one call (the HTTP API's `n`). They are queued next to each other under one lock, so
-  // when they share a shape PopBatch(max_batch >= their count) takes them as one batch.
+  // when they share a batchable() shape PopBatch(max_batch >= their count) takes them as one batch.
   absl::Status PushAll(std::vector<std::shared_ptr<PendingRequest>> requests);
 
   // Blocks until a live request is queued or the queue is closed (then returns empty). Requests
@@ -38,7 +38,8 @@ class AdmissionQueue {
   // Deadline's DEADLINE_EXCEEDED and reported to the drop observer, never run. It waits only while
   // the queue is empty, and wakes on Push / Close only (no timer). Returns the oldest live
   // request plus up to max_batch - 1 later requests of the same shape, in arrival order; a
-  // request whose shape is not batchable() (it has input images) is returned alone.
+  // request whose shape is not batchable() (it has input images, or the step cache on) is returned
+  // alone.
   std::vector<std::shared_ptr<PendingRequest>> PopBatch(size_t max_batch);
 
   // Zero-based position of a queued request (0 = next), or -1 when not queued.

@@ -69,6 +69,7 @@ worker::v1::RunRequest MakeRunRequest(const std::vector<std::shared_ptr<PendingR
   run.set_output_format(static_cast<v1::OutputFormat>(shape.output_format));
   run.set_output_quality(shape.output_quality);
   run.set_preview_images(shape.preview_images);
+  run.set_cache_threshold(shape.cache_threshold);  // on: the batch is one request (batchable())
   for (const auto& r : batch) {
     *run.add_items() = r->request().item;
     run.mutable_items()->rbegin()->set_request_id(r->id());
@@ -78,8 +79,8 @@ worker::v1::RunRequest MakeRunRequest(const std::vector<std::shared_ptr<PendingR
 
 // Hands each request its response to a successful job: rank 0's image or latents for its item, and
 // the metadata the frontend owns (request id, format, size, seed, steps from the job `run`, and the
-// timings). When rank 0 returned another number of outputs, fails every request with INTERNAL
-// instead and returns false.
+// timings with the job's full and cached transformer passes). When rank 0 returned another number
+// of outputs, fails every request with INTERNAL instead and returns false.
 bool FinishBatch(const std::vector<std::shared_ptr<PendingRequest>>& batch,
                  const worker::v1::RunRequest& run, worker::v1::RunResult result,
                  Clock::time_point start, Clock::time_point end) {
@@ -114,6 +115,8 @@ bool FinishBatch(const std::vector<std::shared_ptr<PendingRequest>>& batch,
     t->set_denoise_seconds(result.denoise_seconds());
     t->set_decode_seconds(result.decode_seconds());
     t->set_total_seconds(SecondsBetween(r->enqueued_at(), end));
+    t->set_full_steps(result.full_steps());  // the job's passes, every request of the batch alike
+    t->set_cached_steps(result.cached_steps());
     r->Finish(absl::OkStatus(), std::move(resp));
   }
   return true;
@@ -206,10 +209,12 @@ void Dispatcher::RunBatch(const std::vector<std::shared_ptr<PendingRequest>>& ba
 
   const worker::v1::RunRequest run = MakeRunRequest(batch, ++job_counter_);
   const RequestShape& shape = batch.front()->request().shape;
-  spdlog::info("job {}: {} request(s), {}x{}, {} steps{}{}", run.job_id(), batch.size(),
+  spdlog::info("job {}: {} request(s), {}x{}, {} steps{}{}{}", run.job_id(), batch.size(),
                shape.width, shape.height, shape.steps, LorasText(shape),
                shape.input_images ? absl::StrCat(", ", shape.input_images, " input image(s)")
-                                  : std::string());
+                                  : std::string(),
+               shape.cache_threshold > 0 ? absl::StrCat(", step cache ", shape.cache_threshold)
+                                         : std::string());
 
   RunControl control;
   control.on_progress = [&](const worker::v1::StepProgress& p) {
@@ -231,8 +236,11 @@ void Dispatcher::RunBatch(const std::vector<std::shared_ptr<PendingRequest>>& ba
     }
     return;
   }
+  const uint32_t full = result->full_steps(), cached = result->cached_steps();
   if (!FinishBatch(batch, run, *std::move(result), start, end)) return;
-  spdlog::info("job {}: done in {:.3f} s", run.job_id(), SecondsBetween(start, end));
+  spdlog::info(
+      "job {}: done in {:.3f} s{}", run.job_id(), SecondsBetween(start, end),
+      cached > 0 ? absl::StrCat(" (", full, " full, ", cached, " cached passes)") : std::string());
 }
 
 }  // namespace ditserve::server

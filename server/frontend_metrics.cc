@@ -64,6 +64,7 @@ void FrontendMetrics::RefreshOnScrape() {
     f.allreduce_seconds = st.allreduce_seconds();
     f.denoise_steps = static_cast<double>(st.steps());
     f.denoise_step_seconds = st.step_seconds_sum();
+    f.cached_steps = static_cast<double>(st.cached_steps());
     f.cuda_graph_replays = static_cast<double>(st.cuda_graph_replays());
     f.cuda_graph_captures = static_cast<double>(st.cuda_graph_captures());
     metrics_->ReportWorker(st.rank(), f);

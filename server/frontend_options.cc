@@ -291,6 +291,9 @@ void BindRequestFlags(FlagParser& p, FrontendOptions& o) {
             "width for requests that give none (0: the model's default)");
   p.AddUint("default-steps", &o.default_steps,
             "steps for requests that give none (0: the model's default)");
+  p.AddDouble("default-cache-threshold", &o.default_cache_threshold,
+              "step cache (First Block Cache) threshold for requests that leave cache_threshold "
+              "absent, 0..1 (0: off; a request's own value, 0 included, wins)");
   p.AddUint("max-height", &o.limits.max_height, "largest height in pixels");
   p.AddUint("max-width", &o.limits.max_width, "largest width in pixels");
   p.AddUint("max-steps", &o.limits.max_steps, "most denoising steps");
@@ -500,6 +503,10 @@ absl::Status ValidateRequestLimits(const FrontendOptions& o) {
                             l.max_width));
   }
   if (o.default_steps > l.max_steps) return Bad("--default-steps must not exceed --max-steps");
+  if (!(o.default_cache_threshold >= 0 && o.default_cache_threshold <= kMaxCacheThreshold)) {
+    return Bad(absl::StrCat("--default-cache-threshold must be in 0..", kMaxCacheThreshold,
+                            " (0: the step cache off), got ", o.default_cache_threshold));
+  }
   if (l.max_steps < l.min_steps || l.max_steps > 1000) return Bad("--max-steps must be in 1..1000");
   if (l.max_guidance < l.min_guidance) return Bad("--max-guidance must not be negative");
   if (l.max_sequence_length < 1 || l.max_sequence_length > 512) {

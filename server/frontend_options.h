@@ -20,6 +20,10 @@ inline constexpr double kLoraScaleCeiling = lora::kMaxLoraScale;
 // GenerateRequest.preview_images' bound (Limits.max_preview_images): OpenAI's partial_images range
 // (0..3), and the workers' (pipeline::GenerationJob::kMaxPreviewImages).
 inline constexpr uint32_t kMaxPreviewImages = 3;
+// --default-cache-threshold's bound, and the most GenerateRequest.cache_threshold may be on any
+// model (the workers' pipeline::GenerationJob::kMaxCacheThreshold; a model may offer less:
+// ModelInfo.step_cache.max_threshold).
+inline constexpr double kMaxCacheThreshold = 1.0;
 
 struct RequestLimits {
   uint64_t max_height = 2048;
@@ -131,6 +135,9 @@ struct FrontendOptions {
   uint64_t default_height = 0;
   uint64_t default_width = 0;
   uint64_t default_steps = 0;
+  // GenerateRequest.cache_threshold when a request leaves it absent (0..kMaxCacheThreshold; 0: the
+  // step cache off; above the model's step_cache.max_threshold: that bound).
+  double default_cache_threshold = 0;
   RequestLimits limits;
   // The largest GenerateRequest the gRPC server receives, in bytes (0: AutoMaxRequestBytes).
   uint64_t max_request_bytes = 0;

@@ -83,6 +83,10 @@ void ApplyServerDefaults(const FrontendOptions& options, worker::v1::ModelDescri
   if (options.default_width) d->set_width(static_cast<uint32_t>(options.default_width));
   if (options.default_steps)
     d->set_num_inference_steps(static_cast<uint32_t>(options.default_steps));
+  // The step cache's default: the flag's, within what the model offers (0 when it offers none).
+  v1::StepCache* cache = model->mutable_step_cache();
+  cache->set_default_threshold(
+      std::clamp(options.default_cache_threshold, 0.0, std::max(0.0, cache->max_threshold())));
 }
 
 ImageGenerationService::ImageGenerationService(const FrontendOptions* options,

@@ -50,7 +50,8 @@ struct RequestObserver {
   std::function<void(double seconds)> on_first_step;
 };
 
-// Overrides the model's request defaults with the --default-* flags that are set.
+// Overrides the model's request defaults with the --default-* flags that are set, and sets
+// step_cache.default_threshold to --default-cache-threshold, at most step_cache.max_threshold.
 void ApplyServerDefaults(const FrontendOptions& options, worker::v1::ModelDescription* model);
 
 class ImageGenerationService final : public v1::ImageGeneration::Service {

@@ -185,7 +185,8 @@ const std::set<std::string>& KnownFields() {
                                                         "negative_prompt",
                                                         "loras",
                                                         "stream",
-                                                        "partial_images"};
+                                                        "partial_images",
+                                                        "cache_threshold"};
   return *fields;
 }
 
@@ -197,9 +198,17 @@ bool IsEditTextField(const std::string& name) {
 
 // Text fields of the edit form whose value is JSON text (a number, or the loras array).
 bool IsJsonFormField(const std::string& name) {
-  static const auto* fields = new std::set<std::string>{
-      "n",        "seed",  "num_inference_steps", "guidance_scale", "true_cfg_scale",
-      "strength", "loras", "output_compression",  "stream",         "partial_images"};
+  static const auto* fields = new std::set<std::string>{"n",
+                                                        "seed",
+                                                        "num_inference_steps",
+                                                        "guidance_scale",
+                                                        "true_cfg_scale",
+                                                        "strength",
+                                                        "loras",
+                                                        "output_compression",
+                                                        "stream",
+                                                        "partial_images",
+                                                        "cache_threshold"};
   return fields->count(name) > 0;
 }
 
@@ -347,7 +356,8 @@ absl::Status ParseCountAndFormats(const Json& doc, uint32_t max_n, ImagesRequest
   return absl::OkStatus();
 }
 
-// seed (after n: room for n consecutive seeds), steps, guidance scales, negative prompt, LoRAs.
+// seed (after n: room for n consecutive seeds), steps, guidance scales, negative prompt, LoRAs,
+// the step cache's threshold.
 absl::Status ParseSampling(const Json& doc, const RequestLimits& limits, ImagesRequest* out) {
   v1::GenerateRequest& r = out->request;
   if (const Json* v = Field(doc, "seed")) {
@@ -381,6 +391,11 @@ absl::Status ParseSampling(const Json& doc, const RequestLimits& limits, ImagesR
   }
   if (const Json* v = Field(doc, "loras")) {
     if (absl::Status s = ParseLoras(*v, &r); !s.ok()) return s;
+  }
+  if (const Json* v = Field(doc, "cache_threshold")) {  // its range is the model's (validator)
+    auto threshold = Number("cache_threshold", *v);
+    if (!threshold.ok()) return threshold.status();
+    r.set_cache_threshold(*threshold);
   }
   if (const Json* v = Field(doc, "strength")) {  // the edit form only
     auto strength = Number("strength", *v);

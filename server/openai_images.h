@@ -53,7 +53,9 @@ struct ImagesRequest {
 // `moderation` ("low", "auto"): checked, no effect; `user` (string: logged); and ditserve's extras
 // `seed` (unsigned integer), `num_inference_steps` (integer >= 1; wins over `quality`),
 // `guidance_scale`, `true_cfg_scale` (numbers), `negative_prompt` (string), `loras` (an array of
-// {"name": string (required), "scale": number (null or absent: 1.0)}, in GenerateRequest.loras).
+// {"name": string (required), "scale": number (null or absent: 1.0)}, in GenerateRequest.loras),
+// `cache_threshold` (a number: GenerateRequest.cache_threshold, set only when given; null or
+// absent: the server's default).
 // `stream` (boolean: the answer is OpenAI's server-sent events; then `n` must be 1 and
 // `response_format` b64_json) and `partial_images` (0..3: that many partial_image events, the
 // previews of GenerateRequest.preview_images; ignored without `stream`).

@@ -322,6 +322,22 @@ absl::StatusOr<uint32_t> ResolveOutputQuality(const v1::GenerateRequest& r,
   return r.has_output_compression() ? r.output_compression() : 100u;
 }
 
+// The step cache's threshold: the request's, or the server's default when absent (0 = off).
+absl::StatusOr<double> ResolveCacheThreshold(const v1::GenerateRequest& r,
+                                             const worker::v1::ModelDescription& model) {
+  const v1::StepCache& cache = model.step_cache();
+  if (!r.has_cache_threshold()) return cache.default_threshold();
+  const double t = r.cache_threshold();
+  const double max = cache.max_threshold();
+  if (std::isfinite(t) && t >= 0 && t <= max) return t == 0 ? 0.0 : t;  // -0 is off too
+  if (!(max > 0)) {
+    return Invalid(absl::StrCat("cache_threshold must be 0 (off): model family '", model.family(),
+                                "' offers no step cache (ModelInfo.step_cache), got ", t));
+  }
+  return Invalid(absl::StrCat("cache_threshold must be in 0..", max,
+                              " (ModelInfo.step_cache.max_threshold; 0 = off), got ", t));
+}
+
 // The request's seed, or a random one.
 uint64_t PickSeed(const v1::GenerateRequest& r) {
   if (r.has_seed()) return r.seed();
@@ -382,6 +398,7 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   if (r.preview_images() > 0 && format == v1::OUTPUT_FORMAT_LATENTS) {
     return Invalid("preview_images: previews are images; this request returns latents");
   }
+  ASSIGN_OR_RETURN(const double cache_threshold, ResolveCacheThreshold(r, model));
 
   ValidatedRequest out;
   out.item = MakeItem(r, sampling, PickSeed(r), loras);
@@ -400,6 +417,7 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& r,
   out.shape.true_cfg = sampling.use_true_cfg;
   out.shape.loras = std::move(loras);
   out.shape.preview_images = r.preview_images();
+  out.shape.cache_threshold = cache_threshold;
   return out;
 }
 
@@ -433,6 +451,7 @@ v1::ModelInfo MakeModelInfo(const worker::v1::ModelDescription& model, const Req
   limits->set_max_loras_per_request(static_cast<uint32_t>(l.max_loras_per_request));
   limits->set_max_lora_scale(static_cast<float>(l.max_lora_scale));
   *info.mutable_loras() = model.loras();
+  *info.mutable_step_cache() = model.step_cache();
   return info;
 }
 

@@ -37,13 +37,19 @@ struct RequestShape {
   uint32_t input_images = 0;
   // GenerateRequest.preview_images (GenerateStream; the service zeroes it for other calls).
   uint32_t preview_images = 0;
-  bool batchable() const { return input_images == 0; }
+  // The step cache's threshold (GenerateRequest.cache_threshold, or the server's default when
+  // absent; 0 = off). A request with the cache on runs alone (batchable()): First Block Cache
+  // decides per call over the whole batch (diffusers compares the batch's first-block residuals as
+  // one tensor), so another request's images would change this one's steps.
+  double cache_threshold = 0;
+  bool batchable() const { return input_images == 0 && cache_threshold == 0; }
   bool operator==(const RequestShape& o) const {
     return height == o.height && width == o.width && steps == o.steps &&
            max_sequence_length == o.max_sequence_length && output_format == o.output_format &&
            output_quality == o.output_quality && uses_embeddings == o.uses_embeddings &&
            embeddings_length == o.embeddings_length && true_cfg == o.true_cfg && loras == o.loras &&
-           input_images == o.input_images && preview_images == o.preview_images;
+           input_images == o.input_images && preview_images == o.preview_images &&
+           cache_threshold == o.cache_threshold;
   }
 };
 
@@ -55,6 +61,10 @@ struct ValidatedRequest {
 // LoRA choices (`loras`): at most limits.max_loras_per_request, each naming an adapter of
 // model.loras() once, with a finite scale of at most limits.max_lora_scale in magnitude (absent:
 // 1.0). They are copied to item.loras and shape.loras sorted by name, every scale set.
+// The step cache (`cache_threshold`): absent, model.step_cache().default_threshold (the server's
+// --default-cache-threshold, ApplyServerDefaults); given, finite and in
+// 0..model.step_cache().max_threshold (0 when the model offers no cache), into
+// shape.cache_threshold (the job's RunRequest.cache_threshold).
 // Input images (`images`, `strength`): checked, decoded and prepared by server/input_images.h
 // (CPU work on the calling thread) into item.images / item.strength; with use "reference" a
 // request without height (width) gets the first image's prepared height (width), checked against
@@ -71,7 +81,8 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
                                                  const DecodedInputImages& images);
 
 // The public ModelInfo for a model description (its loaded LoRA adapters included) and the limits
-// (inputs.image_inputs with the server's input image limits, PublicImageInputs).
+// (inputs.image_inputs with the server's input image limits, PublicImageInputs; step_cache as
+// described, always present: max_threshold 0 when the model offers no cache).
 v1::ModelInfo MakeModelInfo(const worker::v1::ModelDescription& model, const RequestLimits& limits,
                             uint64_t max_queue, uint64_t max_batch);
 

@@ -218,6 +218,7 @@ absl::StatusOr<pipeline::GenerationResult> Engine::RunOnEngineThread(
   };
   absl::StatusOr<pipeline::GenerationResult> result = pipeline_->Run(job.job, step, cancel);
   RecordGraphStats(*pipeline_);
+  if (result.ok()) cached_steps_.fetch_add(result->cached_steps);
   return result;
 }
 
@@ -241,6 +242,7 @@ EngineStatus Engine::Status() const {
   s.step_seconds_sum = static_cast<double>(step_micros_.load()) / 1e6;
   s.cuda_graph_replays = graph_replays_.load();
   s.cuda_graph_captures = graph_captures_.load();
+  s.cached_steps = cached_steps_.load();
   std::lock_guard<std::mutex> lock(status_mu_);
   s.memory = QueryDeviceMemory(device_);
   s.weight_bytes = s.ready ? weight_bytes_ : 0;

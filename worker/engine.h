@@ -114,6 +114,7 @@ class Engine {
 
   std::atomic<uint64_t> steps_{0};
   std::atomic<uint64_t> step_micros_{0};
+  std::atomic<uint64_t> cached_steps_{0};  // the successful jobs' GenerationResult::cached_steps
   // The pipeline's transformer graph counters, copied on the engine thread after every job.
   std::atomic<uint64_t> graph_replays_{0};
   std::atomic<uint64_t> graph_captures_{0};

@@ -79,6 +79,9 @@ struct EngineStatus {
   // Transformer forwards answered by a CUDA graph replay, and graphs captured, since the start.
   uint64_t cuda_graph_replays = 0;
   uint64_t cuda_graph_captures = 0;
+  // Transformer passes answered from the step cache (GenerationResult::cached_steps of the jobs
+  // that succeeded), since the start.
+  uint64_t cached_steps = 0;
 };
 
 }  // namespace ditserve::worker

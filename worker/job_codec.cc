@@ -108,24 +108,39 @@ absl::StatusOr<E> ParseOr(const std::string& value, E fallback, Parse parse,
   return parse(value, field);
 }
 
-}  // namespace
-
-absl::StatusOr<pipeline::GenerationJob> JobFromRunRequest(const v1::RunRequest& request) {
-  pipeline::GenerationJob job;
-  job.height = request.height();
-  job.width = request.width();
-  job.num_inference_steps = request.num_inference_steps();
-  job.max_sequence_length = request.max_sequence_length();
-  job.output = request.output_format() == ditserve::v1::OUTPUT_FORMAT_LATENTS
-                   ? pipeline::JobOutput::kLatents
-                   : pipeline::JobOutput::kImage;
+// The job-wide settings of a RunRequest (everything but its items), bounds checked.
+absl::Status JobSettingsFromRunRequest(const v1::RunRequest& request,
+                                       pipeline::GenerationJob* job) {
+  job->height = request.height();
+  job->width = request.width();
+  job->num_inference_steps = request.num_inference_steps();
+  job->max_sequence_length = request.max_sequence_length();
+  job->output = request.output_format() == ditserve::v1::OUTPUT_FORMAT_LATENTS
+                    ? pipeline::JobOutput::kLatents
+                    : pipeline::JobOutput::kImage;
   if (request.preview_images() >
       static_cast<uint32_t>(pipeline::GenerationJob::kMaxPreviewImages)) {
     return absl::InvalidArgumentError(absl::StrCat("preview_images ", request.preview_images(),
                                                    " is over ",
                                                    pipeline::GenerationJob::kMaxPreviewImages));
   }
-  job.preview_images = static_cast<int>(request.preview_images());
+  job->preview_images = static_cast<int>(request.preview_images());
+  // NaN fails both comparisons.
+  const double threshold = request.cache_threshold();
+  if (!(threshold >= 0 && threshold <= pipeline::GenerationJob::kMaxCacheThreshold)) {
+    return absl::InvalidArgumentError(absl::StrCat("cache_threshold must be in 0..",
+                                                   pipeline::GenerationJob::kMaxCacheThreshold,
+                                                   ", got ", threshold));
+  }
+  job->cache_threshold = threshold;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<pipeline::GenerationJob> JobFromRunRequest(const v1::RunRequest& request) {
+  pipeline::GenerationJob job;
+  RETURN_IF_ERROR(JobSettingsFromRunRequest(request, &job));
   for (int i = 0; i < request.items_size(); ++i) {
     const v1::RunItem& in = request.items(i);
     pipeline::JobItem item;
@@ -175,6 +190,8 @@ absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& requ
   out.set_encode_seconds(result.seconds.encode);
   out.set_denoise_seconds(result.seconds.denoise);
   out.set_decode_seconds(result.seconds.decode);
+  out.set_full_steps(result.full_steps);  // every rank counts the same
+  out.set_cached_steps(result.cached_steps);
   const bool latents = request.output_format() == ditserve::v1::OUTPUT_FORMAT_LATENTS;
   const size_t produced = latents ? result.latents.size() : result.images.size();
   if (produced == 0) return out;  // not rank 0
@@ -311,6 +328,7 @@ v1::WorkerStatus WorkerStatusToProto(const EngineStatus& status) {
   s.set_step_seconds_sum(status.step_seconds_sum);
   s.set_cuda_graph_replays(status.cuda_graph_replays);
   s.set_cuda_graph_captures(status.cuda_graph_captures);
+  s.set_cached_steps(status.cached_steps);
   s.mutable_memory()->set_allocated_bytes(status.memory.allocated);
   s.mutable_memory()->set_reserved_bytes(status.memory.reserved);
   s.mutable_memory()->set_peak_allocated_bytes(status.memory.peak_allocated);
@@ -355,6 +373,10 @@ v1::ModelDescription DescribeModel(const pipeline::ModelCard& card, uint32_t tp_
     info->set_modules(static_cast<uint32_t>(l.modules));
   }
   def->set_max_sequence_length(static_cast<uint32_t>(card.default_max_sequence_length));
+  if (card.max_cache_threshold > 0) {  // the frontend sets default_threshold (its flag)
+    d.mutable_step_cache()->set_method(kFirstBlockCacheMethod);
+    d.mutable_step_cache()->set_max_threshold(card.max_cache_threshold);
+  }
   return d;
 }
 

@@ -1,13 +1,15 @@
 // The one place where the worker's wire messages meet the engine's typed values:
 // - RunRequest -> GenerationJob (tensors decoded, input images as uint8 (H, W, 3) tensors with
-//   their byte counts checked, field names in errors), GenerationResult ->
-//   RunResult (per item the encoded image or the latents, and the stage timings; the frontend
-//   builds the public response's metadata), StepEvent -> RunEvent progress;
+//   their byte counts checked, preview_images and cache_threshold within the job's bounds, field
+//   names in errors), GenerationResult -> RunResult (per item the encoded image or the latents,
+//   the stage timings and the full / cached transformer passes; the frontend builds the public
+//   response's metadata), StepEvent -> RunEvent progress;
 // - InitRequest -> InitConfig (every string value parsed with common/model_flags.h, errors naming
 //   the request field), InitProgress -> InitEvent, InitReport -> the "ready" InitEvent
 //   (ModelCard -> ModelDescription, ImageInputCard -> inputs.image_inputs with use "reference",
-//   "image_to_image" or "kontext");
-// - Rendezvous <-> GroupRendezvous, EngineStatus -> WorkerStatus.
+//   "image_to_image" or "kontext", max_cache_threshold -> step_cache {kFirstBlockCacheMethod,
+//   max_threshold});
+// - Rendezvous <-> GroupRendezvous, EngineStatus -> WorkerStatus (cached_steps included).
 //
 // Stateless functions; safe from any thread. They run on RPC handler threads: the torch-touching
 // ones (tensor decoding, image and latents encoding) are guarded, so torch errors come back as
@@ -24,10 +26,16 @@
 
 namespace ditserve::worker {
 
+// ModelDescription.step_cache.method: diffusers' First Block Cache (FirstBlockCacheConfig).
+inline constexpr char kFirstBlockCacheMethod[] = "first_block_cache";
+
+// INVALID_ARGUMENT naming the field for preview_images over GenerationJob::kMaxPreviewImages and a
+// cache_threshold that is not in 0..GenerationJob::kMaxCacheThreshold (NaN included).
 absl::StatusOr<pipeline::GenerationJob> JobFromRunRequest(const v1::RunRequest& request);
 
 // `result` is rank 0's (one image or latents tensor per item, encoded into RunResult.outputs in the
-// items' order); other ranks pass theirs and get a RunResult with the timings only.
+// items' order); other ranks pass theirs and get a RunResult with the timings and the pass counts
+// only.
 absl::StatusOr<v1::RunResult> RunResultFromGeneration(const v1::RunRequest& request,
                                                       const pipeline::GenerationResult& result,
                                                       const pipeline::ModelCard& card);

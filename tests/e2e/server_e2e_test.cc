@@ -144,9 +144,12 @@ std::vector<std::string> FixtureGenerateArgs(std::vector<std::string> head,
 
 TEST_F(ServerE2E, CliGeneratesTheReferenceImage) {
   const std::string out = TempPath("cli.png");
-  ProcessResult r = RunProcess(
-      FixtureGenerateArgs({BinaryDir() + "/cli/ditserve-cli"}, server_->address(), {"-o", out}), {},
-      120);
+  // --cache-threshold 0: the step cache off, as diffusers' reference ran (also the server's
+  // default).
+  ProcessResult r =
+      RunProcess(FixtureGenerateArgs({BinaryDir() + "/cli/ditserve-cli"}, server_->address(),
+                                     {"--cache-threshold", "0", "-o", out}),
+                 {}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // One progress line per denoising step (stderr is not a TTY here).
   for (int step = 1; step <= 4; ++step) {
@@ -155,6 +158,38 @@ TEST_F(ServerE2E, CliGeneratesTheReferenceImage) {
   std::ifstream in(out, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ExpectPngMatchesReference(bytes);
+  const nlohmann::json summary = nlohmann::json::parse(r.out);
+  EXPECT_EQ(summary["timings"]["full_steps"], 4) << r.out;
+  EXPECT_EQ(summary["timings"]["cached_steps"], 0) << r.out;
+}
+
+// The step cache through the real processes: the threshold reaches both ranks' pipelines, the
+// counts add up to the steps (the first pass always runs in full), and the ranks' cached passes
+// reach /metrics.
+TEST_F(ServerE2E, CliStepCacheCountsItsPasses) {
+  ProcessResult r = RunProcess(
+      FixtureGenerateArgs({BinaryDir() + "/cli/ditserve-cli"}, server_->address(),
+                          {"--cache-threshold", "1", "--quiet", "-o", TempPath("cached.png")}),
+      {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json timings = nlohmann::json::parse(r.out)["timings"];
+  const int full = timings["full_steps"].get<int>(), cached = timings["cached_steps"].get<int>();
+  EXPECT_EQ(full + cached, 4) << r.out;
+  EXPECT_GE(full, 1) << r.out;
+  EXPECT_GE(cached, 1) << "threshold 1 caches some pass of flux1-tiny; " << r.out;
+  for (const std::string rank : {"0", "1"}) {
+    const std::string value =
+        MetricValue("ditserve_worker_cached_steps_total{rank=\"" + rank + "\"}");
+    ASSERT_FALSE(value.empty()) << "rank " << rank;
+    EXPECT_EQ(std::stoi(value), cached) << "every rank counts the same; rank " << rank;
+  }
+  // Over the model's bound: refused naming the field, before any job.
+  ProcessResult over = RunProcess(
+      FixtureGenerateArgs({BinaryDir() + "/cli/ditserve-cli"}, server_->address(),
+                          {"--cache-threshold", "1.5", "--quiet", "-o", TempPath("over.png")}),
+      {}, 120);
+  EXPECT_NE(over.exit_code, 0);
+  EXPECT_NE(over.err.find("cache_threshold must be in 0..1"), std::string::npos) << over.err;
 }
 
 TEST_F(ServerE2E, CliRawOutputIsTheFloatImage) {
@@ -426,6 +461,7 @@ TEST_F(ServerE2E, MetricsEndpointPassesPromtoolAndHasWorkerSeries) {
   ProcessResult body = ScrapeMetrics();
   ASSERT_EQ(body.exit_code, 0);
   EXPECT_NE(body.out.find("ditserve_worker_weight_bytes{rank=\"1\"}"), std::string::npos);
+  EXPECT_NE(body.out.find("ditserve_worker_cached_steps_total{rank=\"1\"}"), std::string::npos);
   EXPECT_NE(body.out.find("ditserve_request_duration_seconds_bucket"), std::string::npos);
   if (!ProgramExists("/usr/bin/promtool")) GTEST_SKIP() << "promtool missing";
   const std::string path = TempPath("metrics.txt");

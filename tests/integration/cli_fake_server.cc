@@ -136,6 +136,11 @@ grpc::Status FakeImageGeneration::Run(const GenerateRequest& request, GenerateRe
   auto* timings = response->mutable_timings();
   timings->set_denoise_seconds(0.5);
   timings->set_total_seconds(0.75);
+  // With the step cache on, the first step is full and the others "cached".
+  const uint32_t steps = response->num_inference_steps();
+  const uint32_t cached = request.cache_threshold() > 0 ? steps - 1 : 0;
+  timings->set_full_steps(steps - cached);
+  timings->set_cached_steps(cached);
   return grpc::Status::OK;
 }
 

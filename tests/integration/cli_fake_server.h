@@ -2,7 +2,9 @@
 // 127.0.0.1:<ephemeral> serving ditserve.v1.ImageGeneration plus gRPC's default health service.
 // It follows the public API's contract (Queued, one Progress per step, the result last; defaults
 // for zero fields; INVALID_ARGUMENT for a size that is not a multiple of 16) with made-up but
-// deterministic pixels, so a test can recompute every byte a client should have written.
+// deterministic pixels, so a test can recompute every byte a client should have written. Its
+// timings count every step as a full pass, or with cache_threshold > 0 the first one full and the
+// others cached.
 //
 // Threads: the service runs on gRPC's threads; the setters and LastRequest() are mutex-protected
 // and may be called from the test thread at any time.

@@ -155,6 +155,43 @@ TEST_F(CliTest, NegativeAndSecondPromptsAndCfgAreSent) {
   EXPECT_EQ(req->max_sequence_length(), 256u);
 }
 
+// --cache-threshold sets GenerateRequest.cache_threshold only when given (0 included: off), and the
+// summary reports the response's full and cached transformer passes.
+TEST_F(CliTest, CacheThresholdIsSentWhenGivenAndTheSummaryCountsThePasses) {
+  ProcessResult on = Cli({"generate", "--server", server_->address(), "--prompt", "p", "--steps",
+                          "5", "--cache-threshold", "0.12", "--quiet", "-o", dir_ + "/on.png"});
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  auto req = server_->service().LastRequest();
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->has_cache_threshold());
+  EXPECT_DOUBLE_EQ(req->cache_threshold(), 0.12);
+  const nlohmann::json summary = nlohmann::json::parse(on.out);
+  EXPECT_EQ(summary["timings"]["full_steps"], 1);
+  EXPECT_EQ(summary["timings"]["cached_steps"], 4);
+
+  ProcessResult off = Cli({"generate", "--server", server_->address(), "--prompt", "p", "--steps",
+                           "5", "--cache-threshold", "0", "--quiet", "-o", dir_ + "/off.png"});
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  req = server_->service().LastRequest();
+  ASSERT_TRUE(req->has_cache_threshold()) << "0 is sent: it turns off the server's default";
+  EXPECT_EQ(req->cache_threshold(), 0.0);
+  const nlohmann::json off_summary = nlohmann::json::parse(off.out);
+  EXPECT_EQ(off_summary["timings"]["full_steps"], 5);
+  EXPECT_EQ(off_summary["timings"]["cached_steps"], 0);
+
+  ProcessResult absent = Cli({"generate", "--server", server_->address(), "--prompt", "p",
+                              "--quiet", "-o", dir_ + "/absent.png"});
+  ASSERT_EQ(absent.exit_code, 0) << absent.err;
+  EXPECT_FALSE(server_->service().LastRequest()->has_cache_threshold());
+
+  const int calls = server_->service().stream_calls();
+  ProcessResult nan = Cli({"generate", "--server", server_->address(), "--prompt", "p",
+                           "--cache-threshold", "nan", "-o", dir_ + "/nan.png"});
+  EXPECT_EQ(nan.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(nan.err, "--cache-threshold must be a finite number")) << nan.err;
+  EXPECT_EQ(server_->service().stream_calls(), calls) << "refused before any call";
+}
+
 TEST_F(CliTest, CommandLineErrors) {
   ProcessResult none = Cli({});
   EXPECT_EQ(none.exit_code, 2);

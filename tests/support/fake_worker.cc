@@ -33,6 +33,8 @@ worker::v1::ModelDescription FakeModel(uint32_t world_size) {
   m.mutable_defaults()->set_max_sequence_length(32);
   m.set_guidance_distilled(true);
   m.set_weight_bytes(1 << 20);
+  m.mutable_step_cache()->set_method("first_block_cache");
+  m.mutable_step_cache()->set_max_threshold(1.0);
   return m;
 }
 
@@ -211,6 +213,11 @@ int FakeWorkerCluster::ready_inits(int rank) const {
   return ranks_[rank].ready_inits;
 }
 
+uint64_t FakeWorkerCluster::cached_steps(int rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ranks_[rank].cached_steps;
+}
+
 uint64_t FakeWorkerCluster::steps_executed(int rank) const {
   std::lock_guard<std::mutex> lock(mu_);
   return ranks_[rank].steps;
@@ -371,6 +378,7 @@ grpc::Status FakeWorkerCluster::Run(int rank, grpc::ServerContext* ctx,
   record.height = req.height();
   record.width = req.width();
   record.steps = r.script.steps ? r.script.steps : req.num_inference_steps();
+  record.cache_threshold = req.cache_threshold();
   record.cancel_received =
       std::find(r.cancels.begin(), r.cancels.end(), req.job_id()) != r.cancels.end();
   r.jobs.push_back(record);
@@ -455,6 +463,11 @@ grpc::Status FakeWorkerCluster::Run(int rank, grpc::ServerContext* ctx,
     }
   }
   result.mutable_result()->set_denoise_seconds(0.001 * steps);
+  // With the cache on, the first step is full and the rest are "cached".
+  const uint32_t cached = req.cache_threshold() > 0 && steps > 0 ? steps - 1 : 0;
+  result.mutable_result()->set_full_steps(steps - cached);
+  result.mutable_result()->set_cached_steps(cached);
+  r.cached_steps += cached;
   job().outcome = "ok";
   Changed();
   lock.unlock();
@@ -479,6 +492,7 @@ grpc::Status FakeWorkerCluster::GetStatus(int rank, worker::v1::WorkerStatus* re
   resp->set_rank(static_cast<uint32_t>(rank));
   resp->set_ready(r.ready);
   resp->set_steps(r.steps);
+  resp->set_cached_steps(r.cached_steps);
   resp->set_weight_bytes(r.ready ? 1 << 20 : 0);
   return grpc::Status::OK;
 }

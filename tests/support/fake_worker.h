@@ -10,9 +10,12 @@
 //     stream), then "compute" (the per-step delay) and meet in one collective. A collective that
 //     a peer never reaches fails with UNAVAILABLE after the collective timeout; one whose peer
 //     died fails with UNAVAILABLE at once (like Gloo's connection reset). Rank 0 returns one
-//     GenerateResponse per RunItem; the others return an empty result.
-//   - GetStatus reports readiness and the rank's executed-step counter; Cancel and Shutdown are
-//     recorded.
+//     GenerateResponse per RunItem; the others return an empty result. Every rank's result counts
+//     the job's transformer passes: with RunRequest.cache_threshold 0 every step is a full pass,
+//     else the first step is full and the others are "cached" (a stand-in for First Block Cache).
+//   - GetStatus reports readiness and the rank's executed-step and cached-pass counters; Cancel
+//     and Shutdown are recorded.
+// The fake model offers the step cache up to 1.0 (ModelDescription.step_cache).
 // Scriptable per rank (FakeRankScript): step count, per-step delay, a failing Init, death at
 // step N (the rank's server stops: its streams abort, connections are refused until Restart()),
 // a hang at step N (the rank stops answering its stream until the caller cancels it). Recorded
@@ -61,6 +64,7 @@ struct FakeJobRecord {
   uint32_t width = 0;
   uint32_t steps = 0;       // the steps the job was to run
   uint32_t steps_done = 0;  // the last completed step: where the rank stopped
+  double cache_threshold = 0;    // RunRequest.cache_threshold
   bool cancel_received = false;  // a Cancel RPC for this job reached this rank
   // "running", "ok", "cancelled" (stopped at a boundary), "died", "hung", or "failed: <why>".
   std::string outcome = "running";
@@ -92,6 +96,7 @@ class FakeWorkerCluster {
   int init_calls(int rank) const;                    // Init calls received
   int ready_inits(int rank) const;                   // Init calls that reached "ready"
   uint64_t steps_executed(int rank) const;           // GetStatus's `steps`
+  uint64_t cached_steps(int rank) const;             // GetStatus's `cached_steps`
   std::vector<worker::v1::InitRequest> init_requests(int rank) const;
 
   // Waits until `done()` is true (evaluated without the cluster's lock, so it may call the
@@ -119,6 +124,7 @@ class FakeWorkerCluster {
     std::vector<worker::v1::InitRequest> inits;
     int ready_inits = 0;
     uint64_t steps = 0;
+    uint64_t cached_steps = 0;
   };
   // One collective: who arrived, and the OR of their flags.
   struct Meeting {

@@ -308,6 +308,29 @@ TEST(Engine, OutOfMemoryFailsTheJobAndTheWorkerKeepsServing) {
   EXPECT_TRUE(RunAndWait(engine, AnyJob()).ok());
 }
 
+// WorkerStatus.cached_steps: the running total of the jobs' cached transformer passes (a failed
+// job reports none).
+TEST(Engine, StatusTotalsTheCachedPassesOfItsJobs) {
+  BindingProbe probe;
+  std::atomic<int> calls{0};
+  Engine engine(WorkerOptions{},
+                ScriptedDeps(&probe, [&]() -> absl::StatusOr<pipeline::GenerationResult> {
+                  if (calls.fetch_add(1) == 2) return absl::ResourceExhaustedError("no memory");
+                  pipeline::GenerationResult r;
+                  r.full_steps = 2;
+                  r.cached_steps = 3;
+                  return r;
+                }));
+  ASSERT_TRUE(Init(engine, "unused").ok());
+  EXPECT_EQ(engine.Status().cached_steps, 0u);
+  ASSERT_TRUE(RunAndWait(engine, AnyJob("a")).ok());
+  EXPECT_EQ(engine.Status().cached_steps, 3u);
+  ASSERT_TRUE(RunAndWait(engine, AnyJob("b")).ok());
+  EXPECT_FALSE(RunAndWait(engine, AnyJob("c")).ok());
+  EXPECT_EQ(engine.Status().cached_steps, 6u);
+  EXPECT_EQ(WorkerStatusToProto(engine.Status()).cached_steps(), 6u);
+}
+
 TEST(Engine, OtherTorchErrorsAreInternalAndNeedAReformedGroup) {
   BindingProbe probe;
   Engine engine(WorkerOptions{}, ScriptedDeps(&probe, []() -> absl::StatusOr<pipeline::GenerationResult> {

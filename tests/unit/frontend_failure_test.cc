@@ -1,13 +1,15 @@
 // The frontend's failure paths, through its public gRPC API, against an in-process fake worker
 // group (tests/support/fake_worker.h) in --workers mode: a rank that dies or hangs mid-job, a
 // cancel, the client's deadline and the default timeout, the SIGTERM drain, --max-batch, failed
-// formations (transient, permanent, RetryNow) and the rank's call thread (WorkerRank).
+// formations (transient, permanent, RetryNow) and the rank's call thread (WorkerRank); requests
+// with the step cache on run alone.
 // Every wait is woken by the event it waits for (stream events, the group's readiness listener,
 // the fake cluster's change notifications), except one look every 10 ms at formation_failure(),
 // which nothing notifies; the time bounds are only there to fail, not to pace.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -587,6 +589,57 @@ TEST_F(FrontendFailureTest, MaxBatchNeverBatchesDifferentShapes) {
     EXPECT_EQ(jobs[1].request_ids, std::vector<std::string>{"tall"});
     EXPECT_EQ(jobs[2].request_ids, std::vector<std::string>{"square"});
     EXPECT_EQ(jobs[3].request_ids, std::vector<std::string>{"more-steps"});
+  }
+}
+
+// The step cache: a request with it on (by the server's default or its own cache_threshold) runs
+// alone with its threshold in the job; requests with it off still batch; the response's timings
+// carry rank 0's full / cached pass counts.
+TEST_F(FrontendFailureTest, MaxBatchNeverBatchesARequestWithTheStepCacheOn) {
+  StartFrontend(2, [](FrontendOptions& o) {
+    o.max_batch = 4;
+    o.default_cache_threshold = 0.1;
+  });
+  GenerateRequest blocker_request = Request(200, 64, "blocker");
+  blocker_request.set_cache_threshold(0);
+  Stream blocker(stub_.get(), blocker_request);
+  ASSERT_TRUE(blocker.WaitStep(1));
+  Stream by_default(stub_.get(), Request(3, 64, "default"));  // absent: the server's 0.1
+  ASSERT_TRUE(by_default.WaitQueued());
+  GenerateRequest own_request = Request(3, 64, "own");
+  own_request.set_cache_threshold(0.1);
+  Stream own(stub_.get(), own_request);
+  ASSERT_TRUE(own.WaitQueued());
+  std::vector<std::unique_ptr<Stream>> off;
+  for (const char* id : {"off-a", "off-b"}) {
+    GenerateRequest r = Request(3, 64, id);
+    r.set_cache_threshold(0);
+    off.push_back(std::make_unique<Stream>(stub_.get(), r));
+    ASSERT_TRUE(off.back()->WaitQueued());
+  }
+  blocker.Cancel();
+
+  for (Stream* s : {&by_default, &own, off[0].get(), off[1].get()}) {
+    grpc::Status st = s->Finish();
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  // The fake ranks answer a job with the cache on with 1 full pass and the rest cached.
+  EXPECT_EQ(by_default.result()->timings().full_steps(), 1u);
+  EXPECT_EQ(by_default.result()->timings().cached_steps(), 2u);
+  EXPECT_EQ(own.result()->timings().cached_steps(), 2u);
+  EXPECT_EQ(off[1]->result()->timings().full_steps(), 3u);
+  EXPECT_EQ(off[1]->result()->timings().cached_steps(), 0u);
+  for (int r = 0; r < 2; ++r) {
+    const auto jobs = cluster_->jobs(r);
+    ASSERT_EQ(jobs.size(), 4u) << "rank " << r;
+    EXPECT_EQ(jobs[0].cache_threshold, 0.0);
+    EXPECT_EQ(jobs[1].request_ids, std::vector<std::string>{"default"});
+    EXPECT_EQ(jobs[1].cache_threshold, 0.1);
+    EXPECT_EQ(jobs[2].request_ids, std::vector<std::string>{"own"});
+    EXPECT_EQ(jobs[2].cache_threshold, 0.1);
+    EXPECT_EQ(jobs[3].request_ids, (std::vector<std::string>{"off-a", "off-b"}));
+    EXPECT_EQ(jobs[3].cache_threshold, 0.0);
+    EXPECT_EQ(cluster_->cached_steps(r), 4u) << "rank " << r;
   }
 }
 

@@ -1,7 +1,7 @@
 // ditserve-frontend's options (server/frontend_options.h): the LoRA flags (--lora NAME=PATH,
 // --lora-dir, --max-loras-per-request, --max-lora-scale), bound with common/flags.h, resolved and
 // validated at start, and passed to every worker in InitRequest.loras; the input image limits and
-// --max-request-bytes.
+// --max-request-bytes; --default-cache-threshold.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "server/frontend_options.h"
 #include "server/frontend_server.h"
+#include "server/image_generation_service.h"
 
 namespace ditserve::server {
 namespace {
@@ -244,6 +246,27 @@ TEST_F(FrontendOptionsLora, CudaGraphsFlagIsCheckedAndReachesTheWorkers) {
   ASSERT_TRUE(init.has_cuda_graphs());
   EXPECT_EQ(init.cuda_graphs(), 0u);
   ExpectError({"--cuda-graphs", "65"}, "--cuda-graphs must be in 0..64, got 65");
+}
+
+// --default-cache-threshold: 0 (off) by default, 0..1, and it becomes the served model's
+// step_cache.default_threshold (what a request without cache_threshold gets).
+TEST_F(FrontendOptionsLora, DefaultCacheThresholdIsCheckedAndBecomesTheModelsDefault) {
+  ASSERT_TRUE(ParseAndValidate({}).ok());
+  EXPECT_EQ(options_.default_cache_threshold, 0.0);
+  ASSERT_TRUE(ParseAndValidate({"--default-cache-threshold", "0.08"}).ok());
+  EXPECT_EQ(options_.default_cache_threshold, 0.08);
+  worker::v1::ModelDescription model;
+  model.mutable_step_cache()->set_max_threshold(1.0);
+  ApplyServerDefaults(options_, &model);
+  EXPECT_EQ(model.step_cache().default_threshold(), 0.08);
+  ASSERT_TRUE(ParseAndValidate({"--default-cache-threshold", "1"}).ok());
+  for (const char* bad : {"-0.1", "1.01", "nan", "inf"}) {
+    ExpectError({"--default-cache-threshold", bad},
+                absl::StrCat("--default-cache-threshold must be in 0..1 (0: the step cache off), "
+                             "got "));
+  }
+  ExpectError({"--default-cache-threshold", "1.5"}, "got 1.5");
+  ExpectError({"--default-cache-threshold", "x"}, "--default-cache-threshold: 'x' is not a number");
 }
 
 TEST_F(FrontendOptionsLora, InputImageLimitsAndTheRequestSize) {

@@ -210,6 +210,29 @@ TEST_F(HttpApiTest, GeneratesNImagesAsOneBatchWithConsecutiveSeeds) {
   EXPECT_EQ(Metric("ditserve_requests_in_flight"), 0);
 }
 
+// cache_threshold reaches the workers' jobs; with the cache on, the n images of a call run one job
+// each (never batched), and the ranks' cached passes reach /metrics.
+TEST_F(HttpApiTest, CacheThresholdReachesTheWorkersAndItsImagesRunAlone) {
+  StartFrontend(2, [](FrontendOptions& o) { o.max_batch = 2; });
+  Json body = Images(3, 2);
+  body["cache_threshold"] = 0.3;
+  const Answer a = Post(body);
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(a.json["data"].size(), 2u) << a.body;
+  for (int r = 0; r < 2; ++r) {
+    const auto jobs = cluster_->jobs(r);
+    ASSERT_EQ(jobs.size(), 2u) << "rank " << r;
+    for (const auto& job : jobs) {
+      EXPECT_EQ(job.batch_size, 1u) << job.job_id;
+      EXPECT_EQ(job.cache_threshold, 0.3) << job.job_id;
+    }
+  }
+  // The fake ranks: the first step of a job with the cache on is full, the other 2 cached.
+  EXPECT_EQ(Metric(R"(ditserve_worker_cached_steps_total{rank="0"})"), 4);
+  EXPECT_EQ(Metric(R"(ditserve_worker_cached_steps_total{rank="1"})"), 4);
+  EXPECT_EQ(Metric(R"(ditserve_worker_denoise_steps_total{rank="1"})"), 6);
+}
+
 TEST_F(HttpApiTest, ModelListAndHealth) {
   StartFrontend(2);
   const Answer models = Get("/v1/models");
@@ -276,6 +299,10 @@ TEST_F(HttpApiTest, InvalidInputIs400NamingTheFieldAndTheLimit) {
       {with("size", "72x64"), "size", "width must be a multiple of 16 in 16..2048, got 72"},
       {with("size", "64x4096"), "size", "height must be a multiple of 16 in 16..2048, got 4096"},
       {with("guidance_scale", 31), "guidance_scale", "guidance_scale must be in 0..30, got 31"},
+      {with("cache_threshold", 2), "cache_threshold",
+       "cache_threshold must be in 0..1 (ModelInfo.step_cache.max_threshold; 0 = off), got 2"},
+      {with("cache_threshold", "on"), "cache_threshold",
+       "cache_threshold must be a number, got a string"},
       {with("prompt", std::string(9000, 'a')), "prompt",
        "prompt is 9000 bytes; the limit is 8192 bytes"},
   };

@@ -19,7 +19,7 @@ TEST(DitserveMetrics, NamesFollowPrometheusConventions) {
   DitserveMetrics m({"0.1.0", "flux1", 2, "bfloat16"});
   m.ReportWorker(0, {});  // so worker families have series
   const ParsedExposition p = Scrape(m);
-  EXPECT_EQ(p.types.size(), 28u);  // 11 frontend families + 16 worker families + the group's
+  EXPECT_EQ(p.types.size(), 29u);  // 11 frontend families + 17 worker families + the group's
   for (const auto& [name, type] : p.types) {
     EXPECT_TRUE(absl::StartsWith(name, "ditserve_")) << name;
     EXPECT_EQ(absl::EndsWith(name, "_total"), type == "counter") << name << " " << type;
@@ -152,6 +152,7 @@ TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
       w.allreduce_seconds = 0.25 * refreshes;
       w.denoise_steps = 28 * refreshes;
       w.denoise_step_seconds = 14.0 * refreshes;
+      w.cached_steps = 9 * refreshes;
       w.cuda_graph_replays = 26 * refreshes;
       w.cuda_graph_captures = 1 * refreshes;
       m.ReportWorker(rank, w);
@@ -177,6 +178,8 @@ TEST(DitserveMetrics, WorkerReportsLandUnderTheirRank) {
   EXPECT_EQ(Value(p, "ditserve_worker_allreduce_seconds_total", r0), 0.5);
   EXPECT_EQ(Value(p, "ditserve_worker_denoise_steps_total", r1), 56);
   EXPECT_EQ(Value(p, "ditserve_worker_denoise_step_seconds_total", r1), 28);
+  EXPECT_EQ(Value(p, "ditserve_worker_cached_steps_total", r0), 18);
+  EXPECT_EQ(p.types.at("ditserve_worker_cached_steps_total"), "counter");
   EXPECT_EQ(Value(p, "ditserve_worker_cuda_graph_replays_total", r0), 52);
   EXPECT_EQ(Value(p, "ditserve_worker_cuda_graph_captures_total", r1), 2);
   EXPECT_EQ(p.types.at("ditserve_worker_cuda_graph_replays_total"), "counter");

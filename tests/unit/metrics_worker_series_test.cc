@@ -38,13 +38,14 @@ TEST(MetricsWorkerSeries, EveryFigureLandsUnderItsRankWithItsType) {
   f.allreduce_seconds = 0.25;
   f.denoise_steps = 28;
   f.denoise_step_seconds = 14;
+  f.cached_steps = 11;
   f.cuda_graph_replays = 26;
   f.cuda_graph_captures = 1;
   w.Report(1, f, 1.7e9);
   w.Report(0, WorkerFigures{}, 1.8e9);
 
   const std::vector<prometheus::MetricFamily> families = w.Collect();
-  ASSERT_EQ(families.size(), 16u);
+  ASSERT_EQ(families.size(), 17u);
   std::set<std::string> names;
   for (const prometheus::MetricFamily& family : families) {
     names.insert(family.name);
@@ -58,7 +59,7 @@ TEST(MetricsWorkerSeries, EveryFigureLandsUnderItsRankWithItsType) {
     EXPECT_EQ(family.metric[0].label[0].value, "0") << "series in rank order";
     EXPECT_EQ(family.metric[1].label[0].value, "1");
   }
-  EXPECT_EQ(names.size(), 16u) << "no family twice";
+  EXPECT_EQ(names.size(), 17u) << "no family twice";
 
   const ParsedExposition p = Scrape(w);
   const Labels r0 = {{"rank", "0"}}, r1 = {{"rank", "1"}};
@@ -78,6 +79,9 @@ TEST(MetricsWorkerSeries, EveryFigureLandsUnderItsRankWithItsType) {
   EXPECT_EQ(Value(p, "ditserve_worker_allreduce_seconds_total", r1), 0.25);
   EXPECT_EQ(Value(p, "ditserve_worker_denoise_steps_total", r1), 28);
   EXPECT_EQ(Value(p, "ditserve_worker_denoise_step_seconds_total", r1), 14);
+  EXPECT_EQ(Value(p, "ditserve_worker_cached_steps_total", r1), 11);
+  EXPECT_EQ(Value(p, "ditserve_worker_cached_steps_total", r0), 0);
+  EXPECT_EQ(p.types.at("ditserve_worker_cached_steps_total"), "counter");
   EXPECT_EQ(Value(p, "ditserve_worker_cuda_graph_replays_total", r1), 26);
   EXPECT_EQ(Value(p, "ditserve_worker_cuda_graph_captures_total", r1), 1);
   EXPECT_EQ(Value(p, "ditserve_worker_denoise_steps_total", r0), 0) << "a reported rank starts at 0";

@@ -595,6 +595,48 @@ TEST(OpenAIImageEditRequest, RefusesUnknownFieldsAsGenerationsDo) {
                                "unknown field \"strength\""));
 }
 
+// ditserve's cache_threshold (GenerateRequest.cache_threshold): a number in the JSON body and the
+// edit form, set only when given (absent or null: the server's default), its range the validator's.
+TEST(OpenAIImagesRequest, CacheThresholdIsAnExtraNumberSetOnlyWhenGiven) {
+  auto on = Parse(R"({"prompt": "x", "cache_threshold": 0.12})");
+  ASSERT_TRUE(on.ok()) << on.status();
+  ASSERT_TRUE(on->request.has_cache_threshold());
+  EXPECT_EQ(on->request.cache_threshold(), 0.12);  // a double: unchanged
+  auto off = Parse(R"({"prompt": "x", "cache_threshold": 0})");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_TRUE(off->request.has_cache_threshold()) << "0 turns the cache off, unlike absent";
+  EXPECT_EQ(off->request.cache_threshold(), 0.0);
+  for (const char* body : {R"({"prompt": "x"})", R"({"prompt": "x", "cache_threshold": null})"}) {
+    auto absent = Parse(body);
+    ASSERT_TRUE(absent.ok()) << absent.status();
+    EXPECT_FALSE(absent->request.has_cache_threshold()) << body;
+  }
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "cache_threshold": "high"})", "cache_threshold"),
+            "cache_threshold must be a number, got a string");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "cache_threshold": true})", "cache_threshold"),
+            "cache_threshold must be a number, got a boolean");
+  // Every image of a call asks for the same.
+  auto n = Parse(R"({"prompt": "x", "n": 2, "cache_threshold": 0.2})");
+  ASSERT_TRUE(n.ok()) << n.status();
+  for (const v1::GenerateRequest& image : ExpandImages(*n)) {
+    EXPECT_EQ(image.cache_threshold(), 0.2);
+  }
+  // The edit form: the number's text.
+  auto edit = ParseEdit({{"prompt", "x"}, {"image", "a"}, {"cache_threshold", "0.08"}});
+  ASSERT_TRUE(edit.ok()) << edit.status();
+  EXPECT_EQ(edit->request.cache_threshold(), 0.08);
+  auto edit_null = ParseEdit({{"prompt", "x"}, {"image", "a"}, {"cache_threshold", "null"}});
+  ASSERT_TRUE(edit_null.ok()) << edit_null.status();
+  EXPECT_FALSE(edit_null->request.has_cache_threshold());
+  EXPECT_EQ(EditErrorOf({{"prompt", "x"}, {"image", "a"}, {"cache_threshold", "some"}},
+                        "cache_threshold"),
+            "cache_threshold must be a number, got a string");
+  // The validator's range errors name it too.
+  EXPECT_EQ(ParamFor(absl::InvalidArgumentError(
+                "cache_threshold must be in 0..1 (ModelInfo.step_cache.max_threshold), got 2")),
+            "cache_threshold");
+}
+
 TEST(OpenAIImagesResponse, IsOpenAIsShapeWithBase64Images) {
   v1::GenerateResponse a, b;
   a.set_image(std::string("\x89PNG\r\n\x1a\n\0a", 10));
