@@ -4,13 +4,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "common/config_json.h"
 #include "common/status_macros.h"
 
 namespace ditserve::models::flux2 {
 namespace {
 
-absl::Status Bad(const char* key, const char* what) {
+absl::Status Bad(const char* key, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("transformer config: '", key, "' ", what));
 }
 
@@ -43,6 +44,12 @@ absl::StatusOr<Flux2TransformerConfig> ParseFlux2TransformerConfig(const nlohman
     return Bad("timestep_guidance_channels", "must be even");
   }
   RETURN_IF_ERROR(CheckAxesDimsRopeSum(c.axes_dims_rope, c.attention_head_dim));
+  // The MLP width in double first: a huge ratio would overflow mlp_hidden_dim()'s int64 cast.
+  const double mlp_width = static_cast<double>(c.inner_dim()) * c.mlp_ratio;
+  if (!(mlp_width < static_cast<double>(kMaxConfigInt) + 1)) {
+    return Bad("mlp_ratio", absl::StrCat("gives an MLP of ", mlp_width,
+                                         " features (at most ", kMaxConfigInt, ")"));
+  }
   if (c.mlp_hidden_dim() <= 0) return Bad("mlp_ratio", "gives an empty MLP");
   return c;
 }

@@ -169,6 +169,10 @@ TEST(TransformerConfigTypedTest, TheThreeFamiliesNameTheField) {
                 {"'axes_dims_rope' entries must be positive even integers", "got a string"});
   ExpectInvalid(models::flux2::ParseFlux2TransformerConfig({{"mlp_ratio", {{"a", 1}}}}),
                 {"'mlp_ratio' must be a number, got an object"});
+  // The long fuzz run's finding (tests/fuzz/seeds/config/regression-crash-989db538...): a ratio
+  // whose MLP width does not fit an int64 was cast (undefined behaviour) instead of refused.
+  ExpectInvalid(models::flux2::ParseFlux2TransformerConfig({{"mlp_ratio", 3.2e94}}),
+                {"mlp_ratio", "gives an MLP of", "features (at most 2147483647)"});
   // A caller that knows the file puts it in front (the status keeps its code).
   ExpectInvalid(absl::StatusOr<int>(WithFile(
                     models::flux1::ParseFluxTransformerConfig(layers_string).status(),
