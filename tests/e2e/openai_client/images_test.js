@@ -332,6 +332,22 @@ async function main() {
         bad && JSON.stringify(bad.error));
   check("  ... and the limit", bad && /multiple of 16/.test(bad.message), bad && bad.message);
 
+  // The step cache (ditserve's cache_threshold extra): a cached request returns its image; a
+  // threshold over the model's bound is a 400 naming the field.
+  const cached = await client.images.generate({ model, prompt: "a cat holding a sign",
+                                                size: "64x64", response_format: "b64_json",
+                                                seed: 11, num_inference_steps: 4,
+                                                cache_threshold: 1 });
+  const cachedSize = pngSize(Buffer.from(cached.data[0].b64_json || "", "base64"));
+  check("cache_threshold 1 returns a 64x64 PNG", cachedSize && cachedSize.width === 64,
+        JSON.stringify(cachedSize));
+  const overBound = await errorOf(() => client.images.generate({ model, prompt: "x",
+                                                                 size: "64x64",
+                                                                 cache_threshold: 1.5 }));
+  check("cache_threshold 1.5 raises BadRequestError naming cache_threshold",
+        overBound instanceof BadRequestError && overBound.param === "cache_threshold",
+        overBound && JSON.stringify(overBound.error));
+
   await openaiFields(client, model);
   await streaming(client, model);
 
