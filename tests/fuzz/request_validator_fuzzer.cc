@@ -34,6 +34,11 @@ ModelDescription Flux1() {
   m.mutable_defaults()->set_num_inference_steps(28);
   m.mutable_defaults()->set_guidance_scale(3.5f);
   m.mutable_defaults()->set_max_sequence_length(512);
+  // The step cache as the workers describe it, with a server default (so absent, present, 0 and
+  // out-of-range thresholds all take their paths).
+  m.mutable_step_cache()->set_method("first_block_cache");
+  m.mutable_step_cache()->set_max_threshold(1.0);
+  m.mutable_step_cache()->set_default_threshold(0.25);
   for (const char* name : {"style", "detail", "anime"}) {
     v1::LoraInfo* lora = m.add_loras();
     lora->set_name(name);
@@ -162,6 +167,13 @@ void Check(const v1::GenerateRequest& request, const ModelDescription& model,
     if (i > 0 && !(loras.Get(i - 1).name() < c.name())) __builtin_trap();
     if (s.loras[i].first != c.name() || s.loras[i].second != c.scale()) __builtin_trap();
   }
+  // The step cache: finite, within the model's bound, the default when absent; on means alone.
+  const double t = s.cache_threshold;
+  if (!std::isfinite(t) || t < 0 || t > model.step_cache().max_threshold()) __builtin_trap();
+  if (!request.has_cache_threshold() && t != model.step_cache().default_threshold()) {
+    __builtin_trap();
+  }
+  if (t > 0 && s.batchable()) __builtin_trap();
   CheckImages(request, model, *v);
 }
 
