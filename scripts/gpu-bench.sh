@@ -568,22 +568,26 @@ local res="$out/step_cache_bench.txt" m t
 : > "$res"
 if build ditserve-flux1-bench ditserve-qwenimage-bench; then
   for m in flux1 qwenimage; do
-    "$bin/bench/ditserve-$m-bench" --device cuda --runs 10 --warmup 3 --step-cache 2>&1 |
+    # shellcheck disable=SC2086  # CACHE_BENCH_ARGS: the dry run's tiny shapes
+    "$bin/bench/ditserve-$m-bench" --device "$device" --runs 10 --warmup 3 --step-cache \
+      ${CACHE_BENCH_ARGS:-} 2>&1 |
       grep -E "transformer:|median|graphs|step cache|rror" | sed "s/^/$m: /" | tee -a "$res"
   done
 fi
 build ditserve-frontend ditserve-worker ditserve-cli ditserve-tool ditserve-spm-train || return
-local dir=/tmp/ditserve-flux1-dev-size  # stage 5's, when it ran
+local dir="${CACHE_MODEL:-/tmp/ditserve-flux1-dev-size}"  # stage 5's, when it ran
 [ -f "$dir/model_index.json" ] || "$bin/tools/ditserve-tool" make-tiny-model "$dir" \
   --preset flux1-dev-size --dtype bfloat16 --transformer-shards 3 --force >> "$res" 2>&1
 local fpid port mport
 start_frontend "$dir" "$res" || return
-"$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" --prompt "warm-up" --height 1024 \
-  --width 1024 --steps 2 --quiet -o /dev/null > /dev/null 2>&1
+local size="${CACHE_SIZE:-1024}"  # the dry run's tiny model: 64
+"$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" --prompt "warm-up" --height "$size" \
+  --width "$size" --steps 2 --quiet -o /dev/null > /dev/null 2>&1
+# The CLI's --quiet summary is one JSON line: timings with full_steps / cached_steps.
 for t in 0 ${CACHE_THRESHOLDS:-0.05 0.12 0.25}; do
   echo "threshold $t: $("$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" \
-    --prompt "a lighthouse on a cliff at dawn" --height 1024 --width 1024 --steps 28 --seed 0 \
-    --cache-threshold "$t" -o "$out/step_cache_$t.png" 2>&1 | grep -E "steps|seconds|rror" | tr '\n' ' ')" |
+    --prompt "a lighthouse on a cliff at dawn" --height "$size" --width "$size" --steps 28 \
+    --seed 0 --cache-threshold "$t" --quiet -o "$out/step_cache_$t.png" 2>&1 | tail -1)" |
     tee -a "$res"
 done
 kill "$fpid"; wait "$fpid" 2>/dev/null
