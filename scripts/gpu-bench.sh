@@ -519,47 +519,50 @@ if [ $rc != 0 ] || [ ! -f "$imgfx/image-inputs/image_reference_bf16.safetensors"
   log "make_image_fixtures.py failed (exit status $rc): $(grep -m1 -E 'Error|error' "$res")"
   return
 fi
-tar czf "$out/image-inputs.tar.gz" -C "$imgfx" image-inputs  # for the repository's tests/fixtures
-# Into the fixtures the tests read, and where the build's REQUIRES looks (the configured
-# DITSERVE_FIXTURES_DIR: the repository's tests/fixtures unless the cache says otherwise).
-local configured
-configured=$(sed -n 's/^DITSERVE_FIXTURES_DIR:PATH=//p' build-cuda/CMakeCache.txt 2>/dev/null)
-for d in "$fixtures" "${configured:-$(pwd)/tests/fixtures}"; do
-  rm -rf "$d/image-inputs" && cp -r "$imgfx/image-inputs" "$d/"
-done
-# gtest_discover_tests lists a test's cases after its link (POST_BUILD): relink the two so that
-# the re-configured REQUIRES registration gets them.
-rm -f build-cuda/tests/unit/image_inputs_parity_test build-cuda/tests/gpu/image_inputs_gpu_test
-if build image_inputs_parity_test image_inputs_gpu_test; then
+install_fixtures "$imgfx" image-inputs
+run_requires_tests "ImageInputsParity|ImageInputsGpu" "$out/image_tests.txt" \
+  tests/unit/image_inputs_parity_test tests/gpu/image_inputs_gpu_test
+}
+
+# Fixtures made on this host (SRC_PARENT/NAME): packed as $out/NAME.tar.gz for the repository's
+# tests/fixtures, and copied into the fixtures the tests read and where the build's REQUIRES looks
+# (the configured DITSERVE_FIXTURES_DIR: the repository's tests/fixtures unless the cache says
+# otherwise).
+install_fixtures() {
+  local src_parent="$1" name="$2" configured d
+  tar czf "$out/$name.tar.gz" -C "$src_parent" "$name"
+  configured=$(sed -n 's/^DITSERVE_FIXTURES_DIR:PATH=//p' build-cuda/CMakeCache.txt 2>/dev/null)
+  for d in "$fixtures" "${configured:-$(pwd)/tests/fixtures}"; do
+    rm -rf "${d:?}/$name" && cp -r "$src_parent/$name" "$d/"
+  done
+}
+
+# The REQUIRES tests (build-cuda-relative binary paths after RESULT) relinked, since
+# gtest_discover_tests lists a test's cases after its link (POST_BUILD) and the re-configured
+# registration needs them, then run (ctest -R REGEX) into RESULT.
+run_requires_tests() {
+  local regex="$1" result="$2" t targets=()
+  shift 2
+  for t in "$@"; do rm -f "build-cuda/$t"; targets+=("$(basename "$t")"); done
+  build "${targets[@]}" || return
   (cd build-cuda && . ./ditserve-env.sh && DITSERVE_FIXTURES_DIR="$fixtures" \
-    ctest -R "ImageInputsParity|ImageInputsGpu" -V --timeout 900) > "$out/image_tests.txt" 2>&1
-  grep -E "relative error|Passed|Failed|SKIPPED|NOT_BUILT|No tests|tests passed|tests failed" \
-    "$out/image_tests.txt" | tail -40
-fi
+    ctest -R "$regex" -V --timeout 900) > "$result" 2>&1
+  grep -E "decisions|relative error|Passed|Failed|SKIPPED|NOT_BUILT|No tests|tests passed|tests failed" \
+    "$result" | tail -40
 }
 
 stage15() {
 log "stage 15: step-cache fixtures (diffusers: CPU float32 + CUDA bf16), then their test"
 [ -d "$diffusers_src" ] || { log "no diffusers source at $diffusers_src: stage 15 skipped"; return; }
-local scfx=/tmp/ditserve-scfx res="$out/step_cache_fixtures.txt" configured
+local scfx=/tmp/ditserve-scfx res="$out/step_cache_fixtures.txt"
 rm -rf "$scfx"
 PYTHONPATH="$diffusers_src" PYTHONUNBUFFERED=1 python3 tests/fixtures/make_step_cache_fixtures.py \
   --out "$scfx" --bf16-device cuda > "$res" 2>&1
 local rc=$?
 grep -E "cached|WARN|warn|check" "$res" | tail -30
 [ -f "$scfx/step-cache/step_cache_reference.safetensors" ] || { log "make_step_cache_fixtures.py failed ($rc)"; return; }
-tar czf "$out/step-cache.tar.gz" -C "$scfx" step-cache
-configured=$(sed -n 's/^DITSERVE_FIXTURES_DIR:PATH=//p' build-cuda/CMakeCache.txt 2>/dev/null)
-for d in "$fixtures" "${configured:-$(pwd)/tests/fixtures}"; do
-  rm -rf "$d/step-cache" && cp -r "$scfx/step-cache" "$d/"
-done
-rm -f build-cuda/tests/unit/step_cache_parity_test  # relinked: registers under REQUIRES now
-if build step_cache_parity_test; then
-  (cd build-cuda && . ./ditserve-env.sh && DITSERVE_FIXTURES_DIR="$fixtures" \
-    ctest -R "StepCacheParity" -V --timeout 900) > "$out/step_cache_tests.txt" 2>&1
-  grep -E "decisions|relative error|Passed|Failed|tests passed|tests failed" \
-    "$out/step_cache_tests.txt" | tail -40
-fi
+install_fixtures "$scfx" step-cache
+run_requires_tests "StepCacheParity" "$out/step_cache_tests.txt" tests/unit/step_cache_parity_test
 }
 
 stage16() {
