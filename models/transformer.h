@@ -57,8 +57,8 @@ class DiffusionTransformer {
   // The predicted velocity, (B, tokens, out_channels), in the model's dtype on its device.
   // `cache`: null, or the First Block Cache state of this pass's call context
   // (models/common/first_block_cache.h), which the pass reads and updates; with a cache the pass
-  // runs op by op (no CUDA graph: the decision reads the device between the first block and the
-  // rest) and its decision is a collective.
+  // is two CUDA graphs (the first block; then the rest, or the cached tail) around its decision,
+  // which reads the device and is a collective.
   virtual absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args,
                                                 FirstBlockCache* cache) = 0;
   absl::StatusOr<torch::Tensor> Forward(const std::map<std::string, torch::Tensor>& args) {

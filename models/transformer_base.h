@@ -23,10 +23,11 @@
 //     else the blocks read): Prologue(args) (embeddings, conditioning, RoPE), HeadBlock(pass) (the
 //     first transformer block), RemainingBlocks(pass) (every other block), Epilogue(pass) (the
 //     output layers on `h`).
-//   * Forward(Args, FirstBlockCache*) with a cache: the same stages op by op, and between the head
-//     and the rest the cache's collective decision (models/common/first_block_cache.h): either the
+//   * Forward(Args, FirstBlockCache*) with a cache: the same stages, and between the head and the
+//     rest the cache's collective decision (models/common/first_block_cache.h): either the
 //     remaining blocks run and the cache keeps both residuals, or `h` becomes the head's output +
-//     the cached residual and the remaining blocks are skipped.
+//     the cached residual and the remaining blocks are skipped. The head, the rest and the cached
+//     tail are three StepGraphs bodies (CachedPass), each its own CUDA graph per shape.
 //
 // Contracts are DiffusionTransformer's (models/transformer.h): Forward is a collective under tensor
 // parallelism, never throws, one at a time per instance. The stages may throw (Forward catches);
@@ -118,22 +119,13 @@ class DiffusionTransformerBase : public DiffusionTransformer {
     ASSIGN_OR_RETURN(const HostInputs host, ReadHostInputs(args));
     if (cache != nullptr) {
       return GuardTorch(forward_what_.c_str(), [&]() -> absl::StatusOr<torch::Tensor> {
-        return CachedPass(args, *cache);
+        return CachedPass(args, host, *cache);
       });
     }
     return GuardTorch(forward_what_.c_str(), [&] {
-      std::vector<torch::Tensor> inputs;
-      for (const ForwardArgument<Args>& a : arguments_) {
-        if (a.device_input) inputs.push_back(args.*a.member);
-      }
-      return graphs_->Run(inputs, device_, host.key, host.keep_alive,
+      return graphs_->Run(DeviceInputs(args), device_, host.key, host.keep_alive,
                           [this, &args](const std::vector<torch::Tensor>& in) {
-                            Args staged = args;
-                            size_t i = 0;
-                            for (const ForwardArgument<Args>& a : arguments_) {
-                              if (a.device_input) staged.*a.member = in[i++];
-                            }
-                            return FullPass(staged);
+                            return FullPass(Staged(args, in));
                           });
     });
   }
@@ -232,23 +224,80 @@ class DiffusionTransformerBase : public DiffusionTransformer {
     return self().Epilogue(pass);
   }
 
-  // The pass with First Block Cache (see the file comment); a collective (the decision).
-  absl::StatusOr<torch::Tensor> CachedPass(const Args& args, FirstBlockCache& cache) const {
-    torch::NoGradGuard no_grad;
-    auto pass = self().Prologue(args);
-    const torch::Tensor head_input = pass.h;
-    self().HeadBlock(pass);
-    const torch::Tensor head_output = pass.h;
-    const torch::Tensor head_residual = head_output - head_input;
-    ASSIGN_OR_RETURN(const bool compute, cache.Decide(head_residual, *comm_));
-    if (compute) {
-      self().RemainingBlocks(pass);
-      cache.Computed(head_residual, pass.h - head_output);
-    } else {
-      pass.h = cache.tail_residual() + head_output;  // diffusers' order of the sum
-      cache.Cached();
+  // The table's device inputs of `args`, in table order (StepGraphs::Run's inputs).
+  std::vector<torch::Tensor> DeviceInputs(const Args& args) const {
+    std::vector<torch::Tensor> inputs;
+    for (const ForwardArgument<Args>& a : arguments_) {
+      if (a.device_input) inputs.push_back(args.*a.member);
     }
-    return self().Epilogue(pass);
+    return inputs;
+  }
+  // `args` with its device inputs replaced by the staged ones (`in`'s first ones, table order).
+  Args Staged(const Args& args, const std::vector<torch::Tensor>& in) const {
+    Args staged = args;
+    size_t i = 0;
+    for (const ForwardArgument<Args>& a : arguments_) {
+      if (a.device_input) staged.*a.member = in[i++];
+    }
+    return staged;
+  }
+
+  // The pass with First Block Cache (see the file comment); a collective (the decision). Its
+  // device work is three StepGraphs bodies, so each replays from a CUDA graph of its own (keys
+  // the forward's host key + the part): "head" (Prologue + the first block; out: [head input,
+  // head output, text stream] along the tokens), then after the decision either "rest" (Prologue
+  // for the conditioning, the remaining blocks from the head's streams, Epilogue; out: [last
+  // block's image stream | prediction] along the features) or "cached" (Prologue, Epilogue on
+  // the head output + the cached residual). The Prologue runs in each body (its conditioning and
+  // RoPE are cheap next to a block, and a body may read only its inputs and the weights); the
+  // values are those of one op-by-op pass.
+  absl::StatusOr<torch::Tensor> CachedPass(const Args& args, const HostInputs& host,
+                                           FirstBlockCache& cache) const {
+    const std::vector<torch::Tensor> inputs = DeviceInputs(args);
+    const size_t k = inputs.size();  // the extra inputs of "rest" and "cached" follow the table's
+    const torch::Tensor head = graphs_->Run(
+        inputs, device_, host.key + " | first block cache: head", host.keep_alive,
+        [this, &args](const std::vector<torch::Tensor>& in) {
+          torch::NoGradGuard no_grad;
+          auto pass = self().Prologue(Staged(args, in));
+          const torch::Tensor input = pass.h;
+          self().HeadBlock(pass);
+          return torch::cat({input, pass.h, pass.context}, 1);
+        });
+    const int64_t n = args.hidden_states.size(1), width = head.size(2);
+    const torch::Tensor head_output = head.narrow(1, n, n);
+    const torch::Tensor context = head.narrow(1, 2 * n, head.size(1) - 2 * n);
+    const torch::Tensor head_residual = head_output - head.narrow(1, 0, n);
+    ASSIGN_OR_RETURN(const bool compute, cache.Decide(head_residual, *comm_));
+    std::vector<torch::Tensor> more = inputs;
+    if (compute) {
+      more.push_back(head_output);
+      more.push_back(context);
+      const torch::Tensor out = graphs_->Run(
+          more, device_, host.key + " | first block cache: rest", host.keep_alive,
+          [this, &args, k](const std::vector<torch::Tensor>& in) {
+            torch::NoGradGuard no_grad;
+            auto pass = self().Prologue(Staged(args, in));
+            pass.h = in[k];
+            pass.context = in[k + 1];
+            self().RemainingBlocks(pass);
+            return torch::cat({pass.h, self().Epilogue(pass)}, 2);
+          });
+      cache.Computed(head_residual, out.narrow(2, 0, width) - head_output);
+      return out.narrow(2, width, out.size(2) - width);
+    }
+    more.push_back(head_output);
+    more.push_back(cache.tail_residual());
+    const torch::Tensor out = graphs_->Run(
+        more, device_, host.key + " | first block cache: cached", host.keep_alive,
+        [this, &args, k](const std::vector<torch::Tensor>& in) {
+          torch::NoGradGuard no_grad;
+          auto pass = self().Prologue(Staged(args, in));
+          pass.h = in[k + 1] + in[k];  // the cached residual + the head output: diffusers' order
+          return self().Epilogue(pass);
+        });
+    cache.Cached();
+    return out;
   }
 
   std::vector<std::string> ArgumentNames(bool required) const {

@@ -278,6 +278,54 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<1>(info.param) == torch::kFloat32 ? "_float32" : "_bfloat16");
     });
 
+// The step cache under CUDA graphs (models/common/first_block_cache.h, transformer_base.h's
+// CachedPass): the fixture model built twice, graphs on and off, each with its own cache of the
+// same threshold, over a denoising loop's changing inputs: every pass decides the same on both,
+// its prediction matches op by op, and the graphed model captured the head, rest and cached parts
+// (each once per shape) and replayed them. 8 graphs: the three parts need three of them.
+TEST_P(CudaStepGraphsTest, StepCachePartsReplayAndMatchOpByOp) {
+  SKIP_WITHOUT_CUDA();
+  if (!models::CudaGraphsAllowed()) GTEST_SKIP() << "DITSERVE_CUDA_GRAPHS=0";
+  const auto& model_case = std::get<0>(GetParam());
+  const auto dtype = std::get<1>(GetParam());
+  absl::Status s = comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
+    std::unique_ptr<models::DiffusionTransformer> models_[2];
+    for (int graphs = 0; graphs < 2; ++graphs) {
+      models::TransformerLoadOptions options;
+      options.cuda_graphs = graphs ? 8 : 0;
+      ASSIGN_OR_RETURN(models_[graphs],
+                       LoadOnCuda(FixturesDir() + "/" + model_case.dir, c, dtype, options));
+    }
+    std::map<std::string, torch::Tensor> args = FixtureArguments(*models_[0], model_case.prefix);
+    const torch::Tensor latents = args["hidden_states"], timestep = args["timestep"];
+    const double limit = dtype == torch::kFloat32 ? 1e-6 : 1e-3;
+    // Threshold 1 on a slowly moving loop: the first pass computes, most later ones cache.
+    models::FirstBlockCache caches[2] = {models::FirstBlockCache(1.0),
+                                         models::FirstBlockCache(1.0)};
+    for (int step = 0; step < 8; ++step) {
+      args["hidden_states"] = (latents * (1.0 - 0.02 * step)).to(torch::Device(torch::kCUDA, 0));
+      args["timestep"] = timestep * (1.0 - 0.01 * step);
+      auto eager = models_[0]->Forward(args, &caches[0]);
+      if (!eager.ok()) return eager.status();
+      auto graphed = models_[1]->Forward(args, &caches[1]);
+      if (!graphed.ok()) return graphed.status();
+      EXPECT_EQ(caches[1].full_passes(), caches[0].full_passes()) << "step " << step;
+      const double err = RelativeError(graphed->to(torch::kCPU, torch::kFloat32),
+                                       eager->to(torch::kCPU, torch::kFloat32));
+      EXPECT_LE(err, limit) << model_case.name << " step " << step;
+    }
+    std::printf("%s %s: %u full, %u cached passes\n", model_case.name, c10::toString(dtype),
+                caches[1].full_passes(), caches[1].cached_passes());
+    EXPECT_GE(caches[1].cached_passes(), 2u) << "threshold 1 caches the slowly moving passes";
+    const models::StepGraphStats st = models_[1]->graph_stats();
+    EXPECT_EQ(st.failed_captures, 0u);
+    EXPECT_GE(st.captures, 2u) << "the head's and the cached tail's graphs at least";
+    EXPECT_GE(st.replays, 8u);
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // FP8 weights (--weights fp8, models/common/fp8_linear.h) on the three fixture transformers at
 // tp 1 and 2 (each rank quantizes its own slice) and through the FLUX.1 pipeline: the quality
 // measured against diffusers' float32 outputs, next to the bfloat16 error, held to the bfloat16
