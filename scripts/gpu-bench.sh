@@ -64,7 +64,7 @@
 #      float32, tp 1/2)          -> step_cache_fixtures.txt, step_cache_tests.txt, step-cache.tar.gz
 #  16. step caching's speed: FLUX.1-dev-size and Qwen-Image-size steps (bf16, 4096 image tokens)
 #      with --step-cache (a cached pass: first block + output layers; a full pass through the
-#      cache's path, op by op), then the FLUX.1-dev-size pipeline end to end, 1024x1024 28 steps,
+#      cache's path: the head's and the rest's CUDA graphs), then the FLUX.1-dev-size pipeline end to end, 1024x1024 28 steps,
 #      without the cache and at CACHE_THRESHOLDS (default "0.05 0.12 0.25"; the response's
 #      full/cached pass counts)                                   -> step_cache_bench.txt
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny

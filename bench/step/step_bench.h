@@ -150,7 +150,7 @@ inline void AddCommonBenchFlags(FlagParser* p, CommonBenchOptions* o) {
                "dtype | fp8: the blocks' token GEMMs with FP8 weights (cuda, bfloat16)");
   p->AddBool("step-cache", &o->step_cache,
              "also time First Block Cache's cached pass (first block + output layers) and a full "
-             "pass through the cache's path");
+             "pass through the cache's path (head and rest)");
   p->AddString(
       "profile", &o->profile,
       "after timing, profile one step and write a per-kernel table here (CUDA profile build)");
@@ -403,8 +403,8 @@ absl::Status RunStepBench(
 // (models/common/first_block_cache.h), each timed as a step. A cached pass: the cache computed once
 // on these inputs, so every later pass has the same head residual (relative change 0, at most any
 // threshold) and skips the remaining blocks. A full pass through the cache's path: a threshold
-// below 0 (every change is above it), so every pass runs all blocks op by op, with the residuals
-// kept. Printed with what a schedule of k cached passes in n would take.
+// below 0 (every change is above it), so every pass runs all blocks, as the head's and the rest's
+// graphs on CUDA, with the residuals kept. Printed with what a schedule of k cached passes in n would take.
 template <typename Model, typename Args>
 absl::Status TimeStepCache(Model& model, const Args& a, const BenchTarget& target,
                            const CommonBenchOptions& o, double full_step_ms) {
