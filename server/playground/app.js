@@ -221,6 +221,8 @@
     if (guidance !== undefined) f.guidance_scale = guidance;
     const trueCfg = numberField('true-cfg');
     if (trueCfg !== undefined) f.true_cfg_scale = trueCfg;
+    const cache = numberField('cache');
+    if (cache !== undefined) f.cache_threshold = cache;
     const loras = chosenLoras();
     if (loras.length) f.loras = loras;
     return f;
@@ -346,6 +348,7 @@
       ['seed', entry.seed !== undefined ? entry.seed : p.seed],
       ['guidance', p.guidance_scale],
       ['true CFG', p.true_cfg_scale],
+      ['step cache', p.cache_threshold],
       ['LoRAs', p.loras && p.loras.map((l) => `${l.name} \u00d7 ${l.scale}`).join(', ')],
       ['input images', entry.images || undefined],
       ['strength', p.strength],
@@ -407,6 +410,7 @@
     $('seed').value = seed !== undefined ? seed : '';
     $('guidance').value = p.guidance_scale !== undefined ? p.guidance_scale : '';
     $('true-cfg').value = p.true_cfg_scale !== undefined ? p.true_cfg_scale : '';
+    $('cache').value = p.cache_threshold !== undefined ? p.cache_threshold : '';
     $('strength').value = p.strength !== undefined ? p.strength : '';
     const chosen = new Map((p.loras || []).map((l) => [l.name, l.scale]));
     for (const row of $('loras').querySelectorAll('.lora')) {

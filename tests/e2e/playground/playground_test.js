@@ -327,6 +327,7 @@ async function main() {
     await streamPage.waitForFunction(() => document.querySelector('#model-line b'), {timeout: 30000});
     await streamPage.type('#prompt', PROMPT);
     await streamPage.type('#seed', SEED);
+    await streamPage.type('#cache', '0.3');
     await streamPage.click('#generate');
     await streamPage.waitForFunction(
         () => ['done', 'error'].includes(document.querySelector('#status').className),
@@ -344,6 +345,8 @@ async function main() {
     check('  ... having asked for stream: true and partial_images 2',
           streamRequest && streamRequest.stream === true && streamRequest.partial_images === 2 &&
           String(streamRequest.seed) === SEED, JSON.stringify(streamRequest));
+    check('  ... and the step cache\'s threshold typed into the page (cache_threshold 0.3)',
+          streamRequest && streamRequest.cache_threshold === 0.3, JSON.stringify(streamRequest));
     await streamPage.close();
     measured('the stream path against a synthetic event stream');
 
