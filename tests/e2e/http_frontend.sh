@@ -33,6 +33,11 @@ http_frontend_start() {
   trap http_frontend_cleanup EXIT
   token="e2e-$RANDOM$RANDOM"
   echo "$token" >"$tmp/token"
+  # Made here, not by the background job's redirections: those open in the child after the fork,
+  # and a first read below that came sooner failed (sed: no such file) and, under set -e, ended
+  # the test at once (0.02 s, about one run in six).
+  : >"$tmp/stdout"
+  : >"$tmp/log"
   "$build/server/ditserve-frontend" --listen 127.0.0.1:0 --metrics-listen "" \
     --http-listen 127.0.0.1:0 --api-token-file "$tmp/token" --log-level info "$@" \
     >"$tmp/stdout" 2>"$tmp/log" &
