@@ -40,7 +40,7 @@ struct DiffusionPipeline::JobState {
 // ---- Load ----
 
 absl::Status DiffusionPipeline::LoadComponents(const sharding::PipelineIndex* index,
-                                               const std::string& transformer_dir,
+                                               std::string transformer_dir,
                                                const PipelineOptions& options,
                                                comm::Communicator* comm) {
   comm_ = comm;
@@ -50,6 +50,10 @@ absl::Status DiffusionPipeline::LoadComponents(const sharding::PipelineIndex* in
   if (index == nullptr && family_.published_scheduler_json == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(root_, ": ", family_.display_name,
                                                    " is served from its pipeline folder only"));
+  }
+  if (index != nullptr) {
+    pipeline_class_ = index->class_name;
+    ASSIGN_OR_RETURN(transformer_dir, index->ComponentDir("transformer"));
   }
   RETURN_IF_ERROR(LoadTransformerAndLoras(transformer_dir, options));
   ASSIGN_OR_RETURN(scheduler_config_, LoadScheduler(index));

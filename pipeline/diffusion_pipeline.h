@@ -7,7 +7,7 @@
 // encoders, its card fields, its text conditioning, its latent layout and position ids, how
 // guidance combines, and its decode.
 //
-// Load (the family's static Load constructs it, then calls LoadComponents once on every rank):
+// Load (Create<Family> constructs it, then calls LoadComponents once on every rank):
 //   1. transformer: config.json read by the family (ParseTransformerConfig, before any weight),
 //      this rank's shard through the built-in plan; 2. the LoRA adapters (options.loras);
 //   3. the scheduler configuration: the folder's, or the family's published one for a transformer
@@ -40,6 +40,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -128,13 +129,27 @@ class DiffusionPipeline : public Pipeline {
     return transformer_->graph_stats();
   }
 
+  // The family pipeline P (which befriends DiffusionPipeline for its private constructor) with
+  // its components loaded on this rank: from the pipeline folder `index` (its transformer
+  // component), or, `index` null, from a transformer folder alone (`transformer_dir`).
+  template <typename P>
+  static absl::StatusOr<std::unique_ptr<P>> Create(const sharding::PipelineIndex* index,
+                                                   const std::string& transformer_dir,
+                                                   const PipelineOptions& options,
+                                                   comm::Communicator* comm) {
+    std::unique_ptr<P> p(new P());
+    DiffusionPipeline& base = *p;
+    RETURN_IF_ERROR(base.LoadComponents(index, transformer_dir, options, comm));
+    return p;
+  }
+
  protected:
   explicit DiffusionPipeline(const PipelineFamily& family) : family_(family) {}
 
-  // The load sequence above. `index` is null for a transformer folder alone (`transformer_dir`).
-  absl::Status LoadComponents(const sharding::PipelineIndex* index,
-                              const std::string& transformer_dir, const PipelineOptions& options,
-                              comm::Communicator* comm);
+  // The load sequence above. `index` is null for a transformer folder alone (`transformer_dir`);
+  // with one, the transformer is its "transformer" component.
+  absl::Status LoadComponents(const sharding::PipelineIndex* index, std::string transformer_dir,
+                              const PipelineOptions& options, comm::Communicator* comm);
 
   // ---- Load hooks (called once, in LoadComponents' order, on every rank) ----
   // Reads the family's typed transformer config (its errors get the file's path in front).
@@ -182,15 +197,12 @@ class DiffusionPipeline : public Pipeline {
                                                const LatentGrid& grid) const = 0;
 
   // ---- For the hooks ----
-  // The family's static Load: `p` (fresh) with its components loaded.
-  template <typename P>
-  static absl::StatusOr<std::unique_ptr<P>> Loaded(std::unique_ptr<P> p,
-                                                   const sharding::PipelineIndex* index,
-                                                   const std::string& transformer_dir,
-                                                   const PipelineOptions& options,
-                                                   comm::Communicator* comm) {
-    RETURN_IF_ERROR(p->LoadComponents(index, transformer_dir, options, comm));
-    return p;
+  // ParseTransformerConfig's body: the family's `parsed` config kept in *out, its shape returned.
+  template <typename Config>
+  static absl::StatusOr<TransformerShape> KeepConfig(absl::StatusOr<Config> parsed, Config* out) {
+    if (!parsed.ok()) return parsed.status();
+    *out = *std::move(parsed);
+    return TransformerShape{out->in_channels, out->joint_attention_dim};
   }
   // Rank 0's copy of a component built whole from `dir` by Component::Create(config, state dict)
   // (a VAE) into *out, its bytes counted; the other ranks leave *out empty.
@@ -238,6 +250,8 @@ class DiffusionPipeline : public Pipeline {
   torch::Device device() const { return device_; }
   torch::ScalarType dtype() const { return dtype_; }
   const std::string& root() const { return root_; }  // the model folder (errors, card name)
+  // model_index.json's "_class_name" ("FluxKontextPipeline"); empty for a transformer folder.
+  const std::string& pipeline_class() const { return pipeline_class_; }
   const FlowMatchSchedulerConfig& scheduler_config() const { return scheduler_config_; }
   int64_t vae_scale_factor() const { return vae_scale_factor_; }
   // The folder's VAE has its encoder (every rank knows: read from the checkpoint's header), so the
@@ -281,6 +295,7 @@ class DiffusionPipeline : public Pipeline {
   torch::Device device_ = torch::kCPU;
   torch::ScalarType dtype_ = torch::kFloat32;
   std::string root_;
+  std::string pipeline_class_;
   TransformerShape shape_;
   std::unique_ptr<models::DiffusionTransformer> transformer_;
   std::unique_ptr<lora::LoraLibrary> loras_;  // after transformer_: borrows its layers

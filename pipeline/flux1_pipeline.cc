@@ -20,19 +20,9 @@ constexpr double kDefaultStrength = 0.6;
 
 Flux1Pipeline::Flux1Pipeline() : DiffusionPipeline(kFlux1) {}
 
-absl::StatusOr<std::unique_ptr<Flux1Pipeline>> Flux1Pipeline::Load(
-    const sharding::PipelineIndex& index, const PipelineOptions& options,
-    comm::Communicator* comm) {
-  ASSIGN_OR_RETURN(std::string transformer_dir, index.ComponentDir("transformer"));
-  std::unique_ptr<Flux1Pipeline> p(new Flux1Pipeline());
-  p->kontext_ = index.class_name == "FluxKontextPipeline";
-  return Loaded(std::move(p), &index, transformer_dir, options, comm);
-}
-
 absl::StatusOr<TransformerShape> Flux1Pipeline::ParseTransformerConfig(
     const nlohmann::json& config) {
-  ASSIGN_OR_RETURN(config_, models::flux1::ParseFluxTransformerConfig(config));
-  return TransformerShape{config_.in_channels, config_.joint_attention_dim};
+  return KeepConfig(models::flux1::ParseFluxTransformerConfig(config), &config_);
 }
 
 absl::StatusOr<int64_t> Flux1Pipeline::LoadVae(const std::string& vae_dir,
@@ -69,7 +59,7 @@ void Flux1Pipeline::FillCard(ModelCard* card) const {
   ImageInputCard& in = card->image_inputs;
   in.max_images = 1;
   in.size_multiple = vae_scale_factor() * 2;
-  if (kontext_) {
+  if (kontext()) {
     in.use = ImageUse::kKontext;
     in.min_side = in.size_multiple;  // its aspect ratio is taken after flooring to the multiple
   } else {
@@ -143,7 +133,7 @@ absl::StatusOr<torch::Tensor> Flux1Pipeline::Decode(const torch::Tensor& latents
 
 absl::StatusOr<ImageConditioning> Flux1Pipeline::ConditionOnImages(const GenerationJob& job,
                                                                    const LatentGrid& grid) {
-  return kontext_ ? Kontext(job) : ImageToImage(job, grid);
+  return kontext() ? Kontext(job) : ImageToImage(job, grid);
 }
 
 // FluxImg2ImgPipeline: the image (the output's size) encoded, sampled with the item's generator,

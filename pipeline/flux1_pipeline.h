@@ -35,19 +35,21 @@
 namespace ditserve::pipeline {
 
 class Flux1Pipeline final : public DiffusionPipeline {
- public:
-  static absl::StatusOr<std::unique_ptr<Flux1Pipeline>> Load(const sharding::PipelineIndex& index,
-                                                             const PipelineOptions& options,
-                                                             comm::Communicator* comm);
-
  private:
+  friend DiffusionPipeline;  // Create constructs it
   Flux1Pipeline();
+  // A FluxKontextPipeline folder (model_index.json): its input image is the condition image.
+  bool kontext() const { return pipeline_class() == "FluxKontextPipeline"; }
 
+  // FluxTransformer2DModel's config (3-axis RoPE, the pooled CLIP projection).
   absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
+  // AutoencoderKL, with its encoder when the checkpoint has one (image to image, Kontext).
   absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
                                   const PipelineOptions& options) override;
+  // CLIP and T5 on rank 0 (Flux1PromptEncoder), which encodes every job and broadcasts.
   absl::Status LoadTextSide(const sharding::PipelineIndex* index,
                             const PipelineOptions& options) override;
+  // dev or schnell defaults; one input image (image to image, or Kontext's condition image).
   void FillCard(ModelCard* card) const override;
 
   absl::StatusOr<TextConditioning> EncodeText(const GenerationJob& job, bool negative) override;
@@ -64,7 +66,6 @@ class Flux1Pipeline final : public DiffusionPipeline {
   absl::StatusOr<ImageConditioning> ImageToImage(const GenerationJob& job, const LatentGrid& grid);
   absl::StatusOr<ImageConditioning> Kontext(const GenerationJob& job);
 
-  bool kontext_ = false;  // a FluxKontextPipeline folder
   models::flux1::FluxTransformerConfig config_;
   std::unique_ptr<Flux1PromptEncoder> encoder_;  // rank 0 only
   std::optional<vae::AutoencoderKL> vae_;        // rank 0 only

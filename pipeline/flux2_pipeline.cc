@@ -30,17 +30,9 @@ constexpr PipelineFamily kFlux2{
 
 Flux2Pipeline::Flux2Pipeline() : DiffusionPipeline(kFlux2) {}
 
-absl::StatusOr<std::unique_ptr<Flux2Pipeline>> Flux2Pipeline::Load(
-    const sharding::PipelineIndex* index, const std::string& transformer_dir,
-    const PipelineOptions& options, comm::Communicator* comm) {
-  return Loaded(std::unique_ptr<Flux2Pipeline>(new Flux2Pipeline()), index, transformer_dir,
-                options, comm);
-}
-
 absl::StatusOr<TransformerShape> Flux2Pipeline::ParseTransformerConfig(
     const nlohmann::json& config) {
-  ASSIGN_OR_RETURN(config_, models::flux2::ParseFlux2TransformerConfig(config));
-  return TransformerShape{config_.in_channels, config_.joint_attention_dim};
+  return KeepConfig(models::flux2::ParseFlux2TransformerConfig(config), &config_);
 }
 
 absl::StatusOr<int64_t> Flux2Pipeline::LoadVae(const std::string& vae_dir,

@@ -35,21 +35,19 @@
 namespace ditserve::pipeline {
 
 class Flux2Pipeline final : public DiffusionPipeline {
- public:
-  // `index` is null for a transformer folder alone (`transformer_dir`).
-  static absl::StatusOr<std::unique_ptr<Flux2Pipeline>> Load(const sharding::PipelineIndex* index,
-                                                             const std::string& transformer_dir,
-                                                             const PipelineOptions& options,
-                                                             comm::Communicator* comm);
-
  private:
+  friend DiffusionPipeline;  // Create constructs it
   Flux2Pipeline();
 
+  // Flux2Transformer2DModel's config (4-axis RoPE, the shared modulations).
   absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
+  // AutoencoderKLFlux2 (its batch-norm statistics normalise the packed latents).
   absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
                                   const PipelineOptions& options) override;
+  // The Mistral encoder where PlaceLlmTextEncoder puts it (sharded, or on one rank).
   absl::Status LoadTextSide(const sharding::PipelineIndex* index,
                             const PipelineOptions& options) override;
+  // Up to kMaxReferenceImages reference images when the VAE has its encoder.
   void FillCard(ModelCard* card) const override;
 
   absl::Status CheckJob(const GenerationJob& job) const override;

@@ -32,10 +32,12 @@ absl::StatusOr<std::unique_ptr<Pipeline>> LoadPipeline(const PipelineOptions& op
     ASSIGN_OR_RETURN(nlohmann::json config, sharding::ReadComponentConfig(options.model_dir));
     ASSIGN_OR_RETURN(const std::string cls, ComponentClassName(options.model_dir, config));
     if (cls == "Flux2Transformer2DModel" || cls == "Flux2TransformerModel") {
-      return Upcast(Flux2Pipeline::Load(nullptr, options.model_dir, options, comm));
+      return Upcast(DiffusionPipeline::Create<Flux2Pipeline>(nullptr, options.model_dir, options,
+                                                             comm));
     }
     if (cls == "QwenImageTransformer2DModel") {
-      return Upcast(QwenImagePipeline::Load(nullptr, options.model_dir, options, comm));
+      return Upcast(DiffusionPipeline::Create<QwenImagePipeline>(nullptr, options.model_dir,
+                                                                 options, comm));
     }
     return absl::InvalidArgumentError(absl::StrCat(
         options.model_dir, ": transformer class '", cls,
@@ -44,14 +46,13 @@ absl::StatusOr<std::unique_ptr<Pipeline>> LoadPipeline(const PipelineOptions& op
   }
   ASSIGN_OR_RETURN(sharding::PipelineIndex index, sharding::ReadPipelineIndex(options.model_dir));
   if (index.class_name == "FluxPipeline" || index.class_name == "FluxKontextPipeline") {
-    return Upcast(Flux1Pipeline::Load(index, options, comm));
+    return Upcast(DiffusionPipeline::Create<Flux1Pipeline>(&index, "", options, comm));
   }
-  if (index.class_name == "Flux2Pipeline" || index.class_name == "QwenImagePipeline") {
-    ASSIGN_OR_RETURN(std::string transformer_dir, index.ComponentDir("transformer"));
-    if (index.class_name == "Flux2Pipeline") {
-      return Upcast(Flux2Pipeline::Load(&index, transformer_dir, options, comm));
-    }
-    return Upcast(QwenImagePipeline::Load(&index, transformer_dir, options, comm));
+  if (index.class_name == "Flux2Pipeline") {
+    return Upcast(DiffusionPipeline::Create<Flux2Pipeline>(&index, "", options, comm));
+  }
+  if (index.class_name == "QwenImagePipeline") {
+    return Upcast(DiffusionPipeline::Create<QwenImagePipeline>(&index, "", options, comm));
   }
   return absl::UnimplementedError(absl::StrCat(
       options.model_dir, ": pipeline class '", index.class_name,

@@ -28,17 +28,9 @@ constexpr PipelineFamily kQwenImage{
 
 QwenImagePipeline::QwenImagePipeline() : DiffusionPipeline(kQwenImage) {}
 
-absl::StatusOr<std::unique_ptr<QwenImagePipeline>> QwenImagePipeline::Load(
-    const sharding::PipelineIndex* index, const std::string& transformer_dir,
-    const PipelineOptions& options, comm::Communicator* comm) {
-  return Loaded(std::unique_ptr<QwenImagePipeline>(new QwenImagePipeline()), index, transformer_dir,
-                options, comm);
-}
-
 absl::StatusOr<TransformerShape> QwenImagePipeline::ParseTransformerConfig(
     const nlohmann::json& config) {
-  ASSIGN_OR_RETURN(config_, models::qwenimage::ParseQwenImageTransformerConfig(config));
-  return TransformerShape{config_.in_channels, config_.joint_attention_dim};
+  return KeepConfig(models::qwenimage::ParseQwenImageTransformerConfig(config), &config_);
 }
 
 absl::StatusOr<int64_t> QwenImagePipeline::LoadVae(const std::string& vae_dir,

@@ -31,20 +31,19 @@
 namespace ditserve::pipeline {
 
 class QwenImagePipeline final : public DiffusionPipeline {
- public:
-  // `index` is null for a transformer folder alone (`transformer_dir`).
-  static absl::StatusOr<std::unique_ptr<QwenImagePipeline>> Load(
-      const sharding::PipelineIndex* index, const std::string& transformer_dir,
-      const PipelineOptions& options, comm::Communicator* comm);
-
  private:
+  friend DiffusionPipeline;  // Create constructs it
   QwenImagePipeline();
 
+  // QwenImageTransformer2DModel's config (the 3-D video RoPE over frame, height, width).
   absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
+  // AutoencoderKLQwenImage, decoding one frame of its causal 3-D convolutions.
   absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
                                   const PipelineOptions& options) override;
+  // Qwen2.5-VL's language model where PlaceLlmTextEncoder puts it.
   absl::Status LoadTextSide(const sharding::PipelineIndex* index,
                             const PipelineOptions& options) override;
+  // Text masks accepted; true CFG's default scale with a negative prompt.
   void FillCard(ModelCard* card) const override;
 
   absl::StatusOr<TextConditioning> EncodeText(const GenerationJob& job, bool negative) override;
