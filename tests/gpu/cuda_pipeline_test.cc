@@ -209,6 +209,18 @@ INSTANTIATE_TEST_SUITE_P(
 class CudaStepGraphsTest
     : public ::testing::TestWithParam<std::tuple<CudaForwardCase, torch::ScalarType>> {};
 
+// The fixture model twice on the GPU: out[0] op by op, out[1] keeping `graphs` CUDA graphs.
+absl::Status LoadEagerAndGraphed(const CudaForwardCase& model_case, comm::Communicator& c,
+                                 torch::ScalarType dtype, int graphs,
+                                 std::unique_ptr<models::DiffusionTransformer> out[2]) {
+  for (int i = 0; i < 2; ++i) {
+    models::TransformerLoadOptions options;
+    options.cuda_graphs = i ? graphs : 0;
+    ASSIGN_OR_RETURN(out[i], LoadOnCuda(FixturesDir() + "/" + model_case.dir, c, dtype, options));
+  }
+  return absl::OkStatus();
+}
+
 TEST_P(CudaStepGraphsTest, ReplaysMatchOpByOpAndFollowLoraTerms) {
   SKIP_WITHOUT_CUDA();
   if (!models::CudaGraphsAllowed()) GTEST_SKIP() << "DITSERVE_CUDA_GRAPHS=0";
@@ -217,12 +229,7 @@ TEST_P(CudaStepGraphsTest, ReplaysMatchOpByOpAndFollowLoraTerms) {
   const auto dtype = std::get<1>(GetParam());
   absl::Status s = comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
     std::unique_ptr<models::DiffusionTransformer> models_[2];
-    for (int graphs = 0; graphs < 2; ++graphs) {
-      models::TransformerLoadOptions options;
-      options.cuda_graphs = graphs ? 4 : 0;
-      ASSIGN_OR_RETURN(models_[graphs],
-                       LoadOnCuda(FixturesDir() + "/" + model_case.dir, c, dtype, options));
-    }
+    RETURN_IF_ERROR(LoadEagerAndGraphed(model_case, c, dtype, 4, models_));
     std::map<std::string, torch::Tensor> args = FixtureArguments(*models_[0], model_case.prefix);
     const torch::Tensor latents = args["hidden_states"], timestep = args["timestep"];
     const double limit = dtype == torch::kFloat32 ? 1e-6 : 1e-3;
@@ -290,12 +297,7 @@ TEST_P(CudaStepGraphsTest, StepCachePartsReplayAndMatchOpByOp) {
   const auto dtype = std::get<1>(GetParam());
   absl::Status s = comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
     std::unique_ptr<models::DiffusionTransformer> models_[2];
-    for (int graphs = 0; graphs < 2; ++graphs) {
-      models::TransformerLoadOptions options;
-      options.cuda_graphs = graphs ? 8 : 0;
-      ASSIGN_OR_RETURN(models_[graphs],
-                       LoadOnCuda(FixturesDir() + "/" + model_case.dir, c, dtype, options));
-    }
+    RETURN_IF_ERROR(LoadEagerAndGraphed(model_case, c, dtype, 8, models_));
     std::map<std::string, torch::Tensor> args = FixtureArguments(*models_[0], model_case.prefix);
     const torch::Tensor latents = args["hidden_states"], timestep = args["timestep"];
     const double limit = dtype == torch::kFloat32 ? 1e-6 : 1e-3;
