@@ -210,12 +210,14 @@ class CudaStepGraphsTest
     : public ::testing::TestWithParam<std::tuple<CudaForwardCase, torch::ScalarType>> {};
 
 // The fixture model twice on the GPU: out[0] op by op, out[1] keeping `graphs` CUDA graphs.
-absl::Status LoadEagerAndGraphed(const CudaForwardCase& model_case, comm::Communicator& c,
-                                 torch::ScalarType dtype, int graphs,
-                                 std::unique_ptr<models::DiffusionTransformer> out[2]) {
+absl::Status LoadEagerAndGraphed(
+    const CudaForwardCase& model_case, comm::Communicator& c, torch::ScalarType dtype, int graphs,
+    std::unique_ptr<models::DiffusionTransformer> out[2],
+    models::WeightFormat weights = models::WeightFormat::kModelDtype) {
   for (int i = 0; i < 2; ++i) {
     models::TransformerLoadOptions options;
     options.cuda_graphs = i ? graphs : 0;
+    options.weights = weights;
     ASSIGN_OR_RETURN(out[i], LoadOnCuda(FixturesDir() + "/" + model_case.dir, c, dtype, options));
   }
   return absl::OkStatus();
@@ -289,43 +291,52 @@ INSTANTIATE_TEST_SUITE_P(
 // CachedPass): the fixture model built twice, graphs on and off, each with its own cache of the
 // same threshold, over a denoising loop's changing inputs: every pass decides the same on both,
 // its prediction matches op by op, and the graphed model captured the head, rest and cached parts
-// (each once per shape) and replayed them. 8 graphs: the three parts need three of them.
+// (each once per shape) and replayed them. 8 graphs: the three parts need three of them. In
+// bfloat16 also with FP8 weights (--weights fp8 with the cache on).
 TEST_P(CudaStepGraphsTest, StepCachePartsReplayAndMatchOpByOp) {
   SKIP_WITHOUT_CUDA();
   if (!models::CudaGraphsAllowed()) GTEST_SKIP() << "DITSERVE_CUDA_GRAPHS=0";
   const auto& model_case = std::get<0>(GetParam());
   const auto dtype = std::get<1>(GetParam());
-  absl::Status s = comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
-    std::unique_ptr<models::DiffusionTransformer> models_[2];
-    RETURN_IF_ERROR(LoadEagerAndGraphed(model_case, c, dtype, 8, models_));
-    std::map<std::string, torch::Tensor> args = FixtureArguments(*models_[0], model_case.prefix);
-    const torch::Tensor latents = args["hidden_states"], timestep = args["timestep"];
-    const double limit = dtype == torch::kFloat32 ? 1e-6 : 1e-3;
-    // Threshold 1 on a slowly moving loop: the first pass computes, most later ones cache.
-    models::FirstBlockCache caches[2] = {models::FirstBlockCache(1.0),
-                                         models::FirstBlockCache(1.0)};
-    for (int step = 0; step < 8; ++step) {
-      args["hidden_states"] = (latents * (1.0 - 0.02 * step)).to(torch::Device(torch::kCUDA, 0));
-      args["timestep"] = timestep * (1.0 - 0.01 * step);
-      auto eager = models_[0]->Forward(args, &caches[0]);
-      if (!eager.ok()) return eager.status();
-      auto graphed = models_[1]->Forward(args, &caches[1]);
-      if (!graphed.ok()) return graphed.status();
-      EXPECT_EQ(caches[1].full_passes(), caches[0].full_passes()) << "step " << step;
-      const double err = RelativeError(graphed->to(torch::kCPU, torch::kFloat32),
-                                       eager->to(torch::kCPU, torch::kFloat32));
-      EXPECT_LE(err, limit) << model_case.name << " step " << step;
+  for (const models::WeightFormat weights :
+       {models::WeightFormat::kModelDtype, models::WeightFormat::kFp8}) {
+    if (weights == models::WeightFormat::kFp8 &&
+        (dtype != torch::kBFloat16 || !models::CheckFp8Supported(kCuda, dtype).ok())) {
+      continue;
     }
-    std::printf("%s %s: %u full, %u cached passes\n", model_case.name, c10::toString(dtype),
-                caches[1].full_passes(), caches[1].cached_passes());
-    EXPECT_GE(caches[1].cached_passes(), 2u) << "threshold 1 caches the slowly moving passes";
-    const models::StepGraphStats st = models_[1]->graph_stats();
-    EXPECT_EQ(st.failed_captures, 0u);
-    EXPECT_GE(st.captures, 2u) << "the head's and the cached tail's graphs at least";
-    EXPECT_GE(st.replays, 8u);
-    return absl::OkStatus();
-  });
-  EXPECT_TRUE(s.ok()) << s;
+    SCOPED_TRACE(weights == models::WeightFormat::kFp8 ? "fp8 weights" : "model dtype weights");
+    absl::Status s = comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
+      std::unique_ptr<models::DiffusionTransformer> models_[2];
+      RETURN_IF_ERROR(LoadEagerAndGraphed(model_case, c, dtype, 8, models_, weights));
+      std::map<std::string, torch::Tensor> args = FixtureArguments(*models_[0], model_case.prefix);
+      const torch::Tensor latents = args["hidden_states"], timestep = args["timestep"];
+      const double limit = dtype == torch::kFloat32 ? 1e-6 : 1e-3;
+      // Threshold 1 on a slowly moving loop: the first pass computes, most later ones cache.
+      models::FirstBlockCache caches[2] = {models::FirstBlockCache(1.0),
+                                           models::FirstBlockCache(1.0)};
+      for (int step = 0; step < 8; ++step) {
+        args["hidden_states"] = (latents * (1.0 - 0.02 * step)).to(torch::Device(torch::kCUDA, 0));
+        args["timestep"] = timestep * (1.0 - 0.01 * step);
+        auto eager = models_[0]->Forward(args, &caches[0]);
+        if (!eager.ok()) return eager.status();
+        auto graphed = models_[1]->Forward(args, &caches[1]);
+        if (!graphed.ok()) return graphed.status();
+        EXPECT_EQ(caches[1].full_passes(), caches[0].full_passes()) << "step " << step;
+        const double err = RelativeError(graphed->to(torch::kCPU, torch::kFloat32),
+                                         eager->to(torch::kCPU, torch::kFloat32));
+        EXPECT_LE(err, limit) << model_case.name << " step " << step;
+      }
+      std::printf("%s %s: %u full, %u cached passes\n", model_case.name, c10::toString(dtype),
+                  caches[1].full_passes(), caches[1].cached_passes());
+      EXPECT_GE(caches[1].cached_passes(), 2u) << "threshold 1 caches the slowly moving passes";
+      const models::StepGraphStats st = models_[1]->graph_stats();
+      EXPECT_EQ(st.failed_captures, 0u);
+      EXPECT_GE(st.captures, 2u) << "the head's and the cached tail's graphs at least";
+      EXPECT_GE(st.replays, 8u);
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s;
+  }
 }
 
 // FP8 weights (--weights fp8, models/common/fp8_linear.h) on the three fixture transformers at
@@ -342,7 +353,8 @@ TEST_P(CudaFp8TransformerTest, Fp8ForwardStaysNearDiffusersFloat32) {
       << models::CheckFp8Supported(kCuda, torch::kBFloat16);
   const auto& [model, world] = GetParam();
   const std::string dir = FixturesDir() + "/" + model.dir;
-  torch::Tensor fp8 = ForwardOnCuda(dir, model.prefix, world, torch::kBFloat16, models::WeightFormat::kFp8);
+  torch::Tensor fp8 =
+      ForwardOnCuda(dir, model.prefix, world, torch::kBFloat16, models::WeightFormat::kFp8);
   torch::Tensor bf16 = ForwardOnCuda(dir, model.prefix, world, torch::kBFloat16);
   ASSERT_TRUE(fp8.defined() && bf16.defined());
   const double err = RelativeError(fp8, Ref(model.reference));
