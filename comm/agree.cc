@@ -1,19 +1,32 @@
 #include "comm/agree.h"
 
+#include <functional>
+
 #include "common/status_macros.h"
 #include "common/torch_compat.h"
 
 namespace ditserve::comm {
 
-absl::StatusOr<int32_t> AgreeOnMax(Communicator& comm, int32_t local_value, torch::Device device) {
-  torch::Tensor value;
-  RETURN_IF_ERROR(GuardTorchStatus("AgreeOnMax", [&] {
-    value = torch::full({1}, local_value,
-                        torch::TensorOptions().dtype(torch::kInt32).device(device));
+namespace {
+
+// `value` as a one-element int32 tensor on `device`, through `collective`, read back on the host
+// (item() synchronises with the device stream on CUDA, which is what a decision needs).
+absl::StatusOr<int32_t> OneElementCollective(
+    const char* what, int32_t value, torch::Device device,
+    const std::function<absl::Status(torch::Tensor&)>& collective) {
+  torch::Tensor t;
+  RETURN_IF_ERROR(GuardTorchStatus(what, [&] {
+    t = torch::full({1}, value, torch::TensorOptions().dtype(torch::kInt32).device(device));
   }));
-  RETURN_IF_ERROR(comm.AllReduceMax(value));
-  // item() synchronises with the device stream on CUDA, which is what a decision needs.
-  return GuardTorch("AgreeOnMax", [&] { return value.item<int32_t>(); });
+  RETURN_IF_ERROR(collective(t));
+  return GuardTorch(what, [&] { return t.item<int32_t>(); });
+}
+
+}  // namespace
+
+absl::StatusOr<int32_t> AgreeOnMax(Communicator& comm, int32_t local_value, torch::Device device) {
+  return OneElementCollective("AgreeOnMax", local_value, device,
+                              [&](torch::Tensor& t) { return comm.AllReduceMax(t); });
 }
 
 absl::StatusOr<bool> AgreeOnFlag(Communicator& comm, bool local_flag, torch::Device device) {
@@ -22,13 +35,10 @@ absl::StatusOr<bool> AgreeOnFlag(Communicator& comm, bool local_flag, torch::Dev
 }
 
 absl::StatusOr<bool> FlagOfRank(Communicator& comm, bool flag, int root, torch::Device device) {
-  torch::Tensor value;
-  RETURN_IF_ERROR(GuardTorchStatus("FlagOfRank", [&] {
-    value = torch::full({1}, flag ? 1 : 0,
-                        torch::TensorOptions().dtype(torch::kInt32).device(device));
-  }));
-  RETURN_IF_ERROR(comm.Broadcast(value, root));
-  return GuardTorch("FlagOfRank", [&] { return value.item<int32_t>() != 0; });
+  ASSIGN_OR_RETURN(int32_t value,
+                   OneElementCollective("FlagOfRank", flag ? 1 : 0, device,
+                                        [&](torch::Tensor& t) { return comm.Broadcast(t, root); }));
+  return value != 0;
 }
 
 }  // namespace ditserve::comm

@@ -331,9 +331,9 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& jo
   const bool true_cfg = job.true_cfg();
   auto velocity = [&](const torch::Tensor& x, int index) -> absl::StatusOr<torch::Tensor> {
     const torch::Tensor t = ModelTimestep(state->scheduler, index, batch, dtype_, device_);
-    ASSIGN_OR_RETURN(torch::Tensor v, Forward(state, x, t, cond, &state->cache_cond));
+    ASSIGN_OR_RETURN(torch::Tensor v, Forward(state, x, t, cond, /*negative=*/false));
     if (!true_cfg) return v;
-    ASSIGN_OR_RETURN(torch::Tensor nv, Forward(state, x, t, neg, &state->cache_uncond));
+    ASSIGN_OR_RETURN(torch::Tensor nv, Forward(state, x, t, neg, /*negative=*/true));
     return CombineGuidance(v, nv, state->cfg_scale);
   };
   LoopPreviews previews;
@@ -350,22 +350,25 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& jo
                         cancel_requested, state->first_step, preview ? &previews : nullptr);
 }
 
-absl::StatusOr<torch::Tensor> DiffusionPipeline::Forward(
-    JobState* state, const torch::Tensor& latents, const torch::Tensor& timestep,
-    const TextConditioning& text, std::optional<models::FirstBlockCache>* cache) {
+absl::StatusOr<torch::Tensor> DiffusionPipeline::Forward(JobState* state,
+                                                         const torch::Tensor& latents,
+                                                         const torch::Tensor& timestep,
+                                                         const TextConditioning& text,
+                                                         bool negative) {
   ModelArgs args = state->layout.fixed;
   args.insert(text.extra.begin(), text.extra.end());
   args["hidden_states"] =
       state->references.defined() ? torch::cat({latents, state->references}, 1) : latents;
   args["encoder_hidden_states"] = text.embeds;
   args["timestep"] = timestep;
-  models::FirstBlockCache* context = cache->has_value() ? &**cache : nullptr;
+  std::optional<models::FirstBlockCache>& cache =
+      negative ? state->cache_uncond : state->cache_cond;
+  models::FirstBlockCache* context = cache.has_value() ? &*cache : nullptr;
   if (context == nullptr) ++state->full_passes;
   const uint32_t full_before = context != nullptr ? context->full_passes() : 0;
   ASSIGN_OR_RETURN(torch::Tensor velocity, transformer_->Forward(args, context));
   if (context != nullptr) {
-    state->cache_decisions.push_back(
-        {cache == &state->cache_uncond, context->full_passes() > full_before});
+    state->cache_decisions.push_back({negative, context->full_passes() > full_before});
   }
   if (!state->references.defined()) return velocity;
   return velocity.narrow(1, 0, latents.size(1));  // diffusers: noise_pred[:, : latents.size(1)]

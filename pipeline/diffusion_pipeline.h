@@ -283,11 +283,11 @@ class DiffusionPipeline : public Pipeline {
                                         const CancelPredicate& cancel_requested);
   // One forward: the loop's fixed arguments, `text`'s, the latents (with the reference tokens
   // appended, the velocity narrowed back to the latents' tokens) and the step's timestep; through
-  // `cache`'s First Block Cache context when it holds one (else every block, counted in `state`).
+  // the First Block Cache context of the prompt's passes, or of the negative prompt's (`negative`),
+  // when the job has one (else every block, counted in `state`).
   absl::StatusOr<torch::Tensor> Forward(JobState* state, const torch::Tensor& latents,
-                                        const torch::Tensor& timestep,
-                                        const TextConditioning& text,
-                                        std::optional<models::FirstBlockCache>* cache);
+                                        const torch::Tensor& timestep, const TextConditioning& text,
+                                        bool negative);
 
   const PipelineFamily family_;
   ModelCard card_;
