@@ -62,8 +62,8 @@ namespace ditserve::models {
 
 // One named forward argument: its diffusers name, the member of `Args` it fills, whether Forward
 // requires it (else it is accepted and may be absent), and whether the body reads it on the device
-// (a StepGraphs input: staged, part of a graph's key) or only on the host (passed to the Prologue as
-// given; ReadHostInputs must then put what it reads into the host key).
+// (a StepGraphs input: staged, part of a graph's key) or only on the host (passed to the Prologue
+// as given; ReadHostInputs must then put what it reads into the host key).
 template <typename Args>
 struct ForwardArgument {
   const char* name;
@@ -255,15 +255,15 @@ class DiffusionTransformerBase : public DiffusionTransformer {
                                            FirstBlockCache& cache) const {
     const std::vector<torch::Tensor> inputs = DeviceInputs(args);
     const size_t k = inputs.size();  // the extra inputs of "rest" and "cached" follow the table's
-    const torch::Tensor head = graphs_->Run(
-        inputs, device_, host.key + " | first block cache: head", host.keep_alive,
-        [this, &args](const std::vector<torch::Tensor>& in) {
-          torch::NoGradGuard no_grad;
-          auto pass = self().Prologue(Staged(args, in));
-          const torch::Tensor input = pass.h;
-          self().HeadBlock(pass);
-          return torch::cat({input, pass.h, pass.context}, 1);
-        });
+    const torch::Tensor head =
+        graphs_->Run(inputs, device_, host.key + " | first block cache: head", host.keep_alive,
+                     [this, &args](const std::vector<torch::Tensor>& in) {
+                       torch::NoGradGuard no_grad;
+                       auto pass = self().Prologue(Staged(args, in));
+                       const torch::Tensor input = pass.h;
+                       self().HeadBlock(pass);
+                       return torch::cat({input, pass.h, pass.context}, 1);
+                     });
     const int64_t n = args.hidden_states.size(1), width = head.size(2);
     const torch::Tensor head_output = head.narrow(1, n, n);
     const torch::Tensor context = head.narrow(1, 2 * n, head.size(1) - 2 * n);
@@ -273,16 +273,16 @@ class DiffusionTransformerBase : public DiffusionTransformer {
     if (compute) {
       more.push_back(head_output);
       more.push_back(context);
-      const torch::Tensor out = graphs_->Run(
-          more, device_, host.key + " | first block cache: rest", host.keep_alive,
-          [this, &args, k](const std::vector<torch::Tensor>& in) {
-            torch::NoGradGuard no_grad;
-            auto pass = self().Prologue(Staged(args, in));
-            pass.h = in[k];
-            pass.context = in[k + 1];
-            self().RemainingBlocks(pass);
-            return torch::cat({pass.h, self().Epilogue(pass)}, 2);
-          });
+      const torch::Tensor out =
+          graphs_->Run(more, device_, host.key + " | first block cache: rest", host.keep_alive,
+                       [this, &args, k](const std::vector<torch::Tensor>& in) {
+                         torch::NoGradGuard no_grad;
+                         auto pass = self().Prologue(Staged(args, in));
+                         pass.h = in[k];
+                         pass.context = in[k + 1];
+                         self().RemainingBlocks(pass);
+                         return torch::cat({pass.h, self().Epilogue(pass)}, 2);
+                       });
       cache.Computed(head_residual, out.narrow(2, 0, width) - head_output);
       return out.narrow(2, width, out.size(2) - width);
     }

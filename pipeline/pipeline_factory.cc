@@ -32,12 +32,12 @@ absl::StatusOr<std::unique_ptr<Pipeline>> LoadPipeline(const PipelineOptions& op
     ASSIGN_OR_RETURN(nlohmann::json config, sharding::ReadComponentConfig(options.model_dir));
     ASSIGN_OR_RETURN(const std::string cls, ComponentClassName(options.model_dir, config));
     if (cls == "Flux2Transformer2DModel" || cls == "Flux2TransformerModel") {
-      return Upcast(DiffusionPipeline::Create<Flux2Pipeline>(nullptr, options.model_dir, options,
-                                                             comm));
+      return Upcast(
+          DiffusionPipeline::Create<Flux2Pipeline>(nullptr, options.model_dir, options, comm));
     }
     if (cls == "QwenImageTransformer2DModel") {
-      return Upcast(DiffusionPipeline::Create<QwenImagePipeline>(nullptr, options.model_dir,
-                                                                 options, comm));
+      return Upcast(
+          DiffusionPipeline::Create<QwenImagePipeline>(nullptr, options.model_dir, options, comm));
     }
     return absl::InvalidArgumentError(absl::StrCat(
         options.model_dir, ": transformer class '", cls,

@@ -404,23 +404,25 @@ absl::Status RunStepBench(
 // on these inputs, so every later pass has the same head residual (relative change 0, at most any
 // threshold) and skips the remaining blocks. A full pass through the cache's path: a threshold
 // below 0 (every change is above it), so every pass runs all blocks, as the head's and the rest's
-// graphs on CUDA, with the residuals kept. Printed with what a schedule of k cached passes in n would take.
+// graphs on CUDA, with the residuals kept. Printed with what a schedule of k cached passes in n
+// would take.
 template <typename Model, typename Args>
 absl::Status TimeStepCache(Model& model, const Args& a, const BenchTarget& target,
                            const CommonBenchOptions& o, double full_step_ms) {
   models::FirstBlockCache cached(1.0), computing(-1.0);
-  ASSIGN_OR_RETURN(StepTimes c, TimeSteps([&] { return model.Forward(a, &cached); },
-                                          target.device, o.warmup, o.runs));
+  ASSIGN_OR_RETURN(StepTimes c, TimeSteps([&] { return model.Forward(a, &cached); }, target.device,
+                                          o.warmup, o.runs));
   ASSIGN_OR_RETURN(StepTimes f, TimeSteps([&] { return model.Forward(a, &computing); },
                                           target.device, o.warmup, o.runs));
   if (cached.full_passes() != 1 || computing.cached_passes() != 0) {
     return absl::InternalError("the step cache's passes did not go as set up");
   }
-  std::printf("step cache: cached pass median %.3f ms (min %.3f), full pass through the cache's "
-              "path %.3f ms (min %.3f), full step %.3f ms: caching half the steps takes %.1f%% "
-              "of the uncached time\n",
-              c.median_ms, c.min_ms, f.median_ms, f.min_ms, full_step_ms,
-              100.0 * 0.5 * (c.median_ms + f.median_ms) / full_step_ms);
+  std::printf(
+      "step cache: cached pass median %.3f ms (min %.3f), full pass through the cache's "
+      "path %.3f ms (min %.3f), full step %.3f ms: caching half the steps takes %.1f%% "
+      "of the uncached time\n",
+      c.median_ms, c.min_ms, f.median_ms, f.min_ms, full_step_ms,
+      100.0 * 0.5 * (c.median_ms + f.median_ms) / full_step_ms);
   return absl::OkStatus();
 }
 

@@ -19,8 +19,7 @@ namespace ditserve::models {
 // double block i, run_single(j, x) -> x for single block j (= i − num_double).
 template <typename DoubleFn, typename SingleFn>
 void RunFluxBlocks(size_t begin, size_t end, size_t num_double, torch::Tensor& h,
-                   torch::Tensor& context, const DoubleFn& run_double,
-                   const SingleFn& run_single) {
+                   torch::Tensor& context, const DoubleFn& run_double, const SingleFn& run_single) {
   size_t i = begin;
   for (; i < end && i < num_double; ++i) std::tie(h, context) = run_double(i, h, context);
   if (i >= end) return;

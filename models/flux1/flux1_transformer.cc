@@ -157,15 +157,14 @@ FluxTransformer2DModel::Pass FluxTransformer2DModel::Prologue(const FluxForwardA
   return pass;
 }
 
-std::pair<torch::Tensor, torch::Tensor> FluxTransformer2DModel::RunDouble(const FluxDoubleBlock& block,
-                                                              const torch::Tensor& h,
-                                                              const torch::Tensor& context,
-                                                              const Pass& pass) const {
+std::pair<torch::Tensor, torch::Tensor> FluxTransformer2DModel::RunDouble(
+    const FluxDoubleBlock& block, const torch::Tensor& h, const torch::Tensor& context,
+    const Pass& pass) const {
   return block.Forward(h, context, pass.temb, pass.rope);
 }
 
-torch::Tensor FluxTransformer2DModel::RunSingle(const FluxSingleBlock& block, const torch::Tensor& x,
-                                          const Pass& pass) const {
+torch::Tensor FluxTransformer2DModel::RunSingle(const FluxSingleBlock& block,
+                                                const torch::Tensor& x, const Pass& pass) const {
   return block.Forward(x, pass.temb, pass.rope);
 }
 

@@ -47,8 +47,8 @@ absl::StatusOr<Flux2TransformerConfig> ParseFlux2TransformerConfig(const nlohman
   // The MLP width in double first: a huge ratio would overflow mlp_hidden_dim()'s int64 cast.
   const double mlp_width = static_cast<double>(c.inner_dim()) * c.mlp_ratio;
   if (!(mlp_width < static_cast<double>(kMaxConfigInt) + 1)) {
-    return Bad("mlp_ratio", absl::StrCat("gives an MLP of ", mlp_width,
-                                         " features (at most ", kMaxConfigInt, ")"));
+    return Bad("mlp_ratio", absl::StrCat("gives an MLP of ", mlp_width, " features (at most ",
+                                         kMaxConfigInt, ")"));
   }
   if (c.mlp_hidden_dim() <= 0) return Bad("mlp_ratio", "gives an empty MLP");
   return c;

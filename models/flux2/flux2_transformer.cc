@@ -158,15 +158,14 @@ Flux2Transformer2DModel::Pass Flux2Transformer2DModel::Prologue(const Flux2Forwa
   return pass;
 }
 
-std::pair<torch::Tensor, torch::Tensor> Flux2Transformer2DModel::RunDouble(const Flux2DoubleBlock& block,
-                                                              const torch::Tensor& h,
-                                                              const torch::Tensor& context,
-                                                              const Pass& pass) const {
+std::pair<torch::Tensor, torch::Tensor> Flux2Transformer2DModel::RunDouble(
+    const Flux2DoubleBlock& block, const torch::Tensor& h, const torch::Tensor& context,
+    const Pass& pass) const {
   return block.Forward(h, context, pass.mod_img, pass.mod_txt, pass.rope);
 }
 
-torch::Tensor Flux2Transformer2DModel::RunSingle(const Flux2SingleBlock& block, const torch::Tensor& x,
-                                          const Pass& pass) const {
+torch::Tensor Flux2Transformer2DModel::RunSingle(const Flux2SingleBlock& block,
+                                                 const torch::Tensor& x, const Pass& pass) const {
   return block.Forward(x, pass.mod_single[0], pass.rope);
 }
 

@@ -174,7 +174,9 @@ void QwenImageTransformer2DModel::RunBlocks(size_t begin, size_t end, Pass& pass
   }
 }
 
-void QwenImageTransformer2DModel::HeadBlock(Pass& pass) const { RunBlocks(0, 1, pass); }
+void QwenImageTransformer2DModel::HeadBlock(Pass& pass) const {
+  RunBlocks(0, 1, pass);
+}
 
 void QwenImageTransformer2DModel::RemainingBlocks(Pass& pass) const {
   RunBlocks(1, blocks_.size(), pass);
