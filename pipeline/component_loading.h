@@ -88,6 +88,13 @@ struct LlmTextEncoderSite {
   // Whether `rank` holds (loads and runs) the encoder.
   bool HeldBy(int64_t rank) const { return present && (sharded || rank == 0); }
 };
+// A FLUX.2 / Qwen-Image pipeline's LLM text encoder: where it lives, and the encoder itself on
+// the ranks that hold it (null elsewhere, and when the folder has none).
+template <typename Encoder>
+struct LlmTextEncoder {
+  LlmTextEncoderSite site;  // every rank knows
+  std::unique_ptr<Encoder> encoder;
+};
 absl::StatusOr<LlmTextEncoderSite> PlaceLlmTextEncoder(const sharding::PipelineIndex* index,
                                                        const PipelineOptions& options,
                                                        const comm::Communicator& comm);

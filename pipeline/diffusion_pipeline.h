@@ -216,21 +216,22 @@ class DiffusionPipeline : public Pipeline {
     weight_bytes_ += sd.TotalBytes();
     return absl::OkStatus();
   }
-  // FLUX.2's and Qwen-Image's LLM text encoder: placed by PlaceLlmTextEncoder into *site, then
-  // Encoder::Load(tokenizer dir, text encoder dir, options, comm, sharded) into *encoder on the
-  // ranks that hold it (bytes counted; null elsewhere); FAILED_PRECONDITION when the width of its
-  // prompt embeddings (`width`, `width_name` in the message) is not the joint_attention_dim.
+  // FLUX.2's and Qwen-Image's LLM text encoder: placed by PlaceLlmTextEncoder into text->site,
+  // then Encoder::Load(tokenizer dir, text encoder dir, options, comm, sharded) into
+  // text->encoder on the ranks that hold it (bytes counted; null elsewhere); FAILED_PRECONDITION
+  // when the width of its prompt embeddings (`width`, `width_name` in the message) is not the
+  // joint_attention_dim.
   template <typename Encoder>
   absl::Status LoadLlmTextEncoder(const sharding::PipelineIndex* index,
-                                  const PipelineOptions& options, LlmTextEncoderSite* site,
-                                  std::unique_ptr<Encoder>* encoder,
+                                  const PipelineOptions& options, LlmTextEncoder<Encoder>* text,
                                   int64_t (Encoder::*width)() const, const char* width_name) {
-    ASSIGN_OR_RETURN(*site, PlaceLlmTextEncoder(index, options, *comm_));
-    if (!site->HeldBy(comm_->rank())) return absl::OkStatus();
-    ASSIGN_OR_RETURN(*encoder, Encoder::Load(site->tokenizer_dir, site->text_encoder_dir, options,
-                                             comm_, site->sharded));
-    weight_bytes_ += (*encoder)->weight_bytes();
-    const int64_t embed_width = ((**encoder).*width)();
+    LlmTextEncoderSite& site = text->site;
+    ASSIGN_OR_RETURN(site, PlaceLlmTextEncoder(index, options, *comm_));
+    if (!site.HeldBy(comm_->rank())) return absl::OkStatus();
+    ASSIGN_OR_RETURN(text->encoder, Encoder::Load(site.tokenizer_dir, site.text_encoder_dir,
+                                                  options, comm_, site.sharded));
+    weight_bytes_ += text->encoder->weight_bytes();
+    const int64_t embed_width = ((*text->encoder).*width)();
     if (embed_width == shape_.joint_attention_dim) return absl::OkStatus();
     return absl::FailedPreconditionError(absl::StrCat(
         root_, ": the text encoder gives ", embed_width, "-wide prompt embeddings (", width_name,

@@ -21,7 +21,6 @@
 // the published scheduler configuration).
 #pragma once
 
-#include <memory>
 #include <optional>
 #include <string>
 
@@ -30,7 +29,6 @@
 #include "pipeline/component_loading.h"
 #include "pipeline/diffusion_pipeline.h"
 #include "pipeline/flux2_prompt_encoder.h"
-#include "sharding/pipeline_index.h"
 
 namespace ditserve::pipeline {
 
@@ -65,8 +63,7 @@ class Flux2Pipeline final : public DiffusionPipeline {
                                        const LatentGrid& grid) const override;
 
   models::flux2::Flux2TransformerConfig config_;
-  LlmTextEncoderSite text_site_;                 // every rank knows
-  std::unique_ptr<Flux2PromptEncoder> encoder_;  // where text_site_ says it is held; else null
+  LlmTextEncoder<Flux2PromptEncoder> text_;
   std::optional<vae::AutoencoderKLFlux2> vae_;   // rank 0 only, when the folder has one
 };
 

@@ -17,7 +17,6 @@
 // only, the published scheduler configuration).
 #pragma once
 
-#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,7 +25,6 @@
 #include "pipeline/component_loading.h"
 #include "pipeline/diffusion_pipeline.h"
 #include "pipeline/qwenimage_prompt_encoder.h"
-#include "sharding/pipeline_index.h"
 
 namespace ditserve::pipeline {
 
@@ -62,8 +60,7 @@ class QwenImagePipeline final : public DiffusionPipeline {
                                        const LatentGrid& grid) const override;
 
   models::qwenimage::QwenImageTransformerConfig config_;
-  LlmTextEncoderSite text_site_;                     // every rank knows
-  std::unique_ptr<QwenImagePromptEncoder> encoder_;  // where text_site_ says it is held; else null
+  LlmTextEncoder<QwenImagePromptEncoder> text_;
   std::optional<vae::AutoencoderKLQwenImage> vae_;   // rank 0 only, when the folder has one
 };
 
