@@ -1,0 +1,33 @@
+// The step-cache fixtures (tests/fixtures/step-cache, make_step_cache_fixtures.py with the real
+// diffusers: FluxPipeline / QwenImagePipeline on the tiny fixtures with enable_cache(
+// FirstBlockCacheConfig(threshold))): the calls, diffusers' tensors, each call as our job, and the
+// decisions of both sides in one spelling. Shared by step_cache_parity_test (CPU float32) and
+// step_cache_gpu_test (CUDA float32 and bfloat16).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "pipeline/job.h"
+#include "pipeline/pipeline.h"
+
+namespace ditserve::testing {
+
+std::string StepCacheDir();
+// step_cache_calls.json's "calls" (each: name, base fixture folder, the call's arguments,
+// threshold or null for no cache).
+const nlohmann::json& StepCacheCalls();
+// A tensor of diffusers' runs: `<call>.<what>` from step_cache_reference.safetensors (float32,
+// CPU), `<call>.bf16.<what>` from step_cache_reference_bf16.safetensors (bfloat16, CUDA). An
+// undefined tensor (and a test failure) when missing.
+torch::Tensor StepCacheRef(const std::string& key);
+// The call as the job diffusers ran (a JSON null: the pipeline's default).
+pipeline::GenerationJob StepCacheJob(const nlohmann::json& call);
+// Per pass, 'F' / 'f' for the prompt's context computed / cached, 'C' / 'c' for the negative
+// prompt's: diffusers' (`prefix` is "<call>" or "<call>.bf16") and ours.
+std::string DiffusersDecisions(const std::string& prefix);
+std::string OurDecisions(const pipeline::GenerationResult& result);
+
+}  // namespace ditserve::testing
