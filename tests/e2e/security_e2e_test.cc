@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/remove_tree.h"
 #include "tests/support/cli_subprocess.h"
 #include "tests/support/fixture_requests.h"
 #include "tests/support/fixtures.h"
@@ -65,7 +66,7 @@ class SecurityE2E : public ::testing::Test {
   static void TearDownTestSuite() {
     delete server_;
     server_ = nullptr;
-    std::filesystem::remove_all(Dir());
+    (void)ditserve::RemoveTree(Dir());
   }
   void SetUp() override {
     if (!ProgramExists("openssl")) GTEST_SKIP() << "the openssl command is not installed";

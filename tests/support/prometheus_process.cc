@@ -1,3 +1,4 @@
+#include "common/remove_tree.h"
 #include "tests/support/prometheus_process.h"
 
 #include <unistd.h>
@@ -22,8 +23,7 @@ int FreeLoopbackPort() {
 PrometheusProcess::~PrometheusProcess() {
   process_.Terminate(std::chrono::seconds(5));
   if (!dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    (void)ditserve::RemoveTree(dir_);
   }
 }
 

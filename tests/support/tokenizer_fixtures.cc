@@ -1,3 +1,4 @@
+#include "common/remove_tree.h"
 #include "tests/support/tokenizer_fixtures.h"
 
 #include <gtest/gtest.h>
@@ -44,7 +45,7 @@ const tokenizers::T5Tokenizer& FixtureT5Tokenizer() {
 
 fs::path CopyToTempDir(const std::string& dir, const std::string& name) {
   const fs::path copy = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(copy);
+  (void)ditserve::RemoveTree(copy);
   fs::create_directories(copy);
   for (const auto& entry : fs::directory_iterator(dir)) {
     fs::copy_file(entry.path(), copy / entry.path().filename());

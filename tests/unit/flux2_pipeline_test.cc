@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/remove_tree.h"
 #include "comm/local_communicator.h"
 #include "pipeline/flux2_prompt_encoder.h"
 #include "pipeline/pipeline.h"
@@ -157,7 +158,7 @@ TEST(Flux2Pipeline, ShardingTheEncoderOverMoreRanksThanKeyValueHeadsIsRefused) {
 TEST(Flux2Pipeline, AnUnknownChatTemplateIsRefusedAtLoad) {
   const std::string src = FixturesDir() + "/flux2-tiny";
   const fs::path dir = fs::path(::testing::TempDir()) / "flux2-changed-template";
-  fs::remove_all(dir);
+  (void)ditserve::RemoveTree(dir);
   fs::create_directories(dir / "tokenizer");
   for (const char* c : {"transformer", "vae", "text_encoder", "scheduler"}) {
     // Copied, not linked: links out of a model folder are refused (sharding/model_files.h).

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/remove_tree.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/frontend_options.h"
@@ -31,8 +32,7 @@ class FrontendOptionsLora : public ::testing::Test {
     dir_ = tmpl;
   }
   void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    (void)ditserve::RemoveTree(dir_);
   }
 
   // Creates an (empty) file under the temp dir and returns its absolute path.

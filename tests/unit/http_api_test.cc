@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/remove_tree.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
@@ -422,7 +423,7 @@ TEST_F(HttpApiTest, UrlResponsesAreServedFromTheImageStoreBehindTheToken) {
   EXPECT_TRUE(absl::StartsWith(Json::parse(proxied->body)["data"][0]["url"].get<std::string>(),
                                "http://images.example.com:8443/v1/images/files/img_"))
       << proxied->body;
-  std::filesystem::remove_all(TempDir());
+  (void)ditserve::RemoveTree(TempDir());
 }
 
 TEST_F(HttpApiTest, PublicUrlFlagStartsTheImageUrls) {
@@ -495,7 +496,7 @@ TEST_F(HttpApiTest, BearerTokenIsRequiredExceptForHealth) {
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(Get("/v1/models", auth).status, 200);
   EXPECT_EQ(Get("/health").status, 200);  // probes carry no token
-  std::filesystem::remove_all(TempDir());
+  (void)ditserve::RemoveTree(TempDir());
 }
 
 TEST_F(HttpApiTest, BodyOverTheLimitIs413) {
@@ -819,7 +820,7 @@ TEST_F(HttpApiTest, ServesHttpsWithTheApiCertificate) {
   EXPECT_EQ(a.status, 200) << a.body;
   // Plain HTTP gets no answer from the HTTPS port.
   EXPECT_NE(Get("/health").status, 200);
-  std::filesystem::remove_all(dir);
+  (void)ditserve::RemoveTree(dir);
 }
 
 }  // namespace

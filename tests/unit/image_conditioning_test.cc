@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/remove_tree.h"
 #include "comm/local_communicator.h"
 #include "common/torch_compat.h"
 #include "models/vae/autoencoder_kl_encoder.h"
@@ -81,7 +82,7 @@ std::string KontextFolder() {
   static const std::string dir = [] {
     const fs::path d =
         fs::temp_directory_path() / ("ditserve-kontext-" + std::to_string(::getpid()));
-    fs::remove_all(d);
+    (void)ditserve::RemoveTree(d);
     fs::copy(FixturesDir() + "/flux1-tiny", d, fs::copy_options::recursive);
     nlohmann::json index;
     std::ifstream(d / "model_index.json") >> index;

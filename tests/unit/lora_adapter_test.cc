@@ -11,6 +11,7 @@
 #include <tuple>
 #include <unistd.h>
 
+#include "common/remove_tree.h"
 #include "comm/local_communicator.h"
 #include "models/common/fused_linear.h"
 #include "models/lora/lora_library.h"
@@ -65,7 +66,7 @@ class TempDir {
     char tmpl[] = "/tmp/lora_test_XXXXXX";
     path_ = mkdtemp(tmpl);
   }
-  ~TempDir() { fs::remove_all(path_); }
+  ~TempDir() { (void)ditserve::RemoveTree(path_); }
   std::string File(const std::string& name) const { return path_ + "/" + name; }
 
  private:

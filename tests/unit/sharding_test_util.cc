@@ -1,3 +1,4 @@
+#include "common/remove_tree.h"
 #include "tests/unit/sharding_test_util.h"
 
 #include <gtest/gtest.h>
@@ -21,8 +22,7 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  (void)ditserve::RemoveTree(path_);
 }
 
 void WriteTextFile(const std::string& path, const std::string& text) {

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/remove_tree.h"
 #include "models/tokenizers/clip_tokenizer.h"
 #include "models/tokenizers/t5_tokenizer.h"
 #include "sharding/checkpoint.h"
@@ -69,10 +70,10 @@ class TempDir {
     if (name.empty()) name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     path_ = fs::path(::testing::TempDir()) /
             (std::string("tiny_model_") + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path_);
+    (void)ditserve::RemoveTree(path_);
     fs::create_directories(path_);
   }
-  ~TempDir() { fs::remove_all(path_); }
+  ~TempDir() { (void)ditserve::RemoveTree(path_); }
   std::string path() const { return path_.string(); }
   std::string sub(const std::string& name) const { return (path_ / name).string(); }
 

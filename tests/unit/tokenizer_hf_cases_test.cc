@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/remove_tree.h"
 #include "models/tokenizers/hf_tokenizer.h"
 #include "models/tokenizers/hf_tokenizer_loader.h"
 
@@ -44,7 +45,7 @@ std::string WriteCase(const Json& c) {
   const std::string ref = tokenizer["model"]["vocab"].get<std::string>();  // "@N"
   tokenizer["model"]["vocab"] = Cases()["vocabs"][std::stoul(ref.substr(1))];
   const fs::path dir = fs::path(::testing::TempDir()) / ("hf_case_" + c["name"].get<std::string>());
-  fs::remove_all(dir);
+  (void)ditserve::RemoveTree(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "tokenizer.json", std::ios::binary) << tokenizer.dump();
   if (c.contains("tokenizer_config")) {

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/remove_tree.h"
 #include "models/tokenizers/hf_tokenizer.h"
 #include "models/tokenizers/hf_tokenizer_loader.h"
 #include "models/tokenizers/pcre2_regex.h"
@@ -51,7 +52,7 @@ Json MinimalTokenizer() {
 
 std::string WriteFolder(const std::string& name, const std::string& tokenizer_json) {
   const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
+  (void)ditserve::RemoveTree(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "tokenizer.json", std::ios::binary) << tokenizer_json;
   return dir.string();
@@ -223,7 +224,7 @@ TEST(HfTokenizerJson, UnreadableFoldersAreNamed) {
 
 TEST(HfTokenizerJson, SlowQwen2FilesWithBadMergesNameTheLine) {
   const fs::path dir = fs::path(::testing::TempDir()) / "hf_slow_bad";
-  fs::remove_all(dir);
+  (void)ditserve::RemoveTree(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "vocab.json") << R"({"a": 0, "b": 1, "ab": 2})";
   std::ofstream(dir / "merges.txt") << "#version: 0.2\na b\nb a\n";
@@ -248,7 +249,7 @@ TEST(HfTokenizerJson, SlowQwen2FilesWithBadMergesNameTheLine) {
 TEST(HfTokenizerJson, InMemoryFolderLoadsAsTheFolderOnDisk) {
   const fs::path dir = fs::path(::testing::TempDir()) / "hf_in_memory";
   auto same = [&](const std::map<std::string, std::string>& files, const std::string& what) {
-    fs::remove_all(dir);
+    (void)ditserve::RemoveTree(dir);
     fs::create_directories(dir);
     std::map<std::string, absl::string_view> views;
     for (const auto& [name, bytes] : files) {
