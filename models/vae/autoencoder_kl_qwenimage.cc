@@ -15,12 +15,13 @@ absl::StatusOr<AutoencoderKLQwenImage> AutoencoderKLQwenImage::Create(
   const std::vector<bool> temporal = config.temperal_upsample();
   const int64_t z = config.z_dim;
 
-  ASSIGN_OR_RETURN(d.post_quant_conv_, CausalConv3dFrame::Load(state, "post_quant_conv", z, z, 1, 1));
+  ASSIGN_OR_RETURN(d.post_quant_conv_,
+                   CausalConv3dFrame::Load(state, "post_quant_conv", z, z, 1, 1));
   ASSIGN_OR_RETURN(d.conv_in_, CausalConv3dFrame::Load(state, "decoder.conv_in", z, dims[0], 3, 3));
   for (int i = 0; i < 2; ++i) {
-    ASSIGN_OR_RETURN(auto r, QwenResidualBlock::Load(
-                                 state, absl::StrCat("decoder.mid_block.resnets.", i), dims[0],
-                                 dims[0]));
+    ASSIGN_OR_RETURN(auto r,
+                     QwenResidualBlock::Load(state, absl::StrCat("decoder.mid_block.resnets.", i),
+                                             dims[0], dims[0]));
     d.mid_resnets_.push_back(std::move(r));
   }
   ASSIGN_OR_RETURN(d.mid_attention_,
@@ -43,6 +44,9 @@ absl::StatusOr<AutoencoderKLQwenImage> AutoencoderKLQwenImage::Create(
                    ChannelRmsNorm::Load(state, "decoder.norm_out", last, /*images=*/false));
   ASSIGN_OR_RETURN(d.conv_out_, CausalConv3dFrame::Load(state, "decoder.conv_out", last,
                                                         config.input_channels, 3, 3));
+  if (StateDictHasVaeEncoder(state)) {
+    ASSIGN_OR_RETURN(d.encoder_, AutoencoderKLQwenImageEncoder::Create(config, state));
+  }
   return d;
 }
 
@@ -54,8 +58,8 @@ absl::Status AutoencoderKLQwenImage::ValidateLatents(const torch::Tensor& z) con
         z.defined() ? c10::str(z.sizes()) : std::string("nothing")));
   }
   if (z.size(2) != 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "Qwen-Image VAE decode supports one frame (T = 1), got T = ", z.size(2)));
+    return absl::UnimplementedError(
+        absl::StrCat("Qwen-Image VAE decode supports one frame (T = 1), got T = ", z.size(2)));
   }
   return absl::OkStatus();
 }
@@ -75,7 +79,7 @@ torch::Tensor AutoencoderKLQwenImage::DecodeFrame(const torch::Tensor& z) const 
 absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::Decode(const torch::Tensor& z) const {
   RETURN_IF_ERROR(ValidateLatents(z));
   return GuardTorch("AutoencoderKLQwenImage decode",
-                            [&] { return DecodeFrame(z.select(2, 0)).unsqueeze(2); });
+                    [&] { return DecodeFrame(z.select(2, 0)).unsqueeze(2); });
 }
 
 absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::DecodeLatents(
@@ -84,14 +88,46 @@ absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::DecodeLatents(
   ASSIGN_OR_RETURN(auto z, DenormalizeQwenImageLatents(latents, config_.latents_mean,
                                                        config_.latents_std, dtype()));
   // vae.decode(z)[:, :, 0]: the single decoded frame.
-  return GuardTorch("AutoencoderKLQwenImage decode",
-                            [&] { return DecodeFrame(z.select(2, 0)); });
+  return GuardTorch("AutoencoderKLQwenImage decode", [&] { return DecodeFrame(z.select(2, 0)); });
 }
 
 absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::DecodePackedLatents(
     const torch::Tensor& tokens, int64_t latent_height, int64_t latent_width) const {
   ASSIGN_OR_RETURN(auto latents, UnpackQwenImageTokens(tokens, latent_height, latent_width));
   return DecodeLatents(latents);
+}
+
+absl::Status AutoencoderKLQwenImage::RequireEncoder() const {
+  return encoder_ ? absl::OkStatus()
+                  : absl::FailedPreconditionError(
+                        "this Qwen-Image VAE has no encoder (it takes no input image)");
+}
+
+absl::StatusOr<LatentDistribution> AutoencoderKLQwenImage::EncodeLatentDistribution(
+    const torch::Tensor& pixels) const {
+  RETURN_IF_ERROR(RequireEncoder());
+  return encoder_->Encode(pixels);
+}
+
+absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::EncodeMode(
+    const torch::Tensor& pixels) const {
+  RETURN_IF_ERROR(RequireEncoder());
+  return encoder_->EncodeMode(pixels);
+}
+
+absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::EncodeImageLatents(
+    const torch::Tensor& pixels) const {
+  ASSIGN_OR_RETURN(torch::Tensor mode, EncodeMode(pixels));
+  return NormalizeQwenImageLatents(mode, config_.latents_mean, config_.latents_std);
+}
+
+absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::EncodePackedImageLatents(
+    const torch::Tensor& pixels) const {
+  RETURN_IF_ERROR(RequireEncoder());
+  // The packing needs an even latent grid: sides multiples of twice the scale factor.
+  RETURN_IF_ERROR(encoder_->ValidatePixels(pixels, 2 * scale_factor()));
+  ASSIGN_OR_RETURN(torch::Tensor latents, EncodeImageLatents(pixels));
+  return PackQwenImageLatents(latents);
 }
 
 }  // namespace ditserve::vae

@@ -43,8 +43,8 @@ absl::StatusOr<std::vector<double>> NumberList(const nlohmann::json& j, const ch
   std::vector<double> out;
   for (const auto& v : *it) {
     if (!v.is_number()) {
-      return FieldError(key, absl::StrCat("must be a list of numbers, got ", JsonTypePhrase(v),
-                                          " in it"));
+      return FieldError(
+          key, absl::StrCat("must be a list of numbers, got ", JsonTypePhrase(v), " in it"));
     }
     out.push_back(v.get<double>());
   }
@@ -61,8 +61,8 @@ absl::StatusOr<std::vector<bool>> BoolList(const nlohmann::json& j, const char* 
   std::vector<bool> out;
   for (const auto& v : *it) {
     if (!v.is_boolean()) {
-      return FieldError(key, absl::StrCat("must be a list of booleans, got ", JsonTypePhrase(v),
-                                          " in it"));
+      return FieldError(
+          key, absl::StrCat("must be a list of booleans, got ", JsonTypePhrase(v), " in it"));
     }
     out.push_back(v.get<bool>());
   }
@@ -74,6 +74,12 @@ absl::StatusOr<std::vector<bool>> BoolList(const nlohmann::json& j, const char* 
 std::vector<int64_t> AutoencoderKLQwenImageConfig::decoder_dims() const {
   std::vector<int64_t> dims = {base_dim * dim_mult.back()};
   for (auto it = dim_mult.rbegin(); it != dim_mult.rend(); ++it) dims.push_back(base_dim * *it);
+  return dims;
+}
+
+std::vector<int64_t> AutoencoderKLQwenImageConfig::encoder_dims() const {
+  std::vector<int64_t> dims = {base_dim};
+  for (int64_t m : dim_mult) dims.push_back(base_dim * m);
   return dims;
 }
 
@@ -90,6 +96,7 @@ absl::StatusOr<AutoencoderKLQwenImageConfig> ParseAutoencoderKLQwenImageConfig(
                    BoolList(j, "temperal_downsample", c.temperal_downsample));
   ASSIGN_OR_RETURN(c.latents_mean, NumberList(j, "latents_mean", c.latents_mean));
   ASSIGN_OR_RETURN(c.latents_std, NumberList(j, "latents_std", c.latents_std));
+  ASSIGN_OR_RETURN(c.attn_scales, NumberList(j, "attn_scales", c.attn_scales));
 
   if (c.temperal_downsample.size() + 1 != c.dim_mult.size()) {
     return FieldError("temperal_downsample",

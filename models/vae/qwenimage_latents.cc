@@ -24,8 +24,8 @@ absl::StatusOr<torch::Tensor> UnpackQwenImageTokens(const torch::Tensor& tokens,
                                                     int64_t latent_height, int64_t latent_width) {
   if (!tokens.defined() || tokens.dim() != 3 || tokens.size(2) % 4 != 0 || tokens.size(2) == 0 ||
       tokens.size(0) < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Qwen-Image latents: expected packed tokens (B, L, 4C), got ", Shape(tokens)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Qwen-Image latents: expected packed tokens (B, L, 4C), got ", Shape(tokens)));
   }
   if (latent_height < 2 || latent_width < 2 || latent_height % 2 != 0 || latent_width % 2 != 0 ||
       tokens.size(1) != (latent_height / 2) * (latent_width / 2)) {
@@ -48,18 +48,53 @@ absl::StatusOr<torch::Tensor> DenormalizeQwenImageLatents(const torch::Tensor& z
   if (!z.defined() || z.dim() != 5 || !z.is_floating_point() ||
       z.size(1) != static_cast<int64_t>(latents_mean.size()) ||
       z.size(1) != static_cast<int64_t>(latents_std.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Qwen-Image latents: expected floating (B, ", latents_mean.size(), ", T, h, w), got ",
-        Shape(z)));
+    return absl::InvalidArgumentError(absl::StrCat("Qwen-Image latents: expected floating (B, ",
+                                                   latents_mean.size(), ", T, h, w), got ",
+                                                   Shape(z)));
   }
   return GuardTorch("Qwen-Image de-normalise latents", [&] {
     torch::NoGradGuard no_grad;
     auto x = z.to(dtype);
     const int64_t c = z.size(1);
     auto mean = Float32Constants(latents_mean).view({1, c, 1, 1, 1}).to(x.device(), dtype);
-    auto inv_std =
-        1.0 / Float32Constants(latents_std).view({1, c, 1, 1, 1}).to(x.device(), dtype);
+    auto inv_std = 1.0 / Float32Constants(latents_std).view({1, c, 1, 1, 1}).to(x.device(), dtype);
     return x / inv_std + mean;
+  });
+}
+
+absl::StatusOr<torch::Tensor> NormalizeQwenImageLatents(const torch::Tensor& z,
+                                                        const std::vector<double>& latents_mean,
+                                                        const std::vector<double>& latents_std) {
+  if (!z.defined() || z.dim() != 5 || !z.is_floating_point() ||
+      z.size(1) != static_cast<int64_t>(latents_mean.size()) ||
+      z.size(1) != static_cast<int64_t>(latents_std.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Qwen-Image image latents: expected floating (B, ", latents_mean.size(),
+                     ", T, h, w), got ", Shape(z)));
+  }
+  return GuardTorch("Qwen-Image normalise image latents", [&] {
+    torch::NoGradGuard no_grad;
+    const int64_t c = z.size(1);
+    auto mean = Float32Constants(latents_mean).view({1, c, 1, 1, 1}).to(z.device(), z.dtype());
+    auto std = Float32Constants(latents_std).view({1, c, 1, 1, 1}).to(z.device(), z.dtype());
+    return (z - mean) / std;
+  });
+}
+
+absl::StatusOr<torch::Tensor> PackQwenImageLatents(const torch::Tensor& latents) {
+  if (!latents.defined() || latents.dim() != 5 || latents.size(0) < 1 || latents.size(1) < 1 ||
+      latents.size(2) != 1 || latents.size(3) < 2 || latents.size(4) < 2 ||
+      latents.size(3) % 2 != 0 || latents.size(4) % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Qwen-Image latents: expected (B, C, 1, h, w) with even h and w to pack, got ",
+                     Shape(latents)));
+  }
+  return GuardTorch("Qwen-Image pack latents", [&] {
+    const int64_t b = latents.size(0), c = latents.size(1);
+    const int64_t h = latents.size(3), w = latents.size(4);
+    return latents.reshape({b, c, h / 2, 2, w / 2, 2})
+        .permute({0, 2, 4, 1, 3, 5})
+        .reshape({b, (h / 2) * (w / 2), c * 4});
   });
 }
 

@@ -1,0 +1,45 @@
+#include "models/vae/qwenimage_down_block.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ditserve::vae {
+
+absl::StatusOr<QwenDownBlock> QwenDownBlock::Load(const sharding::ShardedStateDict& state,
+                                                  const std::string& list_prefix,
+                                                  int64_t first_index, int64_t in, int64_t out,
+                                                  int64_t num_res_blocks, QwenDownsampleMode mode) {
+  QwenDownBlock blk;
+  int64_t index = first_index;
+  int64_t current = in;
+  for (int64_t j = 0; j < num_res_blocks; ++j, ++index) {
+    ASSIGN_OR_RETURN(auto r, QwenResidualBlock::Load(state, absl::StrCat(list_prefix, ".", index),
+                                                     current, out));
+    blk.resnets_.push_back(std::move(r));
+    current = out;
+  }
+  if (mode != QwenDownsampleMode::kNone) {
+    ASSIGN_OR_RETURN(
+        blk.downsample_conv_,
+        Conv2d::Load(state, absl::StrCat(list_prefix, ".", index, ".resample.1"), out, out, 3));
+  }
+  return blk;
+}
+
+int64_t QwenDownBlock::num_layers() const {
+  return static_cast<int64_t>(resnets_.size()) + (downsample_conv_ ? 1 : 0);
+}
+
+torch::Tensor QwenDownBlock::Forward(const torch::Tensor& x) const {
+  torch::Tensor h = x;
+  for (const auto& r : resnets_) h = r.Forward(h);
+  if (!downsample_conv_) return h;
+  // nn.ZeroPad2d((0, 1, 0, 1)): (left 0, right 1, top 0, bottom 1), then the stride-2 conv with
+  // no padding of its own.
+  auto padded = torch::constant_pad_nd(h, {0, 1, 0, 1}, 0);
+  const std::vector<int64_t> stride = {2, 2}, no_padding = {0, 0};
+  return torch::conv2d(padded, downsample_conv_->weight, downsample_conv_->bias, stride,
+                       no_padding);
+}
+
+}  // namespace ditserve::vae
