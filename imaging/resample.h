@@ -51,6 +51,27 @@ absl::StatusOr<RgbImage> Resize(const RgbImage& image, int width, int height,
                                 std::optional<ResizeBox> box = std::nullopt,
                                 int64_t max_output_pixels = int64_t{1} << 26);
 
+// torch's antialiased resize of a uint8 image: torch.nn.functional.interpolate(x, size=(height,
+// width), mode="bicubic" | "bilinear", align_corners=False, antialias=True) on a uint8 (N, C <= 4,
+// H, W) CPU tensor, which torchvision's `resize(..., antialias=True)` runs natively for uint8
+// input on the CPU (transformers 5's TorchvisionBackend.resize: Qwen2VLImageProcessor's resize,
+// see qwen2vl_image_processor.h). Bit for bit (aten/src/ATen/native/cpu/UpSampleKernel.cpp,
+// UpSampleKernelAVXAntialias.h; the AVX2 and the portable kernels compute the same integers):
+// - the same separable passes as Pillow's (horizontal first, then vertical, each skipped when its
+//   axis is unchanged, 8-bit intermediate) with the same double weights (bicubic: a = -0.5,
+//   support 2; bilinear: support 1; scaled by max(1, in / out); normalised by their sum);
+// - but the fixed point is int16, chosen per axis: p = the first p in 0..21 with
+//   (int)(0.5 + wt_max * 2^(p + 1)) >= 2^15 (wt_max: the axis' largest normalised weight), else
+//   22; weights round(w * 2^p) as Pillow rounds; each pass accumulates from 1 << (p - 1) and
+//   clamps `sum >> p` to 0..255.
+// So it differs from Resize(..., kBicubic) by a level here and there. Same size: a copy. No box.
+// Bicubic is checked against torch 2.11 (qwen2vl_image_processor_test); bilinear runs the same
+// code with its own filter, unchecked. INVALID_ARGUMENT for another filter, an invalid image,
+// width or height < 1, or more than max_output_pixels.
+absl::StatusOr<RgbImage> ResizeTorchAntialias(const RgbImage& image, int width, int height,
+                                              ResampleFilter filter,
+                                              int64_t max_output_pixels = int64_t{1} << 26);
+
 // "lanczos", "bicubic", "bilinear"/"linear", "nearest", "box", "hamming" (diffusers'
 // PIL_INTERPOLATION names plus Pillow's other two). INVALID_ARGUMENT otherwise.
 absl::StatusOr<ResampleFilter> ResampleFilterFromName(absl::string_view name);
