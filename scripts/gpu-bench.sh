@@ -67,6 +67,7 @@
 #      cache's path: the head's and the rest's CUDA graphs), then the FLUX.1-dev-size pipeline end to end, 1024x1024 28 steps,
 #      without the cache and at CACHE_THRESHOLDS (default "0.05 0.12 0.25"; the response's
 #      full/cached pass counts)                                   -> step_cache_bench.txt
+#  17. Qwen-Image-Edit fixtures: tests/fixtures/make_qwen_edit_fixtures.py (diffusers, CPU float32 + --bf16-device cuda), qwen-edit/ into FIXTURES_DIR -> qwen_edit_fixtures.txt, qwen-edit.tar.gz
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny
 #      pipeline and transformers on the GPU in float32 / bfloat16, frontend + 1 CUDA worker)
 #                                                                            -> gpu_tests.txt
@@ -594,6 +595,20 @@ for t in 0 ${CACHE_THRESHOLDS:-0.05 0.12 0.25}; do
     tee -a "$res"
 done
 kill "$fpid"; wait "$fpid" 2>/dev/null
+}
+
+stage17() {
+log "stage 17: Qwen-Image-Edit fixtures (diffusers: CPU float32 + CUDA bf16)"
+[ -d "$diffusers_src" ] || { log "no diffusers source at $diffusers_src: stage 17 skipped"; return; }
+local qefx=/tmp/ditserve-qefx res="$out/qwen_edit_fixtures.txt"
+rm -rf "$qefx"
+PYTHONPATH="$diffusers_src" PYTHONUNBUFFERED=1 python3 tests/fixtures/make_qwen_edit_fixtures.py \
+  --out "$qefx" --bf16-device cuda > "$res" 2>&1
+local rc=$?
+grep -E "^(edit_|img2img|qwenimage-edit|processor|note|WARNING|CHECK|  )|checks|wrote" "$res" | tail -40
+[ -f "$qefx/qwen-edit/qwen_edit_reference.safetensors" ] || { log "make_qwen_edit_fixtures.py failed ($rc)"; return; }
+log "fixtures made (exit status $rc)"
+install_fixtures "$qefx" qwen-edit
 }
 
 bg_build=""
