@@ -180,6 +180,7 @@ const std::set<std::string>& KnownFields() {
                                                         "user",
                                                         "seed",
                                                         "num_inference_steps",
+                                                        "max_sequence_length",
                                                         "guidance_scale",
                                                         "true_cfg_scale",
                                                         "negative_prompt",
@@ -201,6 +202,7 @@ bool IsJsonFormField(const std::string& name) {
   static const auto* fields = new std::set<std::string>{"n",
                                                         "seed",
                                                         "num_inference_steps",
+                                                        "max_sequence_length",
                                                         "guidance_scale",
                                                         "true_cfg_scale",
                                                         "strength",
@@ -222,7 +224,7 @@ std::string FieldOfWord(const std::string& word) {
   // client did not send under that name (GenerateRequest fields the HTTP API fills itself).
   if (IsEditTextField(word)) return word;
   static const auto* others = new std::set<std::string>{
-      "prompt_2", "negative_prompt_2", "max_sequence_length", "request_id", "image", "mask"};
+      "prompt_2", "negative_prompt_2", "request_id", "image", "mask"};
   return others->count(word) ? word : "";
 }
 
@@ -373,6 +375,12 @@ absl::Status ParseSampling(const Json& doc, const RequestLimits& limits, ImagesR
                          limits.max_steps);
     if (!steps.ok()) return steps.status();
     r.set_num_inference_steps(static_cast<uint32_t>(*steps));
+  }
+  if (const Json* v = Field(doc, "max_sequence_length")) {
+    // As num_inference_steps: 0 is the wire's "the model's default", so refused here.
+    auto length = Integer("max_sequence_length", *v, 1, limits.max_sequence_length);
+    if (!length.ok()) return length.status();
+    r.set_max_sequence_length(static_cast<uint32_t>(*length));
   }
   if (const Json* v = Field(doc, "guidance_scale")) {
     auto g = Number("guidance_scale", *v);

@@ -12,20 +12,25 @@
 #           /v1/images/files/{id} 404), output_format jpeg/webp decoded with python3;
 #   edits   POST /v1/images/edits' success path on flux2-tiny (reference images) with curl -F and
 #           the openai client's images.edit (when node and its node_modules are there);
+#   edits_parity  the openai client's images.edit on calls of tests/fixtures/image-inputs (made by
+#           the real diffusers: FLUX.2 editing with one reference and with two of odd sizes), the
+#           folder assembled as the fixture script assembles it (flux2-tiny with the call's VAE):
+#           the PNG it returns is diffusers' image, every byte within 1;
 # then SIGTERM: the frontend must drain and exit 0. Exits 77 (ctest SKIP_RETURN_CODE), saying why,
 # when the mode's client is missing: node or openai_client/node_modules (npm ci there;
 # scripts/setup.sh does it), or curl; edits also while flux2-tiny's GET /v1/models says
 # image_inputs.max_images 0 (no FLUX.2 reference-image pipeline yet).
-# Usage: http_api_e2e.sh openai|curl|edits BUILD_DIR
+# Usage: http_api_e2e.sh openai|curl|edits|edits_parity BUILD_DIR
 set -euo pipefail
 mode=${1:-}
 build=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-[ -n "$build" ] || { echo "usage: http_api_e2e.sh openai|curl|edits BUILD_DIR" >&2; exit 2; }
+usage="usage: http_api_e2e.sh openai|curl|edits|edits_parity BUILD_DIR"
+[ -n "$build" ] || { echo "$usage" >&2; exit 2; }
 
 case "$mode" in
-  openai)
+  openai|edits_parity)
     if ! command -v node >/dev/null 2>&1; then
       echo "SKIP: node is not installed (scripts/setup.sh installs npm, which brings it)"; exit 77
     fi
@@ -36,11 +41,24 @@ case "$mode" in
   curl|edits)
     command -v curl >/dev/null 2>&1 || { echo "SKIP: curl is not installed (scripts/deps.txt)"; exit 77; }
     command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed"; exit 77; } ;;
-  *) echo "usage: http_api_e2e.sh openai|curl|edits BUILD_DIR" >&2; exit 2 ;;
+  *) echo "$usage" >&2; exit 2 ;;
 esac
+image_inputs="$repo/tests/fixtures/image-inputs"
+if [ "$mode" = edits_parity ] && [ ! -f "$image_inputs/image_reference.safetensors" ]; then
+  echo "SKIP: tests/fixtures/image-inputs is absent (tests/fixtures/make_image_fixtures.py makes it)"
+  exit 77
+fi
 
 if [ "$mode" = edits ]; then
   model_name=flux2-tiny
+  extra=()
+elif [ "$mode" = edits_parity ]; then
+  # As make_image_fixtures.py assembles the FLUX.2 calls' folder: flux2-tiny with flux2-vae.
+  model_name=flux2-edit
+  assembled=$(mktemp -d /tmp/ditserve-edit-parity.XXXXXX)
+  cp -r "$repo/tests/fixtures/flux2-tiny" "$assembled/$model_name"
+  rm -rf "$assembled/$model_name/vae"
+  cp -r "$image_inputs/flux2-vae" "$assembled/$model_name/vae"
   extra=()
 else
   model_name=flux1-tiny
@@ -50,10 +68,12 @@ if [ "$mode" = openai ]; then
   extra+=(--quality-steps low=2 --http-image-store-bytes 16777216 --http-image-store-ttl 600)
 fi
 model="$repo/tests/fixtures/$model_name"
+[ "$mode" = edits_parity ] && model="$assembled/$model_name"
 # shellcheck source=tests/e2e/http_frontend.sh
 . "$here/http_frontend.sh"
 http_frontend_start "$build" http-e2e --model "$model" --spawn-workers 2 --max-batch 2 \
   --max-queue 4 "${extra[@]}"
+if [ -n "${assembled:-}" ]; then trap 'http_frontend_cleanup; rm -rf "$assembled"' EXIT; fi
 
 # /health answers 503 while the workers load, 200 once SERVING (no token needed).
 health() { curl -s -o /dev/null -w '%{http_code}' "$base/health" 2>/dev/null || true; }
@@ -330,6 +350,14 @@ EOF
       echo "skip the openai client's images.edit (node or openai_client/node_modules is missing)"
     fi ;;
 esac
+
+if [ "$mode" = edits_parity ]; then
+  for call in flux2_edit_one flux2_edit_two; do
+    (cd "$here/openai_client" &&
+      node images_test.js "$base/v1" "$tmp/token" "$model_name" parity "$image_inputs" "$call") ||
+      fail "the openai client's images.edit of $call is not diffusers' image"
+  done
+fi
 
 # SIGTERM: the frontend drains (HTTP API included) and exits 0.
 kill -TERM "$pid"

@@ -637,6 +637,26 @@ TEST(OpenAIImagesRequest, CacheThresholdIsAnExtraNumberSetOnlyWhenGiven) {
             "cache_threshold");
 }
 
+TEST(OpenAIImagesRequest, MaxSequenceLengthIsAnExtraWithinTheLimit) {
+  auto r = Parse(R"({"prompt": "x", "max_sequence_length": 64})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->request.max_sequence_length(), 64u);
+  auto absent = Parse(R"({"prompt": "x"})");
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_EQ(absent->request.max_sequence_length(), 0u) << "the model's default";
+  // RequestLimits' max_sequence_length (512) and 0, which the wire reads as "the default".
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "max_sequence_length": 0})", "max_sequence_length"),
+            "max_sequence_length must be in 1..512, got 0");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "max_sequence_length": 513})", "max_sequence_length"),
+            "max_sequence_length must be in 1..512, got 513");
+  EXPECT_EQ(ErrorOf(R"({"prompt": "x", "max_sequence_length": "64"})", "max_sequence_length"),
+            "max_sequence_length must be an integer in 1..512, got a string");
+  // The edit form: the number's text.
+  auto edit = ParseEdit({{"prompt", "x"}, {"image", "a"}, {"max_sequence_length", "32"}});
+  ASSERT_TRUE(edit.ok()) << edit.status();
+  EXPECT_EQ(edit->request.max_sequence_length(), 32u);
+}
+
 TEST(OpenAIImagesResponse, IsOpenAIsShapeWithBase64Images) {
   v1::GenerateResponse a, b;
   a.set_image(std::string("\x89PNG\r\n\x1a\n\0a", 10));

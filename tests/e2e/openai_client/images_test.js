@@ -20,7 +20,14 @@
 //     succeeds (flux1-tiny: image-to-image with strength).
 // With MODE "edits" (http_api_e2e.sh edits, flux2-tiny) only the edit success path runs: two
 // reference images give one PNG of the first image's size, and n = 2 with a size two PNGs.
+// With MODE "parity" (http_api_e2e.sh edits_parity: the folder of one call of
+// tests/fixtures/image-inputs, made by the real diffusers) client.images.edit sends that call's
+// committed input files with its seed, steps, guidance and max_sequence_length, and the PNG it gets
+// back is diffusers' image as diffusers' own PIL output would be ((x * 255).round()): every byte
+// within 1 of it (the float images agree to ~5e-7, so a byte differs only where diffusers' value
+// sits at a rounding boundary).
 // Usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits]
+//        node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL parity IMAGE_INPUTS_DIR CALL
 // Exit codes: 0 passed, 1 failed, 77 the npm packages are not installed (ctest SKIP_RETURN_CODE;
 // `npm ci` in this folder, as scripts/setup.sh does, installs them).
 "use strict";
@@ -39,9 +46,12 @@ try {
 const { OpenAI, BadRequestError, AuthenticationError, toFile } = openai;
 const zlib = require("zlib");
 
-const [baseURL, tokenFile, expectedModel, mode = "all"] = process.argv.slice(2);
-if (!baseURL || !tokenFile || !expectedModel || !["all", "edits"].includes(mode)) {
-  console.error("usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits]");
+const [baseURL, tokenFile, expectedModel, mode = "all", fixturesDir, callName] =
+  process.argv.slice(2);
+if (!baseURL || !tokenFile || !expectedModel || !["all", "edits", "parity"].includes(mode) ||
+    (mode === "parity" && (!fixturesDir || !callName))) {
+  console.error("usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits]\n" +
+                "       node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL parity DIR CALL");
   process.exit(2);
 }
 const token = fs.readFileSync(tokenFile, "utf8").trim();
@@ -284,6 +294,108 @@ async function streaming(client, model) {
         refused instanceof BadRequestError && refused.param === "n", String(refused));
 }
 
+// The RGB pixels of an 8-bit RGB, non-interlaced PNG (the workers' encoding): {width, height,
+// data} with data row-major RGB bytes; IDAT inflated and each row's filter undone.
+function decodePng(buf) {
+  const size = pngSize(buf);
+  if (!size) throw new Error("not a PNG");
+  const idat = [];
+  let at = 8;
+  let colorType = -1, depth = -1, interlace = -1;
+  while (at + 8 <= buf.length) {
+    const len = buf.readUInt32BE(at);
+    const kind = buf.toString("ascii", at + 4, at + 8);
+    const body = buf.subarray(at + 8, at + 8 + len);
+    if (kind === "IHDR") [depth, colorType, interlace] = [body[8], body[9], body[12]];
+    if (kind === "IDAT") idat.push(body);
+    at += 12 + len;
+  }
+  if (depth !== 8 || colorType !== 2 || interlace !== 0) {
+    throw new Error(`PNG is not 8-bit RGB non-interlaced (depth ${depth}, color ${colorType})`);
+  }
+  const raw = zlib.inflateSync(Buffer.concat(idat));
+  const stride = size.width * 3;
+  const out = Buffer.alloc(stride * size.height);
+  for (let y = 0; y < size.height; y++) {
+    const filter = raw[y * (stride + 1)];
+    const src = raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1));
+    for (let x = 0; x < stride; x++) {
+      const a = x >= 3 ? out[y * stride + x - 3] : 0;
+      const b = y > 0 ? out[(y - 1) * stride + x] : 0;
+      const c = x >= 3 && y > 0 ? out[(y - 1) * stride + x - 3] : 0;
+      let p;
+      switch (filter) {
+        case 0: p = 0; break;
+        case 1: p = a; break;
+        case 2: p = b; break;
+        case 3: p = (a + b) >> 1; break;
+        case 4: {
+          const pa = Math.abs(b - c), pb = Math.abs(a - c), pc = Math.abs(a + b - 2 * c);
+          p = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+          break;
+        }
+        default: throw new Error(`PNG row ${y}: unknown filter ${filter}`);
+      }
+      out[y * stride + x] = (src[x] + p) & 0xff;
+    }
+  }
+  return { width: size.width, height: size.height, data: out };
+}
+
+// One float32 tensor of a safetensors file: {shape, values (Float32Array)}.
+function readSafetensor(file, name) {
+  const buf = fs.readFileSync(file);
+  const headerLen = Number(buf.readBigUInt64LE(0));
+  const header = JSON.parse(buf.toString("utf8", 8, 8 + headerLen));
+  const t = header[name];
+  if (!t || t.dtype !== "F32") throw new Error(`${file} has no float32 tensor ${name}`);
+  const [begin, end] = t.data_offsets;
+  const bytes = buf.subarray(8 + headerLen + begin, 8 + headerLen + end);
+  const values = new Float32Array(bytes.length / 4);
+  for (let i = 0; i < values.length; i++) values[i] = bytes.readFloatLE(i * 4);
+  return { shape: t.shape, values };
+}
+
+// "parity" mode: one fixture call through client.images.edit against diffusers' image.
+async function parity(client, model) {
+  const calls = JSON.parse(fs.readFileSync(path.join(fixturesDir, "image_calls.json"), "utf8"));
+  const call = calls.calls[callName];
+  if (!call) throw new Error(`image_calls.json has no call ${callName}`);
+  const args = call.args;
+  const images = [];
+  for (const name of call.images) {
+    images.push(await toFile(fs.readFileSync(path.join(fixturesDir, "inputs", name)), name));
+  }
+  const request = {
+    model, image: images.length === 1 ? images[0] : images, prompt: args.prompt,
+    response_format: "b64_json", seed: call.seed, num_inference_steps: args.num_inference_steps,
+    guidance_scale: args.guidance_scale, max_sequence_length: args.max_sequence_length,
+  };
+  if (args.height) request.size = `${args.width}x${args.height}`;
+  if (args.strength !== undefined) request.strength = args.strength;
+  const res = await client.images.edit(request);
+  const png = decodePng(Buffer.from(res.data[0].b64_json, "base64"));
+  const ref = readSafetensor(path.join(fixturesDir, "image_reference.safetensors"),
+                             `${callName}.image`);
+  const [h, w] = ref.shape;
+  check(`images.edit(${callName}) returns diffusers' size (${w}x${h})`,
+        png.width === w && png.height === h, `${png.width}x${png.height}`);
+  if (png.width !== w || png.height !== h) return;
+  let worst = 0, differing = 0;
+  for (let i = 0; i < ref.values.length; i++) {
+    const expected = Math.min(255, Math.max(0, Math.round(ref.values[i] * 255)));
+    const d = Math.abs(png.data[i] - expected);
+    worst = Math.max(worst, d);
+    if (d) differing++;
+  }
+  console.log(`${callName} through images.edit: ${differing} of ${ref.values.length} bytes ` +
+              `differ from diffusers' (x * 255).round(), at most by ${worst}`);
+  check(`  ... every byte within 1 of diffusers' image`, worst <= 1,
+        `${differing} bytes differ, at most by ${worst}`);
+  check(`  ... and almost all equal`, differing <= ref.values.length / 100,
+        `${differing} of ${ref.values.length}`);
+}
+
 async function main() {
   // No retries: every status must reach the test as the server sent it.
   const client = new OpenAI({ apiKey: token, baseURL, maxRetries: 0, timeout: 600 * 1000 });
@@ -295,6 +407,10 @@ async function main() {
   const model = models.length ? models[0].id : expectedModel;
   const inputs = models.length ? models[0].image_inputs : null;
   console.log(`${model} takes ${inputs ? inputs.max_images : "?"} input image(s)`);
+  if (mode === "parity") {
+    await parity(client, model);
+    return;
+  }
   if (mode === "edits") {
     await edits(client, model, inputs);
     return;
