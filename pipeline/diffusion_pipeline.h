@@ -216,27 +216,6 @@ class DiffusionPipeline : public Pipeline {
     weight_bytes_ += sd.TotalBytes();
     return absl::OkStatus();
   }
-  // FLUX.2's and Qwen-Image's LLM text encoder: placed by PlaceLlmTextEncoder into text->site,
-  // then Encoder::Load(tokenizer dir, text encoder dir, options, comm, sharded) into
-  // text->encoder on the ranks that hold it (bytes counted; null elsewhere); FAILED_PRECONDITION
-  // when the width of its prompt embeddings (`width`, `width_name` in the message) is not the
-  // joint_attention_dim.
-  template <typename Encoder>
-  absl::Status LoadLlmTextEncoder(const sharding::PipelineIndex* index,
-                                  const PipelineOptions& options, LlmTextEncoder<Encoder>* text,
-                                  int64_t (Encoder::*width)() const, const char* width_name) {
-    LlmTextEncoderSite& site = text->site;
-    ASSIGN_OR_RETURN(site, PlaceLlmTextEncoder(index, options, *comm_));
-    if (!site.HeldBy(comm_->rank())) return absl::OkStatus();
-    ASSIGN_OR_RETURN(text->encoder, Encoder::Load(site.tokenizer_dir, site.text_encoder_dir,
-                                                  options, comm_, site.sharded));
-    weight_bytes_ += text->encoder->weight_bytes();
-    const int64_t embed_width = ((*text->encoder).*width)();
-    if (embed_width == shape_.joint_attention_dim) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        root_, ": the text encoder gives ", embed_width, "-wide prompt embeddings (", width_name,
-        ") but the transformer's joint_attention_dim is ", shape_.joint_attention_dim));
-  }
   // A job's input images encoded on rank 0 and broadcast (a collective; call on every rank): rank
   // 0 runs `encode` on each item (its images -> a tensor of `item_shape`, leading dim 1), and
   // every rank gets the (B, ...) batch in the model dtype on the device.

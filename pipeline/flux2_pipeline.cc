@@ -28,7 +28,8 @@ constexpr PipelineFamily kFlux2{
 
 }  // namespace
 
-Flux2Pipeline::Flux2Pipeline() : DiffusionPipeline(kFlux2) {}
+Flux2Pipeline::Flux2Pipeline()
+    : LlmTextPipeline(kFlux2, &Flux2PromptEncoder::embed_width, "3 x the encoder's hidden_size") {}
 
 absl::StatusOr<TransformerShape> Flux2Pipeline::ParseTransformerConfig(
     const nlohmann::json& config) {
@@ -48,16 +49,9 @@ absl::StatusOr<int64_t> Flux2Pipeline::LoadVae(const std::string& vae_dir,
   return config.pipeline_vae_scale_factor();
 }
 
-absl::Status Flux2Pipeline::LoadTextSide(const sharding::PipelineIndex* index,
-                                         const PipelineOptions& options) {
-  return LoadLlmTextEncoder(index, options, &text_, &Flux2PromptEncoder::embed_width,
-                            "3 x the encoder's hidden_size");
-}
-
 void Flux2Pipeline::FillCard(ModelCard* card) const {
   card->guidance_distilled = config_.guidance_embeds;
-  card->accepts_text_prompt = text_.site.present;
-  card->requires_prompt_embeddings = !text_.site.present;
+  FillTextCard(card);
   card->default_steps = kDefaultSteps;
   card->default_guidance_scale = kDefaultGuidance;
   if (vae_encodes()) {
@@ -82,7 +76,7 @@ absl::StatusOr<TextConditioning> Flux2Pipeline::EncodeText(const GenerationJob& 
                                                            bool negative) {
   if (negative)
     return absl::InternalError("FLUX.2 has no negative prompt (CheckJob refuses true CFG)");
-  if (job.items[0].embeddings.has_value() || !text_.site.present) {
+  if (job.items[0].embeddings.has_value() || !text_site().present) {
     ASSIGN_OR_RETURN(
         torch::Tensor embeds,
         StackEmbeddings(
@@ -98,18 +92,18 @@ absl::StatusOr<torch::Tensor> Flux2Pipeline::EncodePrompts(const GenerationJob& 
   std::vector<std::string> prompts;
   for (const JobItem& item : job.items) prompts.push_back(item.prompt);
   const int64_t seq = job.max_sequence_length;
-  if (text_.site.sharded) {
+  if (text_site().sharded) {
     // Every rank tokenizes the same prompts; agree that it worked before the encoder's
     // collectives, so a bad prompt fails on every rank alike.
-    RETURN_IF_ERROR(AgreeOnTokenizing(text_.encoder->Tokenize(prompts, seq).status()));
-    ASSIGN_OR_RETURN(torch::Tensor embeds, text_.encoder->Encode(prompts, seq));
+    RETURN_IF_ERROR(AgreeOnTokenizing(text_encoder().Tokenize(prompts, seq).status()));
+    ASSIGN_OR_RETURN(torch::Tensor embeds, text_encoder().Encode(prompts, seq));
     return embeds.to(device(), dtype());
   }
   std::vector<torch::Tensor> tensors;
   RETURN_IF_ERROR(BroadcastFromRank0(
       comm(), "rank 0's text encoding",
       [&](std::vector<torch::Tensor>* out) -> absl::Status {
-        ASSIGN_OR_RETURN(torch::Tensor embeds, text_.encoder->Encode(prompts, seq));
+        ASSIGN_OR_RETURN(torch::Tensor embeds, text_encoder().Encode(prompts, seq));
         out->push_back(embeds.to(device(), dtype()).contiguous());
         return absl::OkStatus();
       },

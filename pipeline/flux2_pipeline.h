@@ -26,13 +26,12 @@
 
 #include "models/flux2/flux2_config.h"
 #include "models/vae/autoencoder_kl_flux2.h"
-#include "pipeline/component_loading.h"
-#include "pipeline/diffusion_pipeline.h"
 #include "pipeline/flux2_prompt_encoder.h"
+#include "pipeline/llm_text_pipeline.h"
 
 namespace ditserve::pipeline {
 
-class Flux2Pipeline final : public DiffusionPipeline {
+class Flux2Pipeline final : public LlmTextPipeline<Flux2PromptEncoder> {
  private:
   friend DiffusionPipeline;  // Create constructs it
   Flux2Pipeline();
@@ -42,9 +41,6 @@ class Flux2Pipeline final : public DiffusionPipeline {
   // AutoencoderKLFlux2 (its batch-norm statistics normalise the packed latents).
   absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
                                   const PipelineOptions& options) override;
-  // The Mistral encoder where PlaceLlmTextEncoder puts it (sharded, or on one rank).
-  absl::Status LoadTextSide(const sharding::PipelineIndex* index,
-                            const PipelineOptions& options) override;
   // Up to kMaxReferenceImages reference images when the VAE has its encoder.
   void FillCard(ModelCard* card) const override;
 
@@ -63,7 +59,6 @@ class Flux2Pipeline final : public DiffusionPipeline {
                                        const LatentGrid& grid) const override;
 
   models::flux2::Flux2TransformerConfig config_;
-  LlmTextEncoder<Flux2PromptEncoder> text_;
   std::optional<vae::AutoencoderKLFlux2> vae_;   // rank 0 only, when the folder has one
 };
 

@@ -26,7 +26,8 @@ constexpr PipelineFamily kQwenImage{
 
 }  // namespace
 
-QwenImagePipeline::QwenImagePipeline() : DiffusionPipeline(kQwenImage) {}
+QwenImagePipeline::QwenImagePipeline()
+    : LlmTextPipeline(kQwenImage, &QwenImagePromptEncoder::hidden_size, "the encoder's hidden_size") {}
 
 absl::StatusOr<TransformerShape> QwenImagePipeline::ParseTransformerConfig(
     const nlohmann::json& config) {
@@ -41,16 +42,9 @@ absl::StatusOr<int64_t> QwenImagePipeline::LoadVae(const std::string& vae_dir,
   return config.scale_factor();
 }
 
-absl::Status QwenImagePipeline::LoadTextSide(const sharding::PipelineIndex* index,
-                                             const PipelineOptions& options) {
-  return LoadLlmTextEncoder(index, options, &text_, &QwenImagePromptEncoder::hidden_size,
-                            "the encoder's hidden_size");
-}
-
 void QwenImagePipeline::FillCard(ModelCard* card) const {
   card->guidance_distilled = false;
-  card->accepts_text_prompt = text_.site.present;
-  card->requires_prompt_embeddings = !text_.site.present;
+  FillTextCard(card);
   card->accepts_text_mask = true;
   card->default_steps = kDefaultSteps;
   card->default_guidance_scale = 0.0f;
@@ -60,7 +54,7 @@ void QwenImagePipeline::FillCard(ModelCard* card) const {
 absl::StatusOr<TextConditioning> QwenImagePipeline::EncodeText(const GenerationJob& job,
                                                                bool negative) {
   const auto& first = negative ? job.items[0].negative_embeddings : job.items[0].embeddings;
-  if (!first.has_value() && text_.site.present) return EncodePrompts(job, negative);
+  if (!first.has_value() && text_site().present) return EncodePrompts(job, negative);
   return FromRequest(job, negative);
 }
 
@@ -99,10 +93,10 @@ absl::StatusOr<TextConditioning> QwenImagePipeline::EncodePrompts(const Generati
     prompts.push_back(negative ? item.negative_prompt : item.prompt);
   const int64_t batch = static_cast<int64_t>(prompts.size());
   torch::Tensor embeds, mask;
-  if (text_.site.sharded) {
-    RETURN_IF_ERROR(AgreeOnTokenizing(text_.encoder->Tokenize(prompts).status()));
+  if (text_site().sharded) {
+    RETURN_IF_ERROR(AgreeOnTokenizing(text_encoder().Tokenize(prompts).status()));
     ASSIGN_OR_RETURN(std::tie(embeds, mask),
-                     text_.encoder->Encode(prompts, job.max_sequence_length));
+                     text_encoder().Encode(prompts, job.max_sequence_length));
   } else {
     // The embeddings' length depends on the prompts: rank 0 broadcasts it first.
     std::vector<torch::Tensor> length;
@@ -110,7 +104,7 @@ absl::StatusOr<TextConditioning> QwenImagePipeline::EncodePrompts(const Generati
     RETURN_IF_ERROR(BroadcastFromRank0(
         comm(), "rank 0's text encoding",
         [&](std::vector<torch::Tensor>* out) -> absl::Status {
-          ASSIGN_OR_RETURN(encoded, text_.encoder->Encode(prompts, job.max_sequence_length));
+          ASSIGN_OR_RETURN(encoded, text_encoder().Encode(prompts, job.max_sequence_length));
           out->push_back(torch::full({1}, encoded.first.size(1),
                                      torch::TensorOptions().dtype(torch::kInt64).device(device())));
           return absl::OkStatus();

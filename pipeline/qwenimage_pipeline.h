@@ -22,13 +22,12 @@
 
 #include "models/qwenimage/qwenimage_config.h"
 #include "models/vae/autoencoder_kl_qwenimage.h"
-#include "pipeline/component_loading.h"
-#include "pipeline/diffusion_pipeline.h"
+#include "pipeline/llm_text_pipeline.h"
 #include "pipeline/qwenimage_prompt_encoder.h"
 
 namespace ditserve::pipeline {
 
-class QwenImagePipeline final : public DiffusionPipeline {
+class QwenImagePipeline final : public LlmTextPipeline<QwenImagePromptEncoder> {
  private:
   friend DiffusionPipeline;  // Create constructs it
   QwenImagePipeline();
@@ -38,9 +37,6 @@ class QwenImagePipeline final : public DiffusionPipeline {
   // AutoencoderKLQwenImage, decoding one frame of its causal 3-D convolutions.
   absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
                                   const PipelineOptions& options) override;
-  // Qwen2.5-VL's language model where PlaceLlmTextEncoder puts it.
-  absl::Status LoadTextSide(const sharding::PipelineIndex* index,
-                            const PipelineOptions& options) override;
   // Text masks accepted; true CFG's default scale with a negative prompt.
   void FillCard(ModelCard* card) const override;
 
@@ -60,7 +56,6 @@ class QwenImagePipeline final : public DiffusionPipeline {
                                        const LatentGrid& grid) const override;
 
   models::qwenimage::QwenImageTransformerConfig config_;
-  LlmTextEncoder<QwenImagePromptEncoder> text_;
   std::optional<vae::AutoencoderKLQwenImage> vae_;   // rank 0 only, when the folder has one
 };
 
