@@ -347,6 +347,10 @@ absl::StatusOr<CausalLmConfig> Parse(const json& j, const std::string& where) {
     RETURN_IF_ERROR(ReadMistralAttention(f, *text, &c));
   }
   RETURN_IF_ERROR(ReadRope(f, c.family, &c));
+  if (qwen) {
+    ASSIGN_OR_RETURN(c.image_token_id,
+                     JsonFieldAt<int64_t>(j, "image_token_id", int64_t{151655}, where));
+  }
   RETURN_IF_ERROR(CheckShapes(f, qwen, c));
   return c;
 }

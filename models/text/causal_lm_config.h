@@ -48,6 +48,9 @@ struct CausalLmConfig {
   // Qwen2.5-VL's M-RoPE: the (temporal, height, width) widths of the rotary frequencies, summing
   // to head_dim / 2; empty for plain 1-D RoPE (Mistral).
   std::vector<int64_t> mrope_section;
+  // Qwen2.5-VL: the <|image_pad|> token (top-level "image_token_id", Qwen2_5_VLConfig's default
+  // 151655), which multimodal prompts replace by image embeddings; -1 for Mistral (not read).
+  int64_t image_token_id = -1;
 
   bool uses_mrope() const { return !mrope_section.empty(); }
 };

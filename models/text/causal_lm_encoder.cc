@@ -94,9 +94,41 @@ absl::Status CausalLmTextEncoder::CheckInputs(const torch::Tensor& input_ids,
   return absl::OkStatus();
 }
 
+absl::Status CausalLmTextEncoder::CheckMultimodal(const torch::Tensor& input_ids,
+                                                  const LlmMultimodalInputs& multimodal) const {
+  if (!config_.uses_mrope() || config_.image_token_id < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config_.class_name, ": image embeddings are only supported for Qwen2.5-VL's M-RoPE model"));
+  }
+  const auto& embeds = multimodal.image_embeds;
+  if (!embeds.defined() || embeds.dim() != 2 || embeds.size(1) != config_.hidden_size ||
+      !embeds.is_floating_point()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_.class_name, ": image_embeds has shape ",
+                     embeds.defined() ? models::ShapeString(embeds) : std::string("none"),
+                     ", expected a floating (N, hidden_size = ", config_.hidden_size, ") tensor"));
+  }
+  const int64_t tokens = input_ids.eq(config_.image_token_id).sum().item<int64_t>();
+  if (tokens != embeds.size(0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_.class_name, ": input_ids hold ", tokens, " image tokens (id ",
+                     config_.image_token_id, ") but image_embeds has ", embeds.size(0), " rows"));
+  }
+  const auto& pos = multimodal.position_ids;
+  if (!pos.defined() || pos.dim() != 3 || pos.size(0) != 3 || pos.size(1) != input_ids.size(0) ||
+      pos.size(2) != input_ids.size(1) ||
+      !c10::isIntegralType(pos.scalar_type(), /*includeBool=*/false)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config_.class_name, ": position_ids has shape ",
+        pos.defined() ? models::ShapeString(pos) : std::string("none"),
+        ", expected an integer (3, B, T) tensor with (B, T) = ", models::ShapeString(input_ids)));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<torch::Tensor> CausalLmTextEncoder::ForwardImpl(
     const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-    const std::vector<int64_t>& indices) const {
+    const std::vector<int64_t>& indices, const LlmMultimodalInputs* multimodal) const {
   torch::NoGradGuard no_grad;
   const auto dev = device();
   const auto ids = input_ids.to(dev, torch::kLong);
@@ -108,10 +140,16 @@ std::vector<torch::Tensor> CausalLmTextEncoder::ForwardImpl(
   for (int64_t k : indices) wanted[k] = torch::Tensor();
 
   auto x = torch::embedding(embed_tokens_, ids);
+  if (multimodal != nullptr && multimodal->image_embeds.size(0) > 0) {
+    // inputs_embeds.masked_scatter(special_image_mask, image_embeds.to(device, dtype))
+    const auto image_mask = ids.eq(config_.image_token_id).unsqueeze(-1).expand_as(x);
+    x = x.masked_scatter(image_mask, multimodal->image_embeds.to(dev, dtype()));
+  }
   if (wanted.count(0)) wanted[0] = x;
   if (deepest > 0) {
     const torch::Tensor mask2d = attention_mask.defined() ? attention_mask.to(dev) : torch::Tensor();
-    const auto positions = CausalLmPositionIds(config_, mask2d, b, t, dev);
+    const auto positions = multimodal != nullptr ? multimodal->position_ids.to(dev, torch::kLong)
+                                                 : CausalLmPositionIds(config_, mask2d, b, t, dev);
     const LlmRope rope =
         LlmRopeTables(positions, config_.head_dim, config_.rope_theta, config_.mrope_section, dtype());
     const LlmAttendMask mask =
@@ -137,7 +175,20 @@ absl::StatusOr<std::vector<torch::Tensor>> CausalLmTextEncoder::Forward(
   std::vector<int64_t> indices;
   RETURN_IF_ERROR(CheckInputs(input_ids, attention_mask, hidden_state_indices, &indices));
   const std::string what = absl::StrCat(config_.class_name, " text encoder forward");
-  return GuardTorch(what.c_str(), [&] { return ForwardImpl(input_ids, attention_mask, indices); });
+  return GuardTorch(what.c_str(),
+                    [&] { return ForwardImpl(input_ids, attention_mask, indices, nullptr); });
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> CausalLmTextEncoder::Forward(
+    const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+    const std::vector<int64_t>& hidden_state_indices, const LlmMultimodalInputs& multimodal) {
+  std::vector<int64_t> indices;
+  RETURN_IF_ERROR(CheckInputs(input_ids, attention_mask, hidden_state_indices, &indices));
+  const std::string what = absl::StrCat(config_.class_name, " text encoder forward");
+  return GuardTorch(what.c_str(), [&]() -> absl::StatusOr<std::vector<torch::Tensor>> {
+    RETURN_IF_ERROR(CheckMultimodal(input_ids, multimodal));
+    return ForwardImpl(input_ids, attention_mask, indices, &multimodal);
+  });
 }
 
 }  // namespace ditserve::text

@@ -41,6 +41,20 @@
 
 namespace ditserve::text {
 
+// A multimodal prompt's inputs beyond the token ids (Qwen2.5-VL, Qwen-Image-Edit), as
+// Qwen2VLModel.forward (transformers 5.17) uses them: inputs_embeds = embed_tokens(input_ids), then
+// `inputs_embeds.masked_scatter(input_ids == image_token_id, image_embeds)` (the image-token
+// positions, row-major over (B, T), take image_embeds' rows in order, cast to the model dtype),
+// and the decoder layers' RoPE tables built from `position_ids` instead of the text positions.
+struct LlmMultimodalInputs {
+  // (N, hidden_size) floating: the vision tower's merged embeddings of every image of the batch,
+  // concatenated in prompt order; N must equal the count of config.image_token_id in input_ids
+  // (0 rows for a prompt without images). Same values on every rank (computed once, broadcast).
+  torch::Tensor image_embeds;
+  // (3, B, T) integer: the M-RoPE positions (mrope_position_ids.h: MropePositionIds).
+  torch::Tensor position_ids;
+};
+
 class CausalLmTextEncoder {
  public:
   // `comm`: the tensor-parallel group the state dict was sliced for (same rank and size; a
@@ -57,6 +71,14 @@ class CausalLmTextEncoder {
       const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
       const std::vector<int64_t>& hidden_state_indices);
 
+  // The same with a multimodal prompt (Qwen2.5-VL only, config.uses_mrope()): hidden_states[0]
+  // is the embeddings after the image rows are scattered in. INVALID_ARGUMENT for another family,
+  // image_embeds not (N, hidden_size) floating, a count of image tokens other than N (both
+  // named), position_ids not (3, B, T) integer. Collective under tensor parallelism, as Forward.
+  absl::StatusOr<std::vector<torch::Tensor>> Forward(
+      const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+      const std::vector<int64_t>& hidden_state_indices, const LlmMultimodalInputs& multimodal);
+
   const CausalLmConfig& config() const { return config_; }
   // The tensor-name prefix the model was loaded from ("model.language_model.", ...).
   const std::string& text_model_prefix() const { return prefix_; }
@@ -72,9 +94,13 @@ class CausalLmTextEncoder {
   absl::Status CheckInputs(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                            const std::vector<int64_t>& indices,
                            std::vector<int64_t>* normalized) const;
+  absl::Status CheckMultimodal(const torch::Tensor& input_ids,
+                               const LlmMultimodalInputs& multimodal) const;
+  // `multimodal`: null for a text-only prompt.
   std::vector<torch::Tensor> ForwardImpl(const torch::Tensor& input_ids,
                                          const torch::Tensor& attention_mask,
-                                         const std::vector<int64_t>& indices) const;
+                                         const std::vector<int64_t>& indices,
+                                         const LlmMultimodalInputs* multimodal) const;
 
   CausalLmConfig config_;
   std::string prefix_;

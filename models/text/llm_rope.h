@@ -6,7 +6,9 @@
 //   angle[b, t, j] = inv_freq[j] * float32(pos[b, t])   one float32 product (their K=1 matmul)
 //   emb = [angle | angle] (d wide); cos = cos(emb), sin = sin(emb) in float32, cast to the dtype
 //   M-RoPE (positions (3, B, T), sections [s0, s1, s2], Σ = d/2): emb split into chunks
-//   [s0, s1, s2, s0, s1, s2] along d, chunk i taken from axis i % 3
+//   [s0, s1, s2, s0, s1, s2] along d, chunk i taken from axis i % 3 (transformers 4.x's layout;
+//   5.17's Qwen2VLRotaryEmbedding.recomposition_frequencies splits the d/2 angles by [s0, s1, s2]
+//   and duplicates the result: the same values, checked bit for bit by qwen_mrope_test)
 //   out = x·cos + rotate_half(x)·sin in x's dtype, rotate_half(x) = [-x[d/2:] | x[:d/2]]
 //
 // Thread-safety: pure functions.
