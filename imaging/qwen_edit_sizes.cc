@@ -3,19 +3,11 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "imaging/python_round.h"
 #include "imaging/resample.h"
 
 namespace ditserve::imaging {
 namespace {
-
-// Python's round() on a float: ties to even. x - floor(x) is exact.
-double RoundHalfEven(double x) {
-  const double f = std::floor(x);
-  const double d = x - f;
-  if (d > 0.5) return f + 1.0;
-  if (d < 0.5) return f;
-  return std::fmod(f, 2.0) == 0.0 ? f : f + 1.0;
-}
 
 absl::Status CheckSides(const ImageSize& size, int width, int height, absl::string_view what) {
   if (size.width < 1 || size.height < 1) {

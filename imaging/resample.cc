@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ditserve::imaging {
 namespace {
@@ -238,10 +239,10 @@ RgbImage Nearest(const RgbImage& image, int width, int height, const ResizeBox& 
   return out;
 }
 
-}  // namespace
-
-absl::StatusOr<RgbImage> Resize(const RgbImage& image, int width, int height, ResampleFilter filter,
-                                std::optional<ResizeBox> box_arg, int64_t max_output_pixels) {
+// What every resize refuses: an image whose pixels do not match its size, an empty target, a
+// target over `max_output_pixels`.
+absl::Status CheckResizeArguments(const RgbImage& image, int width, int height,
+                                  int64_t max_output_pixels) {
   if (image.width < 1 || image.height < 1 ||
       image.pixels.size() != static_cast<size_t>(image.width) * image.height * 3) {
     return absl::InvalidArgumentError("resize: not a valid RGB image");
@@ -253,6 +254,14 @@ absl::StatusOr<RgbImage> Resize(const RgbImage& image, int width, int height, Re
     return absl::InvalidArgumentError(absl::StrCat(
         "resize: ", width, "x", height, " exceeds the limit of ", max_output_pixels, " pixels"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RgbImage> Resize(const RgbImage& image, int width, int height, ResampleFilter filter,
+                                std::optional<ResizeBox> box_arg, int64_t max_output_pixels) {
+  RETURN_IF_ERROR(CheckResizeArguments(image, width, height, max_output_pixels));
   ResizeBox box;
   box.right = static_cast<float>(image.width);
   box.bottom = static_cast<float>(image.height);
@@ -293,17 +302,7 @@ absl::StatusOr<RgbImage> ResizeTorchAntialias(const RgbImage& image, int width, 
     return absl::InvalidArgumentError(
         "resize: torch's antialiased uint8 resize is bilinear or bicubic only");
   }
-  if (image.width < 1 || image.height < 1 ||
-      image.pixels.size() != static_cast<size_t>(image.width) * image.height * 3) {
-    return absl::InvalidArgumentError("resize: not a valid RGB image");
-  }
-  if (width < 1 || height < 1) {
-    return absl::InvalidArgumentError("resize: height and width must be > 0");
-  }
-  if (static_cast<int64_t>(width) * height > max_output_pixels) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resize: ", width, "x", height, " exceeds the limit of ", max_output_pixels, " pixels"));
-  }
+  RETURN_IF_ERROR(CheckResizeArguments(image, width, height, max_output_pixels));
   // torchvision's resize_image returns the input when the size is unchanged (torch copies too).
   if (width == image.width && height == image.height) return image;
   ResizeBox whole;

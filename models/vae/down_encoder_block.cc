@@ -22,12 +22,7 @@ absl::StatusOr<DownEncoderBlock> DownEncoderBlock::Load(const sharding::ShardedS
 torch::Tensor DownEncoderBlock::Forward(const torch::Tensor& x) const {
   const torch::Tensor h = ForwardResnets(resnets_, x);
   if (!downsample_conv_) return h;
-  // Downsample2D(padding=0): pad (left 0, right 1, top 0, bottom 1) with zeros, then the conv
-  // with stride 2 and no padding of its own.
-  auto padded = torch::constant_pad_nd(h, {0, 1, 0, 1}, 0);
-  const std::vector<int64_t> stride = {2, 2}, no_padding = {0, 0};
-  return torch::conv2d(padded, downsample_conv_->weight, downsample_conv_->bias, stride,
-                       no_padding);
+  return PadRightBottomStride2(h, *downsample_conv_);
 }
 
 }  // namespace ditserve::vae

@@ -34,12 +34,7 @@ torch::Tensor QwenDownBlock::Forward(const torch::Tensor& x) const {
   torch::Tensor h = x;
   for (const auto& r : resnets_) h = r.Forward(h);
   if (!downsample_conv_) return h;
-  // nn.ZeroPad2d((0, 1, 0, 1)): (left 0, right 1, top 0, bottom 1), then the stride-2 conv with
-  // no padding of its own.
-  auto padded = torch::constant_pad_nd(h, {0, 1, 0, 1}, 0);
-  const std::vector<int64_t> stride = {2, 2}, no_padding = {0, 0};
-  return torch::conv2d(padded, downsample_conv_->weight, downsample_conv_->bias, stride,
-                       no_padding);
+  return PadRightBottomStride2(h, *downsample_conv_);
 }
 
 }  // namespace ditserve::vae

@@ -1,5 +1,7 @@
 #include "models/vae/vae_layers.h"
 
+#include <vector>
+
 #include "common/status_macros.h"
 
 namespace ditserve::vae {
@@ -16,6 +18,12 @@ absl::StatusOr<Conv2d> Conv2d::Load(const sharding::ShardedStateDict& state,
 torch::Tensor Conv2d::operator()(const torch::Tensor& x) const {
   const int64_t pad = weight.size(-1) / 2;
   return torch::conv2d(x, weight, bias, /*stride=*/1, /*padding=*/pad);
+}
+
+torch::Tensor PadRightBottomStride2(const torch::Tensor& x, const Conv2d& conv) {
+  auto padded = torch::constant_pad_nd(x, {0, 1, 0, 1}, 0);
+  const std::vector<int64_t> stride = {2, 2}, no_padding = {0, 0};
+  return torch::conv2d(padded, conv.weight, conv.bias, stride, no_padding);
 }
 
 absl::StatusOr<GroupNorm> GroupNorm::Load(const sharding::ShardedStateDict& state,

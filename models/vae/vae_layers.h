@@ -22,6 +22,11 @@ struct Conv2d {
   torch::Tensor operator()(const torch::Tensor& x) const;
 };
 
+// The encoders' 2x downsampling (diffusers' Downsample2D(padding=0), and the Qwen-Image VAE's
+// "downsample2d" resample: nn.ZeroPad2d((0, 1, 0, 1))): `x` padded with one zero column on the
+// right and one zero row at the bottom, then `conv` with stride 2 and no padding of its own.
+torch::Tensor PadRightBottomStride2(const torch::Tensor& x, const Conv2d& conv);
+
 // Affine GroupNorm over (B, C, ...) inputs.
 struct GroupNorm {
   torch::Tensor weight, bias;
