@@ -21,6 +21,10 @@
 #   tests/fuzz/run_fuzz.sh --explore [--target NAME|all] [--seconds N]          (exploration)
 #       common: [--build-dir DIR] [--cxx clang++-14] [--fixtures DIR] [--proto-gen DIR] [--jobs N]
 #               [--nice N] [--build-only] [-- extra libFuzzer flags]
+#   A long run beside other work (--nice 19 and a large --runs): add `-- -timeout=300`. libFuzzer's
+#   -timeout (10 s here) is wall-clock time, and a niced process starved by builds reported a
+#   "timeout" for a tokenizer input that runs in 0.3 s alone (2026-12-05). The flags after -- come
+#   last, so they override ours.
 #
 # CI mode (what ctest runs): the same inputs every time. Its corpus folder (corpus-ci/) is emptied
 # first, so the run starts from the seeds alone (the fixture files, the hand-made cases and every
