@@ -18,35 +18,19 @@
 #include <torch/torch.h>
 
 #include "tests/support/fixtures.h"
+#include "tests/support/gpu_case.h"
 #include "tests/support/image_calls.h"
 #include "tests/support/image_fixtures.h"
 
 namespace ditserve::testing {
 namespace {
 
-#define SKIP_WITHOUT_CUDA() \
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to torch"
-
-struct GpuCase {
-  int world;
-  torch::ScalarType dtype;
-  double limit;
-};
-
-const char* DtypeName(torch::ScalarType t) {
-  return t == torch::kFloat32 ? "float32" : "bfloat16";
-}
-
-void PrintTo(const GpuCase& c, std::ostream* os) {
-  *os << "tp=" << c.world << " " << DtypeName(c.dtype) << " limit " << c.limit;
-}
-
 using Param = std::tuple<std::string, GpuCase>;
 
 class ImageInputsGpuTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(ImageInputsGpuTest, ImageMatchesDiffusers) {
-  SKIP_WITHOUT_CUDA();
+  DITSERVE_SKIP_WITHOUT_CUDA();
   const auto& [name, c] = GetParam();
   pipeline::PipelineOptions options;
   options.device = torch::Device(torch::kCUDA, 0);

@@ -18,35 +18,19 @@
 #include <torch/torch.h>
 
 #include "tests/support/fixtures.h"
+#include "tests/support/gpu_case.h"
 #include "tests/support/pipeline_group.h"
 #include "tests/support/step_cache_calls.h"
 
 namespace ditserve::testing {
 namespace {
 
-#define SKIP_WITHOUT_CUDA() \
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to torch"
-
-struct GpuCase {
-  int world;
-  torch::ScalarType dtype;
-  double limit;
-};
-
-const char* DtypeName(torch::ScalarType t) {
-  return t == torch::kFloat32 ? "float32" : "bfloat16";
-}
-
-void PrintTo(const GpuCase& c, std::ostream* os) {
-  *os << "tp=" << c.world << " " << DtypeName(c.dtype) << " limit " << c.limit;
-}
-
 constexpr double kBorderline = 0.05;  // of the threshold: bf16 flips tolerated within it
 
 class StepCacheGpuTest : public ::testing::TestWithParam<GpuCase> {};
 
 TEST_P(StepCacheGpuTest, EveryCallDecidesAndDrawsAsDiffusers) {
-  SKIP_WITHOUT_CUDA();
+  DITSERVE_SKIP_WITHOUT_CUDA();
   const GpuCase& c = GetParam();
   const bool f32 = c.dtype == torch::kFloat32;
   ASSERT_FALSE(StepCacheCalls().empty());
