@@ -48,36 +48,12 @@ std::string WritePng(const std::string& name, int width, int height, uint64_t se
 }
 
 // The servers the tests start (one per model and worker count), stopped when the tests end.
-class Servers : public ::testing::Environment {
- public:
-  void TearDown() override {
-    for (auto& [key, server] : servers_) {
-      EXPECT_EQ(server->Stop(), 0) << key << " log: " << server->log_path();
-    }
-    servers_.clear();
-  }
-  ServerProcess* Get(const std::string& model, int workers) {
-    const std::string key = model + "/" + std::to_string(workers);
-    auto it = servers_.find(key);
-    if (it != servers_.end()) return it->second.get();
-    auto started = ServerProcess::Start({"--model", FixturesDir() + "/" + model, "--spawn-workers",
-                                         std::to_string(workers), "--log-level", "info"});
-    EXPECT_TRUE(started.ok()) << started.status();
-    if (!started.ok()) return nullptr;
-    ServerProcess* server = started->get();
-    servers_[key] = std::move(*started);
-    EXPECT_TRUE(server->WaitUntilServing(std::chrono::seconds(180)))
-        << "never became SERVING; log: " << server->log_path();
-    return server;
-  }
-
- private:
-  std::map<std::string, std::unique_ptr<ServerProcess>> servers_;
-};
-Servers* const servers = static_cast<Servers*>(::testing::AddGlobalTestEnvironment(new Servers()));
+ServerPool* const servers =
+    static_cast<ServerPool*>(::testing::AddGlobalTestEnvironment(new ServerPool()));
 
 ServerProcess* ServerFor(const std::string& model, int workers) {
-  return servers->Get(model, workers);
+  return servers->Get({"--model", FixturesDir() + "/" + model, "--spawn-workers",
+                       std::to_string(workers), "--log-level", "info"});
 }
 
 // `ditserve-cli generate ... --format raw` → the image (H, W, 3) float32.

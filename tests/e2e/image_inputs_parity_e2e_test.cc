@@ -24,34 +24,13 @@ namespace ditserve::testing {
 namespace {
 
 // The servers the test starts (one per call's folder and worker count), stopped when it ends.
-class Servers : public ::testing::Environment {
- public:
-  void TearDown() override {
-    for (auto& [key, server] : servers_) {
-      EXPECT_EQ(server->Stop(), 0) << key << " log: " << server->log_path();
-    }
-    servers_.clear();
-  }
-  ServerProcess* Get(const std::string& folder, int workers) {
-    const std::string key = folder + "/" + std::to_string(workers);
-    auto it = servers_.find(key);
-    if (it != servers_.end()) return it->second.get();
-    auto started =
-        ServerProcess::Start({"--model", folder, "--spawn-workers", std::to_string(workers),
-                              "--dtype", "float32", "--log-level", "info"});
-    EXPECT_TRUE(started.ok()) << started.status();
-    if (!started.ok()) return nullptr;
-    ServerProcess* server = started->get();
-    servers_[key] = std::move(*started);
-    EXPECT_TRUE(server->WaitUntilServing(std::chrono::seconds(180)))
-        << "never became SERVING; log: " << server->log_path();
-    return server;
-  }
+ServerPool* const servers =
+    static_cast<ServerPool*>(::testing::AddGlobalTestEnvironment(new ServerPool()));
 
- private:
-  std::map<std::string, std::unique_ptr<ServerProcess>> servers_;
-};
-Servers* const servers = static_cast<Servers*>(::testing::AddGlobalTestEnvironment(new Servers()));
+ServerProcess* ServerFor(const std::string& folder, int workers) {
+  return servers->Get({"--model", folder, "--spawn-workers", std::to_string(workers), "--dtype",
+                       "float32", "--log-level", "info"});
+}
 
 // The call's arguments as ditserve-cli flags (a size only where diffusers was given one).
 std::vector<std::string> CallFlags(const nlohmann::json& call) {
@@ -115,7 +94,7 @@ TEST_P(ImageInputsParityE2E, TheCliGetsDiffusersImageAtEveryDegree) {
   ASSERT_TRUE(expected.defined());
   torch::Tensor tp1;
   for (const int workers : {1, 2}) {
-    ServerProcess* server = servers->Get(folder, workers);
+    ServerProcess* server = ServerFor(folder, workers);
     ASSERT_NE(server, nullptr);
     const torch::Tensor image = Generate(server, call, name + "-tp" + std::to_string(workers));
     ASSERT_TRUE(image.defined());

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/support/fixtures.h"
@@ -122,5 +123,27 @@ int ServerProcess::Stop(std::chrono::seconds grace) {
 }
 
 ServerProcess::~ServerProcess() { Stop(std::chrono::seconds(10)); }
+
+ServerProcess* ServerPool::Get(const std::vector<std::string>& args,
+                               std::chrono::seconds serving_timeout) {
+  const std::string key = absl::StrJoin(args, " ");
+  auto it = servers_.find(key);
+  if (it != servers_.end()) return it->second.get();
+  auto started = ServerProcess::Start(args);
+  EXPECT_TRUE(started.ok()) << key << ": " << started.status();
+  if (!started.ok()) return nullptr;
+  ServerProcess* server = started->get();
+  servers_[key] = std::move(*started);
+  EXPECT_TRUE(server->WaitUntilServing(serving_timeout))
+      << key << ": never became SERVING; log: " << server->log_path();
+  return server;
+}
+
+void ServerPool::TearDown() {
+  for (auto& [key, server] : servers_) {
+    EXPECT_EQ(server->Stop(), 0) << key << " log: " << server->log_path();
+  }
+  servers_.clear();
+}
 
 }  // namespace ditserve::testing

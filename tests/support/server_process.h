@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include "absl/status/statusor.h"
 #include "common/subprocess.h"
@@ -51,6 +52,20 @@ class ServerProcess {
   int port_ = 0;
   int metrics_port_ = 0;
   std::string log_path_;
+};
+
+// Frontends shared by a test binary's tests, one per distinct flag list: register one with
+// ::testing::AddGlobalTestEnvironment. Get starts a frontend on first use of its flags and waits
+// until it is SERVING (a test failure naming its log otherwise; null when it could not start);
+// TearDown stops them all and expects each to exit 0.
+class ServerPool : public ::testing::Environment {
+ public:
+  ServerProcess* Get(const std::vector<std::string>& args,
+                     std::chrono::seconds serving_timeout = std::chrono::seconds(180));
+  void TearDown() override;
+
+ private:
+  std::map<std::string, std::unique_ptr<ServerProcess>> servers_;  // by the flags, joined
 };
 
 }  // namespace ditserve::testing

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,41 +15,21 @@
 #include "absl/strings/str_split.h"
 #include "imaging/decode.h"
 #include "imaging/preprocess.h"
+#include "tests/support/imaging_cases.h"
 
 namespace ditserve::imaging {
 namespace {
 
-std::string DataDir() {
-  return std::string(DITSERVE_SOURCE_DIR) + "/tests/unit/data/";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// make_preprocess_cases.py's pattern(w, h).
-RgbImage Pattern(int w, int h) {
-  RgbImage im = MakeRgbImage(w, h);
-  for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) {
-      uint8_t* p = &im.pixels[im.Offset(x, y)];
-      p[0] = static_cast<uint8_t>((7 * x + 3 * y) & 255);
-      p[1] = static_cast<uint8_t>((static_cast<int64_t>(x) * y) & 255);
-      p[2] = static_cast<uint8_t>(((x >> 2) ^ (y >> 2)) & 255);
-    }
-  }
-  return im;
-}
+using ditserve::testing::ImagingDataDir;
+using ditserve::testing::PatternImage;
+using ditserve::testing::ReadWholeFile;
 
 RgbImage Source(const std::string& name) {
   if (absl::StartsWith(name, "pattern:")) {
     std::vector<std::string> wh = absl::StrSplit(name.substr(8), 'x');
-    return Pattern(std::stoi(wh[0]), std::stoi(wh[1]));
+    return PatternImage(std::stoi(wh[0]), std::stoi(wh[1]));
   }
-  auto decoded = DecodeImage(ReadFile(DataDir() + name));
+  auto decoded = DecodeImage(ReadWholeFile(ImagingDataDir() + name));
   EXPECT_TRUE(decoded.ok()) << name << ": " << decoded.status();
   return decoded.ok() ? decoded->image : RgbImage();
 }
@@ -65,7 +44,7 @@ std::string Fnv64(const RgbImage& im) {
 
 std::vector<std::vector<std::string>> Cases() {
   std::vector<std::vector<std::string>> out;
-  std::istringstream in(ReadFile(DataDir() + "preprocess_cases.txt"));
+  std::istringstream in(ReadWholeFile(ImagingDataDir() + "preprocess_cases.txt"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
@@ -152,7 +131,7 @@ TEST(ImagePreprocess, KontextTiesAndSmallImages) {
   EXPECT_EQ(*KontextPreparedSize(688, 1504, 32), (ImageSize{672, 1504}));
   // A side below the multiple: diffusers would divide by zero.
   EXPECT_EQ(KontextPreparedSize(15, 64, 16).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PrepareImageToImage(Pattern(8, 8), 8, 64, 16).status().code(),
+  EXPECT_EQ(PrepareImageToImage(PatternImage(8, 8), 8, 64, 16).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReferencePreparedSize(10, 100, 0, 16).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -7,7 +7,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -20,33 +19,14 @@
 #include "imaging/qwen_edit_sizes.h"
 #include "imaging/resample.h"
 
+#include "tests/support/imaging_cases.h"
+
 namespace ditserve::imaging {
 namespace {
 
-std::string DataDir() {
-  return std::string(DITSERVE_SOURCE_DIR) + "/tests/unit/data/";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// make_qwen2vl_cases.py's pattern(w, h) (make_preprocess_cases.py's formula image).
-RgbImage Pattern(int w, int h) {
-  RgbImage im = MakeRgbImage(w, h);
-  for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) {
-      uint8_t* p = &im.pixels[im.Offset(x, y)];
-      p[0] = static_cast<uint8_t>((7 * x + 3 * y) & 255);
-      p[1] = static_cast<uint8_t>((static_cast<int64_t>(x) * y) & 255);
-      p[2] = static_cast<uint8_t>(((x >> 2) ^ (y >> 2)) & 255);
-    }
-  }
-  return im;
-}
+using ditserve::testing::ImagingDataDir;
+using ditserve::testing::PatternImage;
+using ditserve::testing::ReadWholeFile;
 
 // make_qwen2vl_cases.py's noise(w, h, seed): byte i is the top byte of the i-th LCG step.
 RgbImage Noise(int w, int h, uint64_t seed) {
@@ -64,7 +44,7 @@ RgbImage Source(const std::string& name) {
   std::vector<std::string> wh = absl::StrSplit(parts.at(1), 'x');
   const int w = std::stoi(wh.at(0));
   const int h = std::stoi(wh.at(1));
-  if (parts[0] == "pattern") return Pattern(w, h);
+  if (parts[0] == "pattern") return PatternImage(w, h);
   return Noise(w, h, std::stoull(parts.at(2)));
 }
 
@@ -78,7 +58,7 @@ std::string Fnv64(const uint8_t* data, size_t n) {
 
 std::vector<std::vector<std::string>> Cases() {
   std::vector<std::vector<std::string>> out;
-  std::istringstream in(ReadFile(DataDir() + "qwen2vl_cases.txt"));
+  std::istringstream in(ReadWholeFile(ImagingDataDir() + "qwen2vl_cases.txt"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
@@ -195,10 +175,10 @@ TEST(QwenEditSizes, ImageAndOutputSizes) {
   EXPECT_FALSE(QwenEditOutputSize(200, 300, 15, 0, 16).ok());  // 15 // 16 = 0
 
   // The prepared images have those sizes (LANCZOS, resample.h; checked against Pillow there).
-  auto cond = PrepareQwenEditConditionImage(Pattern(300, 200));
+  auto cond = PrepareQwenEditConditionImage(PatternImage(300, 200));
   ASSERT_TRUE(cond.ok()) << cond.status();
   EXPECT_EQ(Size(cond->width, cond->height), Size(480, 320));
-  auto vae = PrepareQwenEditVaeImage(Pattern(300, 200), 16);
+  auto vae = PrepareQwenEditVaeImage(PatternImage(300, 200), 16);
   ASSERT_TRUE(vae.ok()) << vae.status();
   EXPECT_EQ(Size(vae->width, vae->height), Size(1248, 832));
 }
