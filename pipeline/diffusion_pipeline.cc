@@ -200,6 +200,24 @@ absl::Status DiffusionPipeline::CheckImages(const GenerationJob& job) const {
   const JobItem& first = job.items[0];
   for (size_t i = 0; i < job.items.size(); ++i) {
     const JobItem& item = job.items[i];
+    if (static_cast<int>(item.images.size()) < spec.min_images) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("images: ", card_.name, " needs at least ", spec.min_images, " input image",
+                       spec.min_images == 1 ? "" : "s", ", got ", item.images.size()));
+    }
+    if (!item.condition_images.empty() &&
+        (spec.use != ImageUse::kQwenEdit || item.condition_images.size() != item.images.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "item ", i, ": condition_images come with a Qwen-Image-Edit model's images, one each"));
+    }
+    for (size_t k = 0; k < item.condition_images.size(); ++k) {
+      const torch::Tensor& px = item.condition_images[k];
+      if (!px.defined() || px.dim() != 3 || px.size(2) != 3 || px.scalar_type() != torch::kUInt8 ||
+          px.size(0) < 1 || px.size(1) < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("item ", i, ": condition_images[", k, "] must be uint8 (H, W, 3)"));
+      }
+    }
     if (item.images.empty() && item.strength == 0) continue;
     if (spec.use == ImageUse::kNone) {
       return absl::InvalidArgumentError(

@@ -40,6 +40,9 @@ struct JobItem {
   // (H, W, 3) CPU tensors, RGB, in the request's order; at most image_inputs.max_images.
   std::vector<torch::Tensor> images;
   double strength = 0;  // ImageUse::kImageToImage: (0, 1], defaulted by the frontend; else 0
+  // ImageUse::kQwenEdit: each image as prepared for the vision-language text encoder (the same
+  // layout as `images`, one per image, in order; `images` then hold the VAE's). Empty otherwise.
+  std::vector<torch::Tensor> condition_images;
 };
 
 enum class JobOutput { kImage, kLatents };
@@ -101,12 +104,17 @@ enum class ImageUse {
   kReference,     // FLUX.2: reference images appended as tokens (Flux2Pipeline's `image`)
   kImageToImage,  // FLUX.1: FluxImg2ImgPipeline (`strength`)
   kKontext,       // FLUX.1 Kontext: FluxKontextPipeline (the condition image's tokens appended)
+  // Qwen-Image-Edit-2509: QwenImageEditPlusPipeline (each image twice: a condition image for the
+  // vision-language text encoder, JobItem::condition_images, and a VAE image whose tokens are
+  // appended, JobItem::images).
+  kQwenEdit,
 };
 
 // How the frontend prepares a model's input images (imaging/preprocess.h) and what it accepts.
 struct ImageInputCard {
   ImageUse use = ImageUse::kNone;
   int max_images = 0;
+  int min_images = 0;            // a request must bring at least this many (kQwenEdit: 1)
   int64_t size_multiple = 16;    // the pipeline's vae_scale_factor * 2
   int64_t min_side = 0;          // each decoded image's sides (FLUX.2: 64)
   int64_t max_aspect_ratio = 0;  // 0: any (FLUX.2: 8)

@@ -36,7 +36,7 @@ class LlmTextPipeline : public DiffusionPipeline {
       : DiffusionPipeline(family), width_(width), width_name_(width_name) {}
 
   absl::Status LoadTextSide(const sharding::PipelineIndex* index,
-                            const PipelineOptions& options) final {
+                            const PipelineOptions& options) override {
     LlmTextEncoderSite& site = text_.site;
     ASSIGN_OR_RETURN(site, PlaceLlmTextEncoder(index, options, comm()));
     if (!site.HeldBy(comm().rank())) return absl::OkStatus();

@@ -13,42 +13,81 @@
 // (the same values as (B, C, h, w)), 2x2-packed into (B, tokens, 4C); img_shapes (1, h/2, w/2) per
 // item; schedule: FluxSigmas with mu from calculate_shift over the packed tokens.
 //
-// Model folder: a QwenImagePipeline root, or a QwenImageTransformer2DModel folder alone (latents
-// only, the published scheduler configuration).
+// Editing (a QwenImageEditPlusPipeline folder, Qwen-Image-Edit-2509; card ImageUse::kQwenEdit when
+// the VAE has its encoder): 1 to kMaxEditImages input images, each prepared twice by the frontend
+// (imaging/qwen_edit_sizes.h). The prompts (and the negative prompt) are encoded WITH the images:
+// the condition images through the processor and the vision tower (qwen_edit_vision.h: on rank 0,
+// its embeddings broadcast when the language model is sharded), the edit template with
+// "Picture i:" vision blocks, 3-D M-RoPE positions, 64 template tokens dropped
+// (QwenImagePromptEncoder::EncodeEdit); a job is one request, encoded once and repeated over its
+// items (num_images_per_prompt). The VAE images are encoded on rank 0 (mode, (z - mean) / std),
+// 2x2-packed and broadcast as reference tokens after the latents; img_shapes lists the output's
+// grid, then each reference's; the velocity keeps the latents' tokens.
+//
+// Model folder: a QwenImagePipeline or QwenImageEditPlusPipeline root (the latter's processor/
+// component required with its text encoder), or a QwenImageTransformer2DModel folder alone
+// (latents only, the published scheduler configuration).
 #pragma once
 
+#include <array>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "models/qwenimage/qwenimage_config.h"
 #include "models/vae/autoencoder_kl_qwenimage.h"
 #include "pipeline/llm_text_pipeline.h"
+#include "pipeline/qwen_edit_vision.h"
 #include "pipeline/qwenimage_prompt_encoder.h"
 
 namespace ditserve::pipeline {
 
 class QwenImagePipeline final : public LlmTextPipeline<QwenImagePromptEncoder> {
+ public:
+  // Qwen-Image-Edit-2509's documented range of input images.
+  static constexpr int kMaxEditImages = 3;
+
  private:
   friend DiffusionPipeline;  // Create constructs it
   QwenImagePipeline();
+  // A QwenImageEditPlusPipeline folder (model_index.json).
+  bool edit() const { return pipeline_class() == "QwenImageEditPlusPipeline"; }
 
   // QwenImageTransformer2DModel's config (the 3-D video RoPE over frame, height, width).
   absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
-  // AutoencoderKLQwenImage, decoding one frame of its causal 3-D convolutions.
+  // AutoencoderKLQwenImage, decoding one frame of its causal 3-D convolutions (and encoding,
+  // when the checkpoint has its encoder).
   absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
                                   const PipelineOptions& options) override;
-  // Text masks accepted; true CFG's default scale with a negative prompt.
+  // The text encoder; for editing also the processor's settings and tokenizer on the ranks that
+  // hold the encoder, and the vision tower on rank 0.
+  absl::Status LoadTextSide(const sharding::PipelineIndex* index,
+                            const PipelineOptions& options) override;
+  // Text masks accepted; true CFG's default scale with a negative prompt; editing's image inputs.
   void FillCard(ModelCard* card) const override;
 
+  // Editing: the items of a job are one request's (same prompts, condition images as images).
+  absl::Status CheckJob(const GenerationJob& job) const override;
   absl::StatusOr<TextConditioning> EncodeText(const GenerationJob& job, bool negative) override;
   // The request's embeddings (and masks, when any item has one) stacked.
   absl::StatusOr<TextConditioning> FromRequest(const GenerationJob& job, bool negative);
   // The prompts encoded: by the sharded encoder, or on rank 0 and broadcast (length first).
   absl::StatusOr<TextConditioning> EncodePrompts(const GenerationJob& job, bool negative);
-  // The grid is the skeleton's default (2x2-packed latents).
+  // Editing: the first item's prompt with its condition images, repeated over the items.
+  absl::StatusOr<TextConditioning> EncodeEditPrompts(const GenerationJob& job, bool negative);
+  // Rank 0's (embeds (B, L, D), mask (B, L)) from `encode` on every rank: L first, then both.
+  absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> BroadcastEncoded(
+      int64_t batch,
+      const std::function<absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>>()>& encode);
+  // The grid is the skeleton's default (2x2-packed latents); img_shapes add the references'.
   absl::StatusOr<LatentLayout> LayOutLatents(const GenerationJob& job, const LatentGrid& grid,
                                              const torch::Tensor& noise,
                                              const TextConditioning& text) override;
+  // Editing: the VAE images' packed latents as reference tokens.
+  absl::StatusOr<ImageConditioning> ConditionOnImages(const GenerationJob& job,
+                                                      const LatentGrid& grid) override;
   // The guided velocity, rescaled per token to the conditional prediction's norm.
   torch::Tensor CombineGuidance(const torch::Tensor& cond, const torch::Tensor& uncond,
                                 const torch::Tensor& scale) const override;
@@ -56,7 +95,9 @@ class QwenImagePipeline final : public LlmTextPipeline<QwenImagePromptEncoder> {
                                        const LatentGrid& grid) const override;
 
   models::qwenimage::QwenImageTransformerConfig config_;
-  std::optional<vae::AutoencoderKLQwenImage> vae_;   // rank 0 only, when the folder has one
+  std::optional<vae::AutoencoderKLQwenImage> vae_;  // rank 0 only, when the folder has one
+  // Editing, on the ranks that hold the text encoder (the tower itself on rank 0 only).
+  std::optional<QwenEditVision> vision_;
 };
 
 }  // namespace ditserve::pipeline

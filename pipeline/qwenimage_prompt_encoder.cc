@@ -5,6 +5,7 @@
 #include "common/status_macros.h"
 #include "common/torch_guard.h"
 #include "models/text/llm_prompt_embeds.h"
+#include "models/text/mrope_position_ids.h"
 #include "models/tokenizers/hf_tokenizer_loader.h"
 #include "pipeline/component_loading.h"
 
@@ -70,6 +71,52 @@ absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> QwenImagePromptEncoder::
                    model_->Forward(tokens.first.to(device), tokens.second.to(device), {-1}));
   return text::QwenImagePromptEmbeds(hidden[0], tokens.second.to(device), kTemplateStartIdx,
                                      max_sequence_length);
+}
+
+absl::Status QwenImagePromptEncoder::LoadEditTokenizer(const std::string& processor_dir) {
+  ASSIGN_OR_RETURN(tokenizers::HfTokenizer tokenizer, tokenizers::LoadHfTokenizer(processor_dir));
+  edit_tokenizer_.emplace(std::move(tokenizer));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<QwenEditTokens> QwenImagePromptEncoder::TokenizeEdit(
+    const std::string& prompt, const std::vector<std::array<int64_t, 3>>& grids,
+    int merge_size) const {
+  if (!edit_tokenizer_) return absl::InternalError("TokenizeEdit before LoadEditTokenizer");
+  absl::StatusOr<QwenEditTokens> tokens =
+      TokenizeQwenEditPrompts(*edit_tokenizer_, {prompt}, grids, merge_size);
+  if (!tokens.ok()) {
+    return absl::Status(tokens.status().code(),
+                        absl::StrCat("prompt: ", tokens.status().message()));
+  }
+  return tokens;
+}
+
+absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> QwenImagePromptEncoder::EncodeEdit(
+    const std::string& prompt, const std::vector<std::array<int64_t, 3>>& grids, int merge_size,
+    const torch::Tensor& image_embeds) {
+  ASSIGN_OR_RETURN(QwenEditTokens tokens, TokenizeEdit(prompt, grids, merge_size));
+  std::vector<text::ImageGridThw> thw;
+  for (const auto& g : grids) thw.push_back({g[0], g[1], g[2]});
+  const torch::Device device = model_->device();
+  ASSIGN_OR_RETURN(
+      auto ids_mask, GuardTorch("edit prompt ids", [&] {
+        return std::make_pair(
+            torch::tensor(tokens.input_ids, torch::kInt64).view({tokens.batch, tokens.length}),
+            torch::tensor(tokens.attention_mask, torch::kInt64)
+                .view({tokens.batch, tokens.length}));
+      }));
+  const auto& [ids, mask] = ids_mask;
+  ASSIGN_OR_RETURN(
+      torch::Tensor positions,
+      text::MropePositionIds(ids, mask, model_->config().image_token_id, thw, merge_size));
+  text::LlmMultimodalInputs multimodal;
+  multimodal.image_embeds = image_embeds.to(device);
+  multimodal.position_ids = positions.to(device);
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> hidden,
+                   model_->Forward(ids.to(device), mask.to(device), {-1}, multimodal));
+  return text::QwenImagePromptEmbeds(hidden[0], mask.to(device), kQwenEditTemplateStartIdx,
+                                     /*max_sequence_length=*/0);
 }
 
 }  // namespace ditserve::pipeline

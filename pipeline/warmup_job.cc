@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "imaging/qwen_edit_sizes.h"
+
 namespace ditserve::pipeline {
 namespace {
 
@@ -12,6 +14,29 @@ torch::Tensor Zeros(const std::vector<int64_t>& shape, int64_t length) {
     if (s < 0) s = length;
   }
   return torch::zeros(sizes, torch::kFloat32);
+}
+
+torch::Tensor GreyImage(int64_t height, int64_t width) {
+  return torch::full({height, width, 3}, 128, torch::kUInt8);
+}
+
+// The model's fewest input images (a model that needs some), prepared as the frontend would for
+// an input image of the output's size.
+void AddWarmupImages(const ModelCard& card, const GenerationJob& job, JobItem* item) {
+  const ImageInputCard& in = card.image_inputs;
+  for (int i = 0; i < in.min_images; ++i) {
+    if (in.use == ImageUse::kQwenEdit) {
+      absl::StatusOr<imaging::QwenEditImageSizes> sizes =
+          imaging::QwenEditImageSizesFor(static_cast<int>(job.width), static_cast<int>(job.height),
+                                         static_cast<int>(in.size_multiple));
+      if (!sizes.ok()) return;  // the job then fails its checks, naming the images
+      item->images.push_back(GreyImage(sizes->vae.height, sizes->vae.width));
+      item->condition_images.push_back(GreyImage(sizes->condition.height, sizes->condition.width));
+    } else {
+      const int64_t m = in.size_multiple;
+      item->images.push_back(GreyImage(job.height / m * m, job.width / m * m));
+    }
+  }
 }
 
 }  // namespace
@@ -37,6 +62,7 @@ GenerationJob WarmupJob(const ModelCard& card, int64_t height, int64_t width) {
     item.prompt = "a photograph of a lighthouse on a cliff at dawn";
     item.prompt_2 = item.prompt;
   }
+  AddWarmupImages(card, job, &item);
   job.items.push_back(std::move(item));
   return job;
 }

@@ -15,7 +15,8 @@
 namespace ditserve::pipeline {
 
 // height / width 0: the card's defaults. The job's fields are defaulted as the frontend defaults a
-// request's (guidance, sequence length, output kind).
+// request's (guidance, sequence length, output kind); a model that needs input images gets its
+// fewest (min_images) of mid grey, prepared as the frontend prepares an image of the output's size.
 GenerationJob WarmupJob(const ModelCard& card, int64_t height, int64_t width);
 
 }  // namespace ditserve::pipeline

@@ -121,13 +121,4 @@ absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::EncodeImageLatents(
   return NormalizeQwenImageLatents(mode, config_.latents_mean, config_.latents_std);
 }
 
-absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::EncodePackedImageLatents(
-    const torch::Tensor& pixels) const {
-  RETURN_IF_ERROR(RequireEncoder());
-  // The packing needs an even latent grid: sides multiples of twice the scale factor.
-  RETURN_IF_ERROR(encoder_->ValidatePixels(pixels, 2 * scale_factor()));
-  ASSIGN_OR_RETURN(torch::Tensor latents, EncodeImageLatents(pixels));
-  return PackQwenImageLatents(latents);
-}
-
 }  // namespace ditserve::vae

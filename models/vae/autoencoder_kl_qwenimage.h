@@ -79,9 +79,6 @@ class AutoencoderKLQwenImage {
   // QwenImageEditPipeline._encode_vae_image: (EncodeMode - latents_mean) / latents_std, in
   // dtype(): (B, z_dim, 1, h, w).
   absl::StatusOr<torch::Tensor> EncodeImageLatents(const torch::Tensor& pixels) const;
-  // The same packed as prepare_latents packs it: (B, (h/2)(w/2), 4 * z_dim) tokens; H and W
-  // multiples of 2 * scale_factor() (an even latent grid).
-  absl::StatusOr<torch::Tensor> EncodePackedImageLatents(const torch::Tensor& pixels) const;
 
   const AutoencoderKLQwenImageConfig& config() const { return config_; }
   // Only when has_encoder().

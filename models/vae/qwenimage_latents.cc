@@ -81,21 +81,4 @@ absl::StatusOr<torch::Tensor> NormalizeQwenImageLatents(const torch::Tensor& z,
   });
 }
 
-absl::StatusOr<torch::Tensor> PackQwenImageLatents(const torch::Tensor& latents) {
-  if (!latents.defined() || latents.dim() != 5 || latents.size(0) < 1 || latents.size(1) < 1 ||
-      latents.size(2) != 1 || latents.size(3) < 2 || latents.size(4) < 2 ||
-      latents.size(3) % 2 != 0 || latents.size(4) % 2 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Qwen-Image latents: expected (B, C, 1, h, w) with even h and w to pack, got ",
-                     Shape(latents)));
-  }
-  return GuardTorch("Qwen-Image pack latents", [&] {
-    const int64_t b = latents.size(0), c = latents.size(1);
-    const int64_t h = latents.size(3), w = latents.size(4);
-    return latents.reshape({b, c, h / 2, 2, w / 2, 2})
-        .permute({0, 2, 4, 1, 3, 5})
-        .reshape({b, (h / 2) * (w / 2), c * 4});
-  });
-}
-
 }  // namespace ditserve::vae

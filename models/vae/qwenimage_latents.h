@@ -1,5 +1,5 @@
 // What QwenImagePipeline does to its denoised latents before vae.decode (pipeline_qwenimage.py,
-// the output_type != "latent" branch), as two pure steps (and two for input images, 3 and 4):
+// the output_type != "latent" branch), as two pure steps (and one for input images, 3):
 //   1. _unpack_latents: tokens (B, (h/2)(w/2), 4C) -> view (B, h/2, w/2, C, 2, 2) -> permute
 //      (0, 3, 1, 4, 2, 5) -> (B, C, 1, h, w) (the frame axis T = 1 of the video VAE), with
 //      h = 2 * (height // (vae_scale_factor * 2)) and likewise w;
@@ -11,10 +11,9 @@
 //   3. _encode_vae_image: mean = tensor(latents_mean), std = tensor(latents_std), built in float32
 //      and cast to the latents' dtype (the VAE's); image_latents = (image_latents - mean) / std,
 //      per channel -- a true division (pipeline_qwenimage_img2img.py / _edit_inpaint.py instead
-//      multiply by 1.0 / std, which is not what this step does);
-//   4. prepare_latents' _pack_latents: (B, C, 1, h, w) viewed as (B, C, h/2, 2, w/2, 2) (the frame
-//      axis folds into the view), permute (0, 2, 4, 1, 3, 5) -> (B, (h/2)(w/2), 4C) tokens, the
-//      inverse of step 1.
+//      multiply by 1.0 / std, which is not what this step does).
+// prepare_latents' _pack_latents of the image latents is the pipeline's (pipeline/latents.h
+// PackLatents of the one frame).
 // All functions are pure and thread-safe; shape errors come back as INVALID_ARGUMENT (nothing
 // throws). Internal to models/vae (AutoencoderKLQwenImage composes them), exposed for tests.
 #pragma once
@@ -43,7 +42,5 @@ absl::StatusOr<torch::Tensor> DenormalizeQwenImageLatents(const torch::Tensor& z
 absl::StatusOr<torch::Tensor> NormalizeQwenImageLatents(const torch::Tensor& z,
                                                         const std::vector<double>& latents_mean,
                                                         const std::vector<double>& latents_std);
-// Step 4; latents: (B, C, 1, h, w) with even h, w >= 2. Returns (B, (h/2)(w/2), 4C).
-absl::StatusOr<torch::Tensor> PackQwenImageLatents(const torch::Tensor& latents);
 
 }  // namespace ditserve::vae

@@ -28,7 +28,9 @@
 #include "models/vae/autoencoder_kl_qwenimage_encoder.h"
 #include "models/vae/qwenimage_down_block.h"
 #include "models/vae/qwenimage_latents.h"
+#include "pipeline/latents.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/qwen_edit_tiny_folder.h"
 
 namespace ditserve::vae {
 namespace {
@@ -81,56 +83,11 @@ AutoencoderKLQwenImageConfig EightXConfig() {
 }
 
 // The encoder tensors of `config` as QwenImageEncoder3d.__init__ names them (no attention in
-// down_blocks: attn_scales is []), random; "downsample3d" resamples get a time_conv too.
+// down_blocks: attn_scales is []), random; "downsample3d" resamples get a time_conv too
+// (tests/support/qwen_edit_tiny_folder.h's enumerator).
 Weights RandomEncoderWeights(const AutoencoderKLQwenImageConfig& config, uint64_t seed) {
-  torch::manual_seed(seed);
-  Weights t;
-  auto conv3d = [&](const std::string& p, int64_t in, int64_t out, std::vector<int64_t> k) {
-    t[p + ".weight"] = torch::randn({out, in, k[0], k[1], k[2]}) *
-                       (1.0 / std::sqrt(static_cast<double>(in * k[0] * k[1] * k[2]) / 2));
-    t[p + ".bias"] = torch::randn({out}) * 0.1;
-  };
-  auto conv2d = [&](const std::string& p, int64_t in, int64_t out, int64_t k) {
-    t[p + ".weight"] = torch::randn({out, in, k, k}) * (1.0 / std::sqrt(in * k * k));
-    t[p + ".bias"] = torch::randn({out}) * 0.1;
-  };
-  auto gamma = [&](const std::string& p, int64_t c, bool images) {
-    t[p + ".gamma"] =
-        images ? 1.0 + torch::randn({c, 1, 1}) * 0.2 : 1.0 + torch::randn({c, 1, 1, 1}) * 0.2;
-  };
-  auto resnet = [&](const std::string& p, int64_t in, int64_t out) {
-    gamma(p + ".norm1", in, false);
-    conv3d(p + ".conv1", in, out, {3, 3, 3});
-    gamma(p + ".norm2", out, false);
-    conv3d(p + ".conv2", out, out, {3, 3, 3});
-    if (in != out) conv3d(p + ".conv_shortcut", in, out, {1, 1, 1});
-  };
-  std::vector<int64_t> dims = {config.base_dim};
-  for (int64_t m : config.dim_mult) dims.push_back(config.base_dim * m);
-  conv3d("encoder.conv_in", config.input_channels, dims[0], {3, 3, 3});
-  int index = 0;
-  for (size_t i = 0; i + 1 < dims.size(); ++i) {
-    int64_t in = dims[i];
-    for (int64_t j = 0; j < config.num_res_blocks; ++j) {
-      resnet(absl::StrCat("encoder.down_blocks.", index++), in, dims[i + 1]);
-      in = dims[i + 1];
-    }
-    if (i + 1 != config.dim_mult.size()) {
-      const std::string p = absl::StrCat("encoder.down_blocks.", index++);
-      conv2d(p + ".resample.1", in, in, 3);
-      if (config.temperal_downsample[i]) conv3d(p + ".time_conv", in, in, {3, 1, 1});
-    }
-  }
-  const int64_t top = dims.back(), moments = 2 * config.z_dim;
-  resnet("encoder.mid_block.resnets.0", top, top);
-  resnet("encoder.mid_block.resnets.1", top, top);
-  gamma("encoder.mid_block.attentions.0.norm", top, true);
-  conv2d("encoder.mid_block.attentions.0.to_qkv", top, 3 * top, 1);
-  conv2d("encoder.mid_block.attentions.0.proj", top, top, 1);
-  gamma("encoder.norm_out", top, false);
-  conv3d("encoder.conv_out", top, moments, {3, 3, 3});
-  conv3d("quant_conv", moments, moments, {1, 1, 1});
-  return t;
+  return ::ditserve::testing::RandomQwenImageVaeWeights(
+      config, seed, ::ditserve::testing::QwenImageVaeParts{/*encoder=*/true, /*decoder=*/false});
 }
 
 // --- The reference's first-chunk arithmetic, transcribed literally on 5-D tensors ------------
@@ -366,8 +323,9 @@ TEST(QwenImageVaeEncoder, ImageLatentsAreTheNormalisedModePacked) {
   auto s = torch::tensor(std).view({1, 4, 1, 1, 1});
   EXPECT_TRUE(torch::equal(*latents, (*mode - m) / s));
   EXPECT_EQ(config.latents_mean[0], 0.5542);  // the fixture's own values, not the defaults
-  // _pack_latents: view (B, C, h/2, 2, w/2, 2), permute (0, 2, 4, 1, 3, 5), reshape.
-  auto packed = vae->EncodePackedImageLatents(x);
+  // _pack_latents (the pipeline's PackLatents of the frame): view (B, C, h/2, 2, w/2, 2),
+  // permute (0, 2, 4, 1, 3, 5), reshape.
+  auto packed = pipeline::PackLatents(latents->select(2, 0));
   ASSERT_TRUE(packed.ok()) << packed.status();
   auto expected = latents->contiguous()
                       .view({1, 4, 6, 2, 8, 2})
@@ -378,12 +336,9 @@ TEST(QwenImageVaeEncoder, ImageLatentsAreTheNormalisedModePacked) {
   ASSERT_TRUE(unpacked.ok());
   EXPECT_TRUE(torch::equal(*unpacked, *latents));
   // Packing needs an even latent grid: 36 px is 9 latents with the 4x VAE.
-  EXPECT_TRUE(vae->EncodeImageLatents(Pixels(1, 36, 32)).ok());
-  auto odd = vae->EncodePackedImageLatents(Pixels(1, 36, 32));
-  ASSERT_FALSE(odd.ok());
-  EXPECT_EQ(odd.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Mentions(odd.status(), "multiples of 8")) << odd.status();
-  EXPECT_FALSE(PackQwenImageLatents(torch::zeros({1, 4, 2, 4, 4})).ok());
+  auto nine = vae->EncodeImageLatents(Pixels(1, 36, 32));
+  ASSERT_TRUE(nine.ok()) << nine.status();
+  EXPECT_FALSE(pipeline::PackLatents(nine->select(2, 0)).ok());
   EXPECT_FALSE(NormalizeQwenImageLatents(torch::zeros({1, 3, 1, 4, 4}), config.latents_mean,
                                          config.latents_std)
                    .ok());
@@ -464,10 +419,6 @@ TEST(QwenImageVaeEncoder, RunsInBfloat16) {
   auto m = torch::tensor(mean).view({1, 4, 1, 1, 1}).to(torch::kBFloat16);
   auto s = torch::tensor(std).view({1, 4, 1, 1, 1}).to(torch::kBFloat16);
   EXPECT_TRUE(torch::equal(*latents, (*b - m) / s));
-  auto packed = bf->EncodePackedImageLatents(x);
-  ASSERT_TRUE(packed.ok()) << packed.status();
-  EXPECT_EQ(packed->scalar_type(), torch::kBFloat16);
-  EXPECT_EQ(packed->sizes(), (torch::IntArrayRef{1, 48, 16}));
 }
 
 // --- Loading ---------------------------------------------------------------------------------
@@ -526,8 +477,7 @@ TEST(QwenImageVaeEncoder, DecoderOnlyVaeLoadsDecodesAndCannotEncode) {
   auto x = Pixels(1, 32, 32);
   for (auto status :
        {decoder_only->EncodeLatentDistribution(x).status(), decoder_only->EncodeMode(x).status(),
-        decoder_only->EncodeImageLatents(x).status(),
-        decoder_only->EncodePackedImageLatents(x).status()}) {
+        decoder_only->EncodeImageLatents(x).status()}) {
     EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
     EXPECT_TRUE(Mentions(status, "no encoder")) << status;
   }
