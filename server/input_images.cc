@@ -9,6 +9,7 @@
 #include "imaging/decode.h"
 #include "imaging/format.h"
 #include "imaging/preprocess.h"
+#include "imaging/qwen_edit_sizes.h"
 
 namespace ditserve::server {
 namespace {
@@ -31,9 +32,10 @@ absl::StatusOr<ImageInputUse> ParseUse(const v1::ImageInputs& spec) {
   if (use == "reference") return ImageInputUse::kReference;
   if (use == "image_to_image") return ImageInputUse::kImageToImage;
   if (use == "kontext") return ImageInputUse::kKontext;
+  if (use == "qwen_edit") return ImageInputUse::kQwenEdit;
   return absl::InternalError(absl::StrCat("the workers describe an unknown image input use '", use,
                                           "' (this frontend knows reference, image_to_image, "
-                                          "kontext)"));
+                                          "kontext, qwen_edit)"));
 }
 
 absl::Status CheckCount(const v1::GenerateRequest& r, const worker::v1::ModelDescription& model) {
@@ -46,6 +48,11 @@ absl::Status CheckCount(const v1::GenerateRequest& r, const worker::v1::ModelDes
   if (static_cast<uint32_t>(n) > max) {
     return Invalid(absl::StrCat("images: this model takes at most ", max, " input image",
                                 max == 1 ? "" : "s", ", got ", n));
+  }
+  const uint32_t min = model.inputs().image_inputs().min_images();
+  if (max > 0 && static_cast<uint32_t>(n) < min) {
+    return Invalid(absl::StrCat("images: this model needs at least ", min, " input image",
+                                min == 1 ? "" : "s", ", got ", n));
   }
   return absl::OkStatus();
 }
@@ -100,6 +107,12 @@ absl::StatusOr<imaging::RgbImage> DecodeOne(int i, const std::string& bytes,
   return std::move(decoded->image);
 }
 
+void SetPixels(const imaging::RgbImage& image, worker::v1::RgbPixels* out) {
+  out->set_width(static_cast<uint32_t>(image.width));
+  out->set_height(static_cast<uint32_t>(image.height));
+  out->set_rgb(image.pixels.data(), image.pixels.size());
+}
+
 }  // namespace
 
 absl::StatusOr<DecodedInputImages> DecodeInputImages(const v1::GenerateRequest& r,
@@ -110,9 +123,11 @@ absl::StatusOr<DecodedInputImages> DecodeInputImages(const v1::GenerateRequest& 
   DecodedInputImages out;
   ASSIGN_OR_RETURN(out.use, ParseUse(spec));
   ASSIGN_OR_RETURN(out.strength, ResolveStrength(r, spec, out.use));
-  if (r.images_size() == 0) return out;
   out.size_multiple = spec.size_multiple() > 0 ? static_cast<int>(spec.size_multiple()) : 16;
+  out.floor_requested_size = out.use == ImageInputUse::kQwenEdit;
+  if (r.images_size() == 0) return out;
   out.images.reserve(static_cast<size_t>(r.images_size()));
+  imaging::ImageSize last;  // the last image's decoded size
   for (int i = 0; i < r.images_size(); ++i) {
     ASSIGN_OR_RETURN(imaging::RgbImage image, DecodeOne(i, r.images(i), limits));
     if (absl::Status s = imaging::CheckImageShape(image.width, image.height, spec.min_side(),
@@ -120,6 +135,7 @@ absl::StatusOr<DecodedInputImages> DecodeInputImages(const v1::GenerateRequest& 
         !s.ok()) {
       return Invalid(absl::StrCat("images[", i, "] ", s.message()));
     }
+    last = {image.width, image.height};
     absl::StatusOr<imaging::RgbImage> prepared;
     switch (out.use) {
       case ImageInputUse::kReference:
@@ -129,6 +145,19 @@ absl::StatusOr<DecodedInputImages> DecodeInputImages(const v1::GenerateRequest& 
       case ImageInputUse::kKontext:
         prepared = imaging::PrepareKontextImage(image, out.size_multiple);
         break;
+      case ImageInputUse::kQwenEdit: {
+        // The size rules' messages start with "is WxH" (qwen_edit_sizes.h).
+        absl::StatusOr<imaging::RgbImage> condition = imaging::PrepareQwenEditConditionImage(image);
+        if (!condition.ok()) {
+          return Invalid(absl::StrCat("images[", i, "] ", condition.status().message()));
+        }
+        out.condition_images.push_back(*std::move(condition));
+        prepared = imaging::PrepareQwenEditVaeImage(image, out.size_multiple);
+        if (!prepared.ok()) {
+          return Invalid(absl::StrCat("images[", i, "] ", prepared.status().message()));
+        }
+        break;
+      }
       default:
         prepared = std::move(image);  // sized to the output by AddInputImages
         break;
@@ -139,6 +168,15 @@ absl::StatusOr<DecodedInputImages> DecodeInputImages(const v1::GenerateRequest& 
   if (out.use == ImageInputUse::kReference) {
     out.default_width = static_cast<uint32_t>(out.images.front().width);
     out.default_height = static_cast<uint32_t>(out.images.front().height);
+  }
+  if (out.use == ImageInputUse::kQwenEdit) {
+    // Both sides as calculated (a side the request gives replaces its own, floored alike, in
+    // ValidateRequest: the same as QwenEditOutputSize with that side).
+    absl::StatusOr<imaging::ImageSize> size =
+        imaging::QwenEditOutputSize(last.width, last.height, 0, 0, out.size_multiple);
+    if (!size.ok()) return ImageError(r.images_size() - 1, size.status());
+    out.default_width = static_cast<uint32_t>(size->width);
+    out.default_height = static_cast<uint32_t>(size->height);
   }
   return out;
 }
@@ -155,10 +193,10 @@ absl::Status AddInputImages(const DecodedInputImages& images, uint32_t height, u
       if (!resized.ok()) return ImageError(static_cast<int>(i), resized.status());
       image = &*resized;
     }
-    worker::v1::RgbPixels* out = item->add_images();
-    out->set_width(static_cast<uint32_t>(image->width));
-    out->set_height(static_cast<uint32_t>(image->height));
-    out->set_rgb(image->pixels.data(), image->pixels.size());
+    SetPixels(*image, item->add_images());
+  }
+  for (const imaging::RgbImage& condition : images.condition_images) {
+    SetPixels(condition, item->add_condition_images());
   }
   return absl::OkStatus();
 }

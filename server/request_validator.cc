@@ -231,22 +231,41 @@ absl::StatusOr<Sampling> ResolveSampling(const v1::GenerateRequest& r, const v1:
                                          const DecodedInputImages& images,
                                          const RequestLimits& limits) {
   Sampling s;
-  // A side the request leaves at 0: the first reference image's (Flux2Pipeline: `height = height
-  // or image_height`), else the default.
+  // A side the request leaves at 0: the images' (reference: the first one's, Flux2Pipeline's
+  // `height = height or image_height`; qwen_edit: the one calculated from the last one,
+  // QwenImageEditPlusPipeline's `height = height or calculated_height`), else the default.
   const bool height_from_image = r.height() == 0 && images.default_height != 0;
   const bool width_from_image = r.width() == 0 && images.default_width != 0;
-  s.height = r.height()          ? r.height()
+  // qwen_edit floors a given side to its multiple_of (`height // multiple_of * multiple_of`); the
+  // default from the image is a multiple already.
+  const uint32_t multiple = static_cast<uint32_t>(std::max(images.size_multiple, 1));
+  const auto given = [&](uint32_t v) {
+    return images.floor_requested_size ? v / multiple * multiple : v;
+  };
+  s.height = r.height()          ? given(r.height())
              : height_from_image ? images.default_height
                                  : defaults.height();
-  s.width = r.width() ? r.width() : width_from_image ? images.default_width : defaults.width();
-  RETURN_IF_ERROR(CheckSize(height_from_image ? "height (images[0]'s prepared height; send height "
-                                                "to choose another)"
-                                              : "height",
-                            s.height, limits, limits.max_height));
-  RETURN_IF_ERROR(CheckSize(width_from_image ? "width (images[0]'s prepared width; send width to "
-                                               "choose another)"
-                                             : "width",
-                            s.width, limits, limits.max_width));
+  s.width = r.width()          ? given(r.width())
+            : width_from_image ? images.default_width
+                               : defaults.width();
+  // The field's name in a refusal, saying where a value the request did not send came from.
+  const auto field = [&](const std::string& side, uint32_t requested, bool from_image) {
+    if (from_image) {
+      return images.use == ImageInputUse::kQwenEdit
+                 ? absl::StrCat(side, " (for images[", images.images.size() - 1,
+                                "]'s aspect ratio; send ", side, " to choose another)")
+                 : absl::StrCat(side, " (images[0]'s prepared ", side, "; send ", side,
+                                " to choose another)");
+    }
+    if (requested != 0 && images.floor_requested_size && requested % multiple != 0) {
+      return absl::StrCat(side, " (", requested, " floored to a multiple of ", multiple, ")");
+    }
+    return side;
+  };
+  RETURN_IF_ERROR(CheckSize(field("height", r.height(), height_from_image), s.height, limits,
+                            limits.max_height));
+  RETURN_IF_ERROR(
+      CheckSize(field("width", r.width(), width_from_image), s.width, limits, limits.max_width));
 
   s.steps = r.num_inference_steps() ? r.num_inference_steps() : defaults.num_inference_steps();
   if (s.steps < limits.min_steps || s.steps > limits.max_steps) {

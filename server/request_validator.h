@@ -66,10 +66,13 @@ struct ValidatedRequest {
 // 0..model.step_cache().max_threshold (0 when the model offers no cache), into
 // shape.cache_threshold (the job's RunRequest.cache_threshold).
 // Input images (`images`, `strength`): checked, decoded and prepared by server/input_images.h
-// (CPU work on the calling thread) into item.images / item.strength; with use "reference" a
-// request without height (width) gets the first image's prepared height (width), checked against
-// the limits like any size (it takes precedence over the model's and --default-* sizes, as
-// diffusers' Flux2Pipeline does).
+// (CPU work on the calling thread) into item.images / item.strength (and item.condition_images
+// for use "qwen_edit"); with use "reference" a request without height (width) gets the first
+// image's prepared height (width), with use "qwen_edit" the one calculated from the last image
+// (imaging::QwenEditOutputSize), checked against the limits like any size (it takes precedence
+// over the model's and --default-* sizes, as diffusers' Flux2Pipeline and
+// QwenImageEditPlusPipeline do). With use "qwen_edit" a height (width) the request gives is first
+// floored to image_inputs.size_multiple, as QwenImageEditPlusPipeline does, rather than refused.
 absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
                                                  const worker::v1::ModelDescription& model,
                                                  const RequestLimits& limits);

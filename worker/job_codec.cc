@@ -53,7 +53,8 @@ std::vector<std::pair<std::string, std::string>> PngText(const v1::RunRequest& r
   return text;
 }
 
-// RunItem.images[j] as a uint8 (H, W, 3) CPU tensor, its size checked against its bytes.
+// RunItem.images[j] (or condition_images[j]) as a uint8 (H, W, 3) CPU tensor, its size checked
+// against its bytes.
 absl::StatusOr<torch::Tensor> ImageFromProto(const v1::RgbPixels& p, const std::string& field) {
   const uint64_t expected = uint64_t{p.width()} * p.height() * 3;
   if (p.width() == 0 || p.height() == 0) {
@@ -83,6 +84,8 @@ const char* ImageUseName(pipeline::ImageUse use) {
       return "image_to_image";
     case pipeline::ImageUse::kKontext:
       return "kontext";
+    case pipeline::ImageUse::kQwenEdit:
+      return "qwen_edit";
     case pipeline::ImageUse::kNone:
       break;
   }
@@ -92,6 +95,7 @@ const char* ImageUseName(pipeline::ImageUse use) {
 void DescribeImageInputs(const pipeline::ImageInputCard& card, ditserve::v1::ImageInputs* out) {
   if (card.use == pipeline::ImageUse::kNone || card.max_images <= 0) return;  // takes none
   out->set_max_images(static_cast<uint32_t>(card.max_images));
+  out->set_min_images(static_cast<uint32_t>(std::max(card.min_images, 0)));
   out->set_use(ImageUseName(card.use));
   out->set_min_side(static_cast<uint32_t>(card.min_side));
   out->set_max_aspect_ratio(static_cast<uint32_t>(card.max_aspect_ratio));
@@ -165,6 +169,19 @@ absl::StatusOr<pipeline::GenerationJob> JobFromRunRequest(const v1::RunRequest& 
           torch::Tensor image,
           ImageFromProto(in.images(j), absl::StrCat("items[", i, "].images[", j, "]")));
       item.images.push_back(std::move(image));
+    }
+    // qwen_edit: one condition image per image, or none at all.
+    if (in.condition_images_size() != 0 && in.condition_images_size() != in.images_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("items[", i, "].condition_images holds ", in.condition_images_size(),
+                       " images but items[", i, "].images holds ", in.images_size(),
+                       ": one condition image per image, in order, or none"));
+    }
+    for (int j = 0; j < in.condition_images_size(); ++j) {
+      ASSIGN_OR_RETURN(torch::Tensor image,
+                       ImageFromProto(in.condition_images(j),
+                                      absl::StrCat("items[", i, "].condition_images[", j, "]")));
+      item.condition_images.push_back(std::move(image));
     }
     item.strength = in.strength();
     // LoRA choices are the job's: the frontend batches only requests that agree on them.

@@ -1,14 +1,15 @@
 // The one place where the worker's wire messages meet the engine's typed values:
-// - RunRequest -> GenerationJob (tensors decoded, input images as uint8 (H, W, 3) tensors with
-//   their byte counts checked, preview_images and cache_threshold within the job's bounds, field
+// - RunRequest -> GenerationJob (tensors decoded, input images and qwen_edit's condition images
+//   as uint8 (H, W, 3) tensors with their byte counts checked (an item's condition_images are
+//   none or one per image), preview_images and cache_threshold within the job's bounds, field
 //   names in errors), GenerationResult -> RunResult (per item the encoded image or the latents,
 //   the stage timings and the full / cached transformer passes; the frontend builds the public
 //   response's metadata), StepEvent -> RunEvent progress;
 // - InitRequest -> InitConfig (every string value parsed with common/model_flags.h, errors naming
 //   the request field), InitProgress -> InitEvent, InitReport -> the "ready" InitEvent
 //   (ModelCard -> ModelDescription, ImageInputCard -> inputs.image_inputs with use "reference",
-//   "image_to_image" or "kontext", max_cache_threshold -> step_cache {kFirstBlockCacheMethod,
-//   max_threshold});
+//   "image_to_image", "kontext" or "qwen_edit" and min_images, max_cache_threshold -> step_cache
+//   {kFirstBlockCacheMethod, max_threshold});
 // - Rendezvous <-> GroupRendezvous, EngineStatus -> WorkerStatus (cached_steps included).
 //
 // Stateless functions; safe from any thread. They run on RPC handler threads: the torch-touching

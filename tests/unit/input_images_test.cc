@@ -1,7 +1,9 @@
 // The frontend's input images (server/input_images.h) through ValidateRequest: every refusal names
 // images[i] (or strength) and the limit, the header limits refuse a decompression bomb before any
 // decoder runs, the prepared pixels are imaging/preprocess.h's, FLUX.2's default size comes from
-// the first reference, requests with images are never batched, and ModelInfo publishes the spec.
+// the first reference, Qwen-Image-Edit's images are prepared twice (imaging/qwen_edit_sizes.h)
+// and its output size comes from the last image (a given size floored), requests with images are
+// never batched, and ModelInfo publishes the spec.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "imaging/decode.h"
 #include "imaging/preprocess.h"
+#include "imaging/qwen_edit_sizes.h"
 #include "server/admission_queue.h"
 #include "server/input_images.h"
 #include "server/request_validator.h"
@@ -56,6 +59,13 @@ worker::v1::ModelDescription Img2Img() {
 }
 worker::v1::ModelDescription Kontext() {
   return Model("flux1-kontext", 1, "kontext");
+}
+// Qwen-Image-Edit-2509 (QwenImageEditPlusPipeline) as its pipeline describes itself.
+worker::v1::ModelDescription QwenEdit() {
+  auto m = Model("qwen-image-edit", 3, "qwen_edit");
+  m.set_family("qwenimage");
+  m.mutable_inputs()->mutable_image_inputs()->set_min_images(1);
+  return m;
 }
 worker::v1::ModelDescription TextOnly() {
   return Model("flux1-tiny", 0, "");
@@ -361,6 +371,155 @@ TEST(InputImages, DecodedImagesCanBeShared) {
   EXPECT_EQ(a->item.images(0).rgb(), b->item.images(0).rgb());
   EXPECT_EQ(a->shape.width, 288u);
   EXPECT_EQ(a->shape.height, 192u);
+}
+
+std::string Rgb(const imaging::RgbImage& im) {
+  return std::string(im.pixels.begin(), im.pixels.end());
+}
+
+TEST(InputImages, QwenEditKeepsAVaeAndAConditionImagePerImage) {
+  const imaging::RgbImage src = PatternImage(45, 61, 1);
+  auto v = ValidateRequest(Request({Png(src)}), QwenEdit(), RequestLimits());
+  ASSERT_TRUE(v.ok()) << v.status();
+  auto sizes = imaging::QwenEditImageSizesFor(45, 61, 16);
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  EXPECT_EQ(sizes->condition, (imaging::ImageSize{320, 448}));
+  EXPECT_EQ(sizes->vae, (imaging::ImageSize{864, 1184}));
+  ASSERT_EQ(v->item.images_size(), 1);
+  ASSERT_EQ(v->item.condition_images_size(), 1);
+  EXPECT_EQ(v->item.images(0).width(), 864u);
+  EXPECT_EQ(v->item.images(0).height(), 1184u);
+  EXPECT_EQ(v->item.images(0).rgb(), Rgb(*imaging::PrepareQwenEditVaeImage(src, 16)));
+  EXPECT_EQ(v->item.condition_images(0).width(), 320u);
+  EXPECT_EQ(v->item.condition_images(0).height(), 448u);
+  EXPECT_EQ(v->item.condition_images(0).rgb(), Rgb(*imaging::PrepareQwenEditConditionImage(src)));
+  // The output: about 1024 x 1024 at the image's aspect ratio.
+  EXPECT_EQ(v->shape.width, 864u);
+  EXPECT_EQ(v->shape.height, 1184u);
+  EXPECT_EQ(v->shape.input_images, 1u);
+  EXPECT_FALSE(v->shape.batchable());
+  EXPECT_EQ(v->item.strength(), 0.0);
+}
+
+TEST(InputImages, QwenEditImagesInOrderAndTheOutputSizeFromTheLastOne) {
+  const imaging::RgbImage a = PatternImage(45, 61, 1);
+  const imaging::RgbImage b = PatternImage(80, 36, 2);
+  auto v = ValidateRequest(Request({Png(a), Png(b)}), QwenEdit(), RequestLimits());
+  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_EQ(v->item.images_size(), 2);
+  ASSERT_EQ(v->item.condition_images_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    const imaging::RgbImage& src = i == 0 ? a : b;
+    auto sizes = imaging::QwenEditImageSizesFor(src.width, src.height, 16);
+    ASSERT_TRUE(sizes.ok()) << sizes.status();
+    EXPECT_EQ(v->item.images(i).width(), static_cast<uint32_t>(sizes->vae.width)) << i;
+    EXPECT_EQ(v->item.images(i).height(), static_cast<uint32_t>(sizes->vae.height)) << i;
+    EXPECT_EQ(v->item.images(i).rgb(), Rgb(*imaging::PrepareQwenEditVaeImage(src, 16))) << i;
+    EXPECT_EQ(v->item.condition_images(i).width(), static_cast<uint32_t>(sizes->condition.width));
+    EXPECT_EQ(v->item.condition_images(i).height(), static_cast<uint32_t>(sizes->condition.height));
+    EXPECT_EQ(v->item.condition_images(i).rgb(), Rgb(*imaging::PrepareQwenEditConditionImage(src)))
+        << i;
+  }
+  EXPECT_EQ(v->item.condition_images(1).width(), 576u);
+  EXPECT_EQ(v->item.condition_images(1).height(), 256u);
+  EXPECT_EQ(v->item.images(1).width(), 1536u);
+  EXPECT_EQ(v->item.images(1).height(), 672u);
+  // The last image's (80x36) calculated size, not the first's.
+  const imaging::ImageSize out = *imaging::QwenEditOutputSize(80, 36, 0, 0, 16);
+  EXPECT_EQ(out, (imaging::ImageSize{1536, 672}));
+  EXPECT_EQ(v->shape.width, 1536u);
+  EXPECT_EQ(v->shape.height, 672u);
+  EXPECT_EQ(v->shape.input_images, 2u);
+
+  // Above the server's limit: refused, saying where the size came from.
+  RequestLimits narrow;
+  narrow.max_width = 1024;
+  ExpectInvalid(Request({Png(a), Png(b)}), QwenEdit(),
+                {"width (for images[1]'s aspect ratio; send width to choose another) must be a "
+                 "multiple of 16 in 16..1024, got 1536"},
+                narrow);
+}
+
+TEST(InputImages, QwenEditFloorsAGivenSizeToTheMultiple) {
+  auto r = Request({Png(45, 61), Png(80, 36)});
+  r.set_width(140);
+  r.set_height(100);
+  auto v = ValidateRequest(r, QwenEdit(), RequestLimits());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->shape.width, 128u);
+  EXPECT_EQ(v->shape.height, 96u);
+  const imaging::ImageSize expected = *imaging::QwenEditOutputSize(80, 36, 140, 100, 16);
+  EXPECT_EQ(v->shape.width, static_cast<uint32_t>(expected.width));
+  EXPECT_EQ(v->shape.height, static_cast<uint32_t>(expected.height));
+  // The images do not depend on the output size.
+  EXPECT_EQ(v->item.images(1).width(), 1536u);
+
+  // One side given: floored; the other calculated from the last image.
+  auto one = Request({Png(45, 61), Png(80, 36)});
+  one.set_width(140);
+  auto w = ValidateRequest(one, QwenEdit(), RequestLimits());
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->shape.width, 128u);
+  EXPECT_EQ(w->shape.height, 672u);
+
+  // A side floored to 0 is refused, saying so.
+  auto tiny = Request({Png(45, 61)});
+  tiny.set_height(10);
+  ExpectInvalid(tiny, QwenEdit(),
+                {"height (10 floored to a multiple of 16) must be a multiple of 16 in 16..2048, "
+                 "got 0"});
+
+  // Other uses still refuse a size that is not a multiple.
+  auto i2i = Request({Png(64, 64)});
+  i2i.set_width(140);
+  i2i.set_height(96);
+  ExpectInvalid(i2i, Img2Img(), {"width must be a multiple of 16 in 16..2048, got 140"});
+}
+
+TEST(InputImages, QwenEditCountsAndShapes) {
+  ExpectInvalid(Request(), QwenEdit(), {"images: this model needs at least 1 input image, got 0"});
+  auto two = QwenEdit();
+  two.mutable_inputs()->mutable_image_inputs()->set_min_images(2);
+  ExpectInvalid(Request({Png(64, 64)}), two,
+                {"images: this model needs at least 2 input images, got 1"});
+  ExpectInvalid(Request({Png(64, 64), Png(64, 64), Png(64, 64), Png(64, 64)}), QwenEdit(),
+                {"images: this model takes at most 3 input images, got 4"});
+  // An aspect ratio whose condition image would have a side of 0 (PIL refuses such a resize).
+  ExpectInvalid(Request({Png(64, 64), Png(1, 700)}), QwenEdit(),
+                {"images[1] is 1x700; its condition size would be 0x"});
+  // No strength: the edit pipeline does not noise its images.
+  auto r = Request({Png(64, 64)});
+  r.set_strength(0.5);
+  ExpectInvalid(r, QwenEdit(), {"strength is only for", "qwen_edit"});
+  // A model that needs none takes a request without images (min_images 0 by default).
+  EXPECT_TRUE(ValidateRequest(Request(), Flux2(), RequestLimits()).ok());
+}
+
+TEST(InputImages, QwenEditDecodedImagesCanBeShared) {
+  const auto r = Request({Png(80, 36)});
+  auto decoded = DecodeInputImages(r, QwenEdit(), RequestLimits());
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->use, ImageInputUse::kQwenEdit);
+  ASSERT_EQ(decoded->images.size(), 1u);
+  ASSERT_EQ(decoded->condition_images.size(), 1u);
+  EXPECT_EQ(decoded->default_width, 1536u);
+  EXPECT_EQ(decoded->default_height, 672u);
+  auto a = ValidateRequest(r, QwenEdit(), RequestLimits(), *decoded);
+  auto b = ValidateRequest(r, QwenEdit(), RequestLimits());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->item.images(0).rgb(), b->item.images(0).rgb());
+  EXPECT_EQ(a->item.condition_images(0).rgb(), b->item.condition_images(0).rgb());
+  // Other uses carry no condition images.
+  auto flux2 = ValidateRequest(Request({Png(64, 64)}), Flux2(), RequestLimits());
+  ASSERT_TRUE(flux2.ok()) << flux2.status();
+  EXPECT_EQ(flux2->item.condition_images_size(), 0);
+}
+
+TEST(InputImages, ModelInfoPublishesMinImages) {
+  const v1::ModelInfo info = MakeModelInfo(QwenEdit(), RequestLimits(), 16, 1);
+  EXPECT_EQ(info.inputs().image_inputs().use(), "qwen_edit");
+  EXPECT_EQ(info.inputs().image_inputs().min_images(), 1u);
+  EXPECT_EQ(info.inputs().image_inputs().max_images(), 3u);
 }
 
 }  // namespace

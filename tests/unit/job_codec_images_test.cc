@@ -1,6 +1,7 @@
-// worker/job_codec.h for image inputs: RunItem.images -> JobItem::images (uint8 (H, W, 3) CPU
-// tensors, in order, sizes checked against the bytes), strength, and ModelCard::image_inputs ->
-// ModelDescription.inputs.image_inputs (use names).
+// worker/job_codec.h for image inputs: RunItem.images -> JobItem::images and qwen_edit's
+// RunItem.condition_images -> JobItem::condition_images (uint8 (H, W, 3) CPU tensors, in order,
+// sizes checked against the bytes, none or one condition image per image), strength, and
+// ModelCard::image_inputs -> ModelDescription.inputs.image_inputs (use names, min_images).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -116,6 +117,93 @@ TEST(JobCodecImages, CardsDescribeTheirImageInputs) {
   EXPECT_EQ(i2i.default_strength(), 0.6);
   card.image_inputs.use = pipeline::ImageUse::kKontext;
   EXPECT_EQ(DescribeModel(card, 1, 0).inputs().image_inputs().use(), "kontext");
+  EXPECT_EQ(DescribeModel(card, 1, 0).inputs().image_inputs().min_images(), 0u);
+
+  card.image_inputs = {};
+  card.image_inputs.use = pipeline::ImageUse::kQwenEdit;
+  card.image_inputs.max_images = 4;
+  card.image_inputs.min_images = 1;
+  card.image_inputs.size_multiple = 16;
+  const auto edit = DescribeModel(card, 1, 0).inputs().image_inputs();
+  EXPECT_EQ(edit.use(), "qwen_edit");
+  EXPECT_EQ(edit.max_images(), 4u);
+  EXPECT_EQ(edit.min_images(), 1u);
+  EXPECT_EQ(edit.size_multiple(), 16u);
+}
+
+// Qwen-Image-Edit: each image with its condition image (for the vision-language text encoder).
+v1::RunRequest EditRequest() {
+  v1::RunRequest r = Request();
+  r.mutable_items(0)->set_strength(0);
+  *r.mutable_items(0)->add_condition_images() = Pixels(3, 2, 3);
+  *r.mutable_items(0)->add_condition_images() = Pixels(1, 6, 4);
+  return r;
+}
+
+TEST(JobCodecImages, ConditionImagesBecomeUint8HwcTensorsInOrder) {
+  const v1::RunRequest r = EditRequest();
+  auto job = JobFromRunRequest(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const pipeline::JobItem& item = job->items.at(0);
+  ASSERT_EQ(item.images.size(), 2u);
+  ASSERT_EQ(item.condition_images.size(), 2u);
+  for (int j = 0; j < 2; ++j) {
+    const torch::Tensor& t = item.condition_images[static_cast<size_t>(j)];
+    const v1::RgbPixels& p = r.items(0).condition_images(j);
+    EXPECT_EQ(t.scalar_type(), torch::kUInt8);
+    EXPECT_TRUE(t.device().is_cpu());
+    ASSERT_EQ(t.dim(), 3);
+    EXPECT_EQ(t.size(0), p.height());
+    EXPECT_EQ(t.size(1), p.width());
+    EXPECT_EQ(t.size(2), 3);
+    ASSERT_TRUE(t.is_contiguous());
+    EXPECT_EQ(std::string(static_cast<const char*>(t.data_ptr()), p.rgb().size()), p.rgb());
+  }
+  // The images are still the VAE's, unchanged.
+  EXPECT_EQ(item.images[0].size(1), 5);
+  EXPECT_EQ(item.images[1].size(0), 4);
+  // Other uses send none.
+  auto plain = JobFromRunRequest(Request());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->items[0].condition_images.empty());
+}
+
+TEST(JobCodecImages, ConditionImagesAreCheckedLikeImages) {
+  v1::RunRequest r = EditRequest();
+  r.mutable_items(0)->mutable_condition_images(1)->mutable_rgb()->pop_back();
+  auto job = JobFromRunRequest(r);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(
+      job.status().message(),
+      "items[0].condition_images[1].rgb holds 17 bytes; a 1x6 RGB image needs 18"))
+      << job.status();
+  r = EditRequest();
+  r.mutable_items(0)->mutable_condition_images(0)->set_height(0);
+  job = JobFromRunRequest(r);
+  ASSERT_FALSE(job.ok());
+  EXPECT_TRUE(absl::StrContains(job.status().message(), "items[0].condition_images[0] is 3x0"))
+      << job.status();
+}
+
+TEST(JobCodecImages, ConditionImagesAreNoneOrOnePerImage) {
+  v1::RunRequest r = EditRequest();
+  r.mutable_items(0)->mutable_condition_images()->RemoveLast();
+  auto job = JobFromRunRequest(r);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(job.status().message(),
+                                "items[0].condition_images holds 1 images but items[0].images "
+                                "holds 2"))
+      << job.status();
+  r = EditRequest();
+  r.mutable_items(0)->clear_images();
+  job = JobFromRunRequest(r);
+  ASSERT_FALSE(job.ok());
+  EXPECT_TRUE(absl::StrContains(job.status().message(),
+                                "items[0].condition_images holds 2 images but items[0].images "
+                                "holds 0"))
+      << job.status();
 }
 
 }  // namespace

@@ -779,6 +779,15 @@ TEST(OpenAIModels, SayWhichInputImagesTheModelTakes) {
   EXPECT_EQ(model["image_inputs"]["size_multiple"], 16);
   EXPECT_EQ(model["image_inputs"]["max_image_bytes"], 32 << 20);
   EXPECT_EQ(model["image_inputs"]["default_strength"], 0.0);
+  EXPECT_EQ(model["image_inputs"]["min_images"], 0);  // a request may bring none
+
+  in->set_use("qwen_edit");
+  in->set_max_images(3);
+  in->set_min_images(1);
+  const Json edit = Json::parse(ModelJson(info, 42));
+  EXPECT_EQ(edit["image_inputs"]["use"], "qwen_edit");
+  EXPECT_EQ(edit["image_inputs"]["min_images"], 1);
+  EXPECT_EQ(edit["image_inputs"]["max_images"], 3);
 }
 
 TEST(OpenAIModels, ListTheLoadedLoraAdapters) {
