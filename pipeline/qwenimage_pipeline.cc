@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "models/vae/autoencoder_kl_encoder.h"
 #include "pipeline/image_inputs.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
@@ -17,6 +18,9 @@ constexpr float kDefaultTrueCfgScale = 4.0f;
 
 // The model argument of the text mask.
 constexpr char kMaskArg[] = "encoder_hidden_states_mask";
+
+// QwenImageImg2ImgPipeline.__call__'s default strength.
+constexpr double kDefaultStrength = 0.6;
 
 // Editing's bound on an input image's longer side over its shorter (see FillCard).
 constexpr int64_t kMaxEditAspectRatio = 100;
@@ -81,6 +85,14 @@ void QwenImagePipeline::FillCard(ModelCard* card) const {
   card->default_steps = kDefaultSteps;
   card->default_guidance_scale = 0.0f;
   card->default_true_cfg_scale = kDefaultTrueCfgScale;  // with a negative prompt and no scale
+  if (!edit() && vae_encodes()) {  // QwenImageImg2ImgPipeline on the same folder
+    ImageInputCard& in = card->image_inputs;
+    in.use = ImageUse::kImageToImage;
+    in.max_images = 1;
+    in.min_side = 1;
+    in.size_multiple = vae_scale_factor() * 2;
+    in.default_strength = kDefaultStrength;
+  }
   if (edit() && vae_encodes()) {
     ImageInputCard& in = card->image_inputs;
     in.use = ImageUse::kQwenEdit;
@@ -247,9 +259,11 @@ absl::StatusOr<LatentLayout> QwenImagePipeline::LayOutLatents(const GenerationJo
   // (QwenImageEditPlusPipeline: (1, vae_height // vae_scale_factor // 2, ...)), per item.
   std::vector<float> shapes = {1.0f, static_cast<float>(grid.height / 2),
                                static_cast<float>(grid.width / 2)};
-  for (const torch::Tensor& rgb : job.items[0].images) {
-    const TokenGrid g = ImageTokenGrid(rgb, vae_scale_factor() * 2);
-    shapes.insert(shapes.end(), {1.0f, static_cast<float>(g.rows), static_cast<float>(g.cols)});
+  if (edit()) {
+    for (const torch::Tensor& rgb : job.items[0].images) {
+      const TokenGrid g = ImageTokenGrid(rgb, vae_scale_factor() * 2);
+      shapes.insert(shapes.end(), {1.0f, static_cast<float>(g.rows), static_cast<float>(g.cols)});
+    }
   }
   const int64_t k = static_cast<int64_t>(shapes.size() / 3);
   out.fixed["img_shapes"] =
@@ -258,8 +272,8 @@ absl::StatusOr<LatentLayout> QwenImagePipeline::LayOutLatents(const GenerationJo
 }
 
 absl::StatusOr<ImageConditioning> QwenImagePipeline::ConditionOnImages(const GenerationJob& job,
-                                                                       const LatentGrid&) {
-  if (!edit()) return DiffusionPipeline::ConditionOnImages(job, {});
+                                                                       const LatentGrid& grid) {
+  if (!edit()) return ImageToImage(job, grid);
   int64_t total = 0;  // CheckRun: the same image sizes in every item
   for (const torch::Tensor& rgb : job.items[0].images)
     total += ImageTokenGrid(rgb, vae_scale_factor() * 2).tokens();
@@ -279,6 +293,40 @@ absl::StatusOr<ImageConditioning> QwenImagePipeline::ConditionOnImages(const Gen
                          }
                          return torch::cat(tokens, 1);
                        }));
+  return images;
+}
+
+// QwenImageImg2ImgPipeline.prepare_latents: the image's posterior sampled with the item's
+// generator (before the noise), (z - mean) * (1 / std), in the noise's layout.
+absl::StatusOr<ImageConditioning> QwenImagePipeline::ImageToImage(const GenerationJob& job,
+                                                                  const LatentGrid& grid) {
+  const torch::Tensor& rgb = job.items[0].images[0];
+  if (rgb.size(0) != grid.height * vae_scale_factor() ||
+      rgb.size(1) != grid.width * vae_scale_factor()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("images[0]: image-to-image needs the image at the output's size (",
+                     grid.width * vae_scale_factor(), "x", grid.height * vae_scale_factor(),
+                     "), got ", rgb.size(1), "x", rgb.size(0)));
+  }
+  // The posterior's sample is drawn in 5-D, (1, z_dim, 1, h, w): the noise's values.
+  const std::vector<int64_t> drawn = {1, config_.in_channels / 4, 1, grid.height, grid.width};
+  ImageConditioning images;
+  ASSIGN_OR_RETURN(
+      images.image_latents,
+      BroadcastImageEncodings(
+          job, grid.noise_shape, [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
+            ASSIGN_OR_RETURN(torch::Tensor x,
+                             VaeImageInput(item.images[0], vae_->dtype(), vae_->device()));
+            ASSIGN_OR_RETURN(vae::LatentDistribution dist, vae_->EncodeLatentDistribution(x));
+            ASSIGN_OR_RETURN(std::vector<torch::Tensor> eps,
+                             SeededDraws({dist.mean.sizes().vec()}, item.seed, vae_->dtype()));
+            ASSIGN_OR_RETURN(torch::Tensor z, vae::SampleLatent(dist, eps[0]));
+            ASSIGN_OR_RETURN(torch::Tensor scaled, vae_->ImageToImageLatents(z));
+            return scaled.select(2, 0);
+          }));
+  images.strength = job.items[0].strength;
+  // Every rank draws the posterior's sample too (and drops it) before the noise.
+  images.drawn_before_noise = {drawn};
   return images;
 }
 

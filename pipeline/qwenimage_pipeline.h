@@ -13,6 +13,12 @@
 // (the same values as (B, C, h, w)), 2x2-packed into (B, tokens, 4C); img_shapes (1, h/2, w/2) per
 // item; schedule: FluxSigmas with mu from calculate_shift over the packed tokens.
 //
+// Image to image (a QwenImagePipeline folder whose VAE has its encoder, as diffusers'
+// QwenImageImg2ImgPipeline on it; card ImageUse::kImageToImage): the one image, resized by the
+// frontend to the output size, is encoded on rank 0, sampled from its posterior with the item's
+// generator (before the noise), shifted and scaled by (z - mean) * (1 / std), broadcast; the
+// skeleton noises it to the strength's first step.
+//
 // Editing (a QwenImageEditPlusPipeline folder, Qwen-Image-Edit-2509; card ImageUse::kQwenEdit when
 // the VAE has its encoder): 1 to kMaxEditImages input images, each prepared twice by the frontend
 // (imaging/qwen_edit_sizes.h). The prompts (and the negative prompt) are encoded WITH the images:
@@ -85,9 +91,10 @@ class QwenImagePipeline final : public LlmTextPipeline<QwenImagePromptEncoder> {
   absl::StatusOr<LatentLayout> LayOutLatents(const GenerationJob& job, const LatentGrid& grid,
                                              const torch::Tensor& noise,
                                              const TextConditioning& text) override;
-  // Editing: the VAE images' packed latents as reference tokens.
+  // Editing: the VAE images' packed latents as reference tokens; else image to image.
   absl::StatusOr<ImageConditioning> ConditionOnImages(const GenerationJob& job,
                                                       const LatentGrid& grid) override;
+  absl::StatusOr<ImageConditioning> ImageToImage(const GenerationJob& job, const LatentGrid& grid);
   // The guided velocity, rescaled per token to the conditional prediction's norm.
   torch::Tensor CombineGuidance(const torch::Tensor& cond, const torch::Tensor& uncond,
                                 const torch::Tensor& scale) const override;

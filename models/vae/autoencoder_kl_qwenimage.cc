@@ -121,4 +121,9 @@ absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::EncodeImageLatents(
   return NormalizeQwenImageLatents(mode, config_.latents_mean, config_.latents_std);
 }
 
+absl::StatusOr<torch::Tensor> AutoencoderKLQwenImage::ImageToImageLatents(
+    const torch::Tensor& z) const {
+  return ScaleQwenImageImg2ImgLatents(z, config_.latents_mean, config_.latents_std);
+}
+
 }  // namespace ditserve::vae

@@ -79,6 +79,10 @@ class AutoencoderKLQwenImage {
   // QwenImageEditPipeline._encode_vae_image: (EncodeMode - latents_mean) / latents_std, in
   // dtype(): (B, z_dim, 1, h, w).
   absl::StatusOr<torch::Tensor> EncodeImageLatents(const torch::Tensor& pixels) const;
+  // QwenImageImg2ImgPipeline._encode_vae_image after its posterior sample z (B, z_dim, 1, h, w)
+  // (SampleLatent of EncodeLatentDistribution with the request's draw): (z - latents_mean) *
+  // (1 / latents_std), in z's dtype. Needs no encoder (z is given).
+  absl::StatusOr<torch::Tensor> ImageToImageLatents(const torch::Tensor& z) const;
 
   const AutoencoderKLQwenImageConfig& config() const { return config_; }
   // Only when has_encoder().

@@ -62,9 +62,14 @@ absl::StatusOr<torch::Tensor> DenormalizeQwenImageLatents(const torch::Tensor& z
   });
 }
 
-absl::StatusOr<torch::Tensor> NormalizeQwenImageLatents(const torch::Tensor& z,
-                                                        const std::vector<double>& latents_mean,
-                                                        const std::vector<double>& latents_std) {
+namespace {
+
+// (z - mean) / std (`reciprocal` false), or (z - mean) * (1 / std) (true), constants cast to z's
+// dtype first.
+absl::StatusOr<torch::Tensor> ShiftAndScale(const torch::Tensor& z,
+                                            const std::vector<double>& latents_mean,
+                                            const std::vector<double>& latents_std,
+                                            bool reciprocal) {
   if (!z.defined() || z.dim() != 5 || !z.is_floating_point() ||
       z.size(1) != static_cast<int64_t>(latents_mean.size()) ||
       z.size(1) != static_cast<int64_t>(latents_std.size())) {
@@ -77,8 +82,22 @@ absl::StatusOr<torch::Tensor> NormalizeQwenImageLatents(const torch::Tensor& z,
     const int64_t c = z.size(1);
     auto mean = Float32Constants(latents_mean).view({1, c, 1, 1, 1}).to(z.device(), z.dtype());
     auto std = Float32Constants(latents_std).view({1, c, 1, 1, 1}).to(z.device(), z.dtype());
-    return (z - mean) / std;
+    return reciprocal ? (z - mean) * (1.0 / std) : (z - mean) / std;
   });
+}
+
+}  // namespace
+
+absl::StatusOr<torch::Tensor> NormalizeQwenImageLatents(const torch::Tensor& z,
+                                                        const std::vector<double>& latents_mean,
+                                                        const std::vector<double>& latents_std) {
+  return ShiftAndScale(z, latents_mean, latents_std, /*reciprocal=*/false);
+}
+
+absl::StatusOr<torch::Tensor> ScaleQwenImageImg2ImgLatents(const torch::Tensor& z,
+                                                           const std::vector<double>& latents_mean,
+                                                           const std::vector<double>& latents_std) {
+  return ShiftAndScale(z, latents_mean, latents_std, /*reciprocal=*/true);
 }
 
 }  // namespace ditserve::vae

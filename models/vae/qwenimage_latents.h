@@ -12,6 +12,11 @@
 //      and cast to the latents' dtype (the VAE's); image_latents = (image_latents - mean) / std,
 //      per channel -- a true division (pipeline_qwenimage_img2img.py / _edit_inpaint.py instead
 //      multiply by 1.0 / std, which is not what this step does).
+// What the image-to-image pipeline (QwenImageImg2ImgPipeline) does to its input image's encoding,
+// after retrieve_latents(vae.encode(image), generator) (a sample of the posterior):
+//   4. _encode_vae_image: mean = tensor(latents_mean) cast to the latents' dtype, inv_std =
+//      1.0 / tensor(latents_std) (the reciprocal taken after the cast, in that dtype);
+//      image_latents = (image_latents - mean) * inv_std, per channel.
 // prepare_latents' _pack_latents of the image latents is the pipeline's (pipeline/latents.h
 // PackLatents of the one frame).
 // All functions are pure and thread-safe; shape errors come back as INVALID_ARGUMENT (nothing
@@ -42,5 +47,9 @@ absl::StatusOr<torch::Tensor> DenormalizeQwenImageLatents(const torch::Tensor& z
 absl::StatusOr<torch::Tensor> NormalizeQwenImageLatents(const torch::Tensor& z,
                                                         const std::vector<double>& latents_mean,
                                                         const std::vector<double>& latents_std);
+// Step 4; as step 3 (shapes, errors).
+absl::StatusOr<torch::Tensor> ScaleQwenImageImg2ImgLatents(const torch::Tensor& z,
+                                                           const std::vector<double>& latents_mean,
+                                                           const std::vector<double>& latents_std);
 
 }  // namespace ditserve::vae

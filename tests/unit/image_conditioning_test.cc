@@ -152,6 +152,33 @@ TEST(ImageConditioning, Flux1ImageToImageRunsFromTheStrengthsStep) {
   EXPECT_EQ(full->steps[0], 5);
 }
 
+// QwenImageImg2ImgPipeline on the plain qwenimage-tiny folder (its VAE has its encoder), with
+// true CFG: every degree agrees, the loop starts at the strength's step, the image matters.
+TEST(ImageConditioning, QwenImageImageToImageRunsFromTheStrengthsStep) {
+  const std::string dir = FixturesDir() + "/qwenimage-tiny";
+  GenerationJob job = Job(32, 48, 5, 64);
+  job.items[0].negative_prompt = " ";
+  job.items[0].true_cfg_scale = 4.0f;
+  job.items[0].images = {RandomImage(32, 48, 7)};
+  job.items[0].strength = 0.6;  // t_start = int(5 - 3.0) = 2: 3 steps
+  ExpectEveryDegreeAgrees(dir, job, 3);
+  auto r = RunGroup(1, dir, job);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->card.image_inputs.use, ImageUse::kImageToImage);
+  EXPECT_EQ(r->card.image_inputs.max_images, 1);
+  EXPECT_EQ(r->card.image_inputs.size_multiple, 8);  // the tiny VAE's factor 4, packed 2x2
+  EXPECT_DOUBLE_EQ(r->card.image_inputs.default_strength, 0.6);
+  job.items[0].images = {RandomImage(32, 48, 8)};
+  auto other = RunGroup(1, dir, job);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_GT(RelativeError(other->latents, r->latents), 1e-3);
+  // Strength 1 runs every step, and the image barely matters then (pure noise at sigma 1).
+  job.items[0].strength = 1.0;
+  auto full = RunGroup(1, dir, job);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->steps[0], 5);
+}
+
 TEST(ImageConditioning, ImageToImageWithALoraAtEveryDegree) {
   const std::string dir = FixturesDir() + "/flux1-tiny";
   const std::vector<lora::LoraAdapterSpec> loras = {{"style", FixturesDir() + "/lora/style"}};
@@ -192,9 +219,21 @@ TEST(ImageConditioning, RefusalsOnEveryRank) {
   const std::string flux1 = FixturesDir() + "/flux1-tiny";
   const std::string flux2 = FixturesDir() + "/flux2-tiny";
   const std::vector<Case> cases = {
-      {FixturesDir() + "/qwenimage-tiny",
-       [](GenerationJob* j) { j->items[0].images = {RandomImage(32, 32, 1)}; },
+      // A transformer folder alone (no VAE, so no encoder): no image at all.
+      {flux2 + "/transformer",
+       [](GenerationJob* j) {
+         j->items[0].images = {RandomImage(32, 32, 1)};
+         PromptEmbeddings e;
+         e.prompt_embeds = torch::zeros({1, 8, 96});  // joint_attention_dim
+         j->items[0].embeddings = e;
+       },
        "takes no input image"},
+      {FixturesDir() + "/qwenimage-tiny",
+       [](GenerationJob* j) {
+         j->items[0].images = {RandomImage(32, 32, 1), RandomImage(32, 32, 2)};
+         j->items[0].strength = 0.5;
+       },
+       "at most 1 input images"},
       {flux1,
        [](GenerationJob* j) {
          j->items[0].images = {RandomImage(32, 32, 1), RandomImage(32, 32, 2)};
