@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # ctest entry for the OpenAI-style images HTTP API through the real binaries
-# (tests/e2e/CMakeLists.txt: http_api_openai_e2e, http_api_curl_e2e, http_api_edits_e2e): starts
-# ditserve-frontend with --http-listen 127.0.0.1:0 (the port read from its "HTTP <port>" line), a
-# bearer token, --max-batch 2 and 2 CPU workers on the flux1-tiny fixture (edits: flux2-tiny), then
+# (tests/e2e/CMakeLists.txt: http_api_openai_e2e, http_api_curl_e2e, http_api_edits_e2e,
+# http_api_edits_parity_e2e, http_api_qwen_edits_e2e): starts ditserve-frontend with --http-listen
+# 127.0.0.1:0 (the port read from its "HTTP <port>" line), a bearer token, --max-batch 2 and 2 CPU
+# workers on the flux1-tiny fixture (edits: flux2-tiny; qwen_edits: the tiny Qwen-Image-Edit-2509
+# folder written into a temporary folder, removed at exit, by BUILD_DIR/tests/e2e/
+# ditserve-test-qwen-edit-folder, i.e. tests/support/qwen_edit_tiny_folder.h), then
 #   openai  runs tests/e2e/openai_client/images_test.js (the official openai npm client), with
 #           --quality-steps low=2 and an image store (response_format "url"), and checks that
 #           quality "low" ran 2 steps and `user` was logged;
@@ -16,21 +19,27 @@
 #           the real diffusers: FLUX.2 editing with one reference and with two of odd sizes), the
 #           folder assembled as the fixture script assembles it (flux2-tiny with the call's VAE):
 #           the PNG it returns is diffusers' image, every byte within 1;
+#   qwen_edits  Qwen-Image-Edit-2509 (QwenImageEditPlusPipeline, 1 to 3 images, 2 steps): the
+#           openai client's images.edit (images_test.js qwen_edits: image_inputs use qwen_edit,
+#           min 1 max 3; a given size; without one the last image's calculate_dimensions; n 2;
+#           4 images refused), then curl: an edit without an image and a generation (no image)
+#           are 400 naming image(s); two images (image[]=@...) with size 128x96 give a 128x96 PNG;
 # then SIGTERM: the frontend must drain and exit 0. Exits 77 (ctest SKIP_RETURN_CODE), saying why,
 # when the mode's client is missing: node or openai_client/node_modules (npm ci there;
-# scripts/setup.sh does it), or curl; edits also while flux2-tiny's GET /v1/models says
+# scripts/setup.sh does it), or curl (qwen_edits needs both); edits also while flux2-tiny's GET
+# /v1/models says
 # image_inputs.max_images 0 (no FLUX.2 reference-image pipeline yet).
-# Usage: http_api_e2e.sh openai|curl|edits|edits_parity BUILD_DIR
+# Usage: http_api_e2e.sh openai|curl|edits|edits_parity|qwen_edits BUILD_DIR
 set -euo pipefail
 mode=${1:-}
 build=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-usage="usage: http_api_e2e.sh openai|curl|edits|edits_parity BUILD_DIR"
+usage="usage: http_api_e2e.sh openai|curl|edits|edits_parity|qwen_edits BUILD_DIR"
 [ -n "$build" ] || { echo "$usage" >&2; exit 2; }
 
 case "$mode" in
-  openai|edits_parity)
+  openai|edits_parity|qwen_edits)
     if ! command -v node >/dev/null 2>&1; then
       echo "SKIP: node is not installed (scripts/setup.sh installs npm, which brings it)"; exit 77
     fi
@@ -38,10 +47,13 @@ case "$mode" in
       echo "SKIP: tests/e2e/openai_client/node_modules is absent (run npm ci there; scripts/setup.sh does)"
       exit 77
     fi ;;
-  curl|edits)
+  curl|edits) ;;
+  *) echo "$usage" >&2; exit 2 ;;
+esac
+case "$mode" in
+  curl|edits|qwen_edits)
     command -v curl >/dev/null 2>&1 || { echo "SKIP: curl is not installed (scripts/deps.txt)"; exit 77; }
     command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed"; exit 77; } ;;
-  *) echo "$usage" >&2; exit 2 ;;
 esac
 image_inputs="$repo/tests/fixtures/image-inputs"
 if [ "$mode" = edits_parity ] && [ ! -f "$image_inputs/image_reference.safetensors" ]; then
@@ -60,6 +72,16 @@ elif [ "$mode" = edits_parity ]; then
   rm -rf "$assembled/$model_name/vae"
   cp -r "$image_inputs/flux2-vae" "$assembled/$model_name/vae"
   extra=()
+elif [ "$mode" = qwen_edits ]; then
+  # The tiny random-weight Qwen-Image-Edit-2509 folder (seed 11, as qwen_edit_e2e_test's).
+  model_name="qwen-edit-tiny"
+  writer="$build/tests/e2e/ditserve-test-qwen-edit-folder"
+  [ -x "$writer" ] || { echo "FAIL: $writer is not built (it is part of the default build)"; exit 1; }
+  assembled=$(mktemp -d /tmp/ditserve-qwen-edit.XXXXXX)
+  trap 'rm -rf "$assembled"' EXIT
+  "$writer" "$assembled/$model_name" 11 >/dev/null ||
+    { echo "FAIL: $writer could not write the edit folder"; exit 1; }
+  extra=()
 else
   model_name=flux1-tiny
   extra=(--lora "style=$repo/tests/fixtures/lora/style")
@@ -68,7 +90,7 @@ if [ "$mode" = openai ]; then
   extra+=(--quality-steps low=2 --http-image-store-bytes 16777216 --http-image-store-ttl 600)
 fi
 model="$repo/tests/fixtures/$model_name"
-[ "$mode" = edits_parity ] && model="$assembled/$model_name"
+if [ "$mode" = edits_parity ] || [ "$mode" = qwen_edits ]; then model="$assembled/$model_name"; fi
 # shellcheck source=tests/e2e/http_frontend.sh
 . "$here/http_frontend.sh"
 http_frontend_start "$build" http-e2e --model "$model" --spawn-workers 2 --max-batch 2 \
@@ -349,6 +371,32 @@ EOF
     else
       echo "skip the openai client's images.edit (node or openai_client/node_modules is missing)"
     fi ;;
+  qwen_edits)
+    # Qwen-Image-Edit-2509: 1 to 3 images, each to the text encoder and the VAE; the openai client
+    # first (images_test.js qwen_edits), then curl.
+    read -r max_images use <<<"$(image_inputs)"
+    [ "$max_images" = 3 ] && [ "$use" = qwen_edit ] ||
+      fail "$model_name's GET /v1/models says image_inputs max_images $max_images, use '$use' (expected 3, qwen_edit)"
+    echo "     $model_name takes $max_images input image(s) (use $use)"
+    (cd "$here/openai_client" && node images_test.js "$base/v1" "$tmp/token" "$model_name" qwen_edits) ||
+      fail "the openai client's Qwen-Image-Edit test failed"
+    make_png "$tmp/a.png" 96 64 200 30 30
+    make_png "$tmp/b.png" 64 64 30 30 200
+    qwen=(-F "model=$model_name" -F "prompt=make the red square blue" -F "negative_prompt= "
+          -F true_cfg_scale=4 -F num_inference_steps=2 -F seed=5 -F response_format=b64_json)
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" "${qwen[@]}" -F size=128x96)
+    expect "an edit without an image is 400" 400 "$code"
+    expect "  ... with param image, naming image" "image True" \
+      "$(field 'j["error"]["param"], "image" in j["error"]["message"]')"
+    code=$(call "$tmp/body" POST /v1/images/generations "${auth[@]}" -H 'Content-Type: application/json' \
+      -d '{"model": "'"$model_name"'", "prompt": "a cat", "size": "128x96", "num_inference_steps": 2}')
+    expect "a generation (no image) on the edit model is 400" 400 "$code"
+    expect "  ... with param image, saying it needs at least 1 input image" "image True" \
+      "$(field 'j["error"]["param"], "needs at least 1 input image" in j["error"]["message"]')"
+    code=$(call "$tmp/body" POST /v1/images/edits "${auth[@]}" "${qwen[@]}" -F size=128x96 \
+      -F "image[]=@$tmp/a.png" -F "image[]=@$tmp/b.png")
+    expect "an edit with two images (image[]=@a.png image[]=@b.png) and size 128x96 is 200" 200 "$code"
+    expect "  ... a 128x96 PNG with the seed asked for" "128x96 seed=5 n=1" "$(png_size)" ;;
 esac
 
 if [ "$mode" = edits_parity ]; then

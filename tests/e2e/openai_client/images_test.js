@@ -20,13 +20,21 @@
 //     succeeds (flux1-tiny: image-to-image with strength).
 // With MODE "edits" (http_api_e2e.sh edits, flux2-tiny) only the edit success path runs: two
 // reference images give one PNG of the first image's size, and n = 2 with a size two PNGs.
+// With MODE "qwen_edits" (http_api_e2e.sh qwen_edits: the tiny Qwen-Image-Edit-2509 folder of
+// tests/support/qwen_edit_tiny_folder.h) only the Qwen edit path runs: models.list() says
+// image_inputs use "qwen_edit", min_images 1, max_images 3; two images with negative_prompt " " and
+// true_cfg_scale 4 and size "128x96" give one 128x96 PNG with the seed asked for; without a size
+// the PNG is calculate_dimensions(1024 * 1024, w / h) of the LAST image (computed here with
+// Python's round, half to even: [blue 64x64, red 96x64] -> 1248x832, [red, blue] -> 1024x1024);
+// n = 2 gives two PNGs with seeds s and s + 1; four images, or images.generate without any,
+// raise BadRequestError (param image).
 // With MODE "parity" (http_api_e2e.sh edits_parity: the folder of one call of
 // tests/fixtures/image-inputs, made by the real diffusers) client.images.edit sends that call's
 // committed input files with its seed, steps, guidance and max_sequence_length, and the PNG it gets
 // back is diffusers' image as diffusers' own PIL output would be ((x * 255).round()): every byte
 // within 1 of it (the float images agree to ~5e-7, so a byte differs only where diffusers' value
 // sits at a rounding boundary).
-// Usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits]
+// Usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits|qwen_edits]
 //        node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL parity IMAGE_INPUTS_DIR CALL
 // Exit codes: 0 passed, 1 failed, 77 the npm packages are not installed (ctest SKIP_RETURN_CODE;
 // `npm ci` in this folder, as scripts/setup.sh does, installs them).
@@ -48,9 +56,9 @@ const zlib = require("zlib");
 
 const [baseURL, tokenFile, expectedModel, mode = "all", fixturesDir, callName] =
   process.argv.slice(2);
-if (!baseURL || !tokenFile || !expectedModel || !["all", "edits", "parity"].includes(mode) ||
+if (!baseURL || !tokenFile || !expectedModel || !["all", "edits", "qwen_edits", "parity"].includes(mode) ||
     (mode === "parity" && (!fixturesDir || !callName))) {
-  console.error("usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits]\n" +
+  console.error("usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits|qwen_edits]\n" +
                 "       node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL parity DIR CALL");
   process.exit(2);
 }
@@ -185,6 +193,84 @@ async function edits(client, model, inputs) {
     check("images.edit with one image returns a 64x64 PNG",
           JSON.stringify(pngSize(png)) === '{"width":64,"height":64}', JSON.stringify(pngSize(png)));
   }
+}
+
+// Python's round(): to the nearest integer, ties to the even one.
+function pyRound(x) {
+  const f = Math.floor(x);
+  const d = x - f;
+  if (d !== 0.5) return d < 0.5 ? f : f + 1;
+  return f % 2 === 0 ? f : f + 1;
+}
+
+// QwenImageEditPlusPipeline's calculate_dimensions(target_area, width / height) (doubles, as
+// Python's floats): {width, height}.
+function calculateDimensions(targetArea, width, height) {
+  const ratio = width / height;
+  const w = Math.sqrt(targetArea * ratio);
+  const h = w / ratio;
+  return { width: pyRound(w / 32) * 32, height: pyRound(h / 32) * 32 };
+}
+
+// "qwen_edits" mode: Qwen-Image-Edit-2509 (QwenImageEditPlusPipeline) through client.images.edit.
+// Each input image goes to the vision-language text encoder and to the VAE; without a size the
+// output follows the LAST image.
+async function qwenEdits(client, model, inputs) {
+  check("models.list() says image_inputs use qwen_edit, min_images 1, max_images 3",
+        inputs && inputs.use === "qwen_edit" && inputs.min_images === 1 && inputs.max_images === 3,
+        JSON.stringify(inputs));
+  const red = await toFile(solidPng(96, 64, [200, 30, 30]), "red.png", { type: "image/png" });
+  const blue = await toFile(solidPng(64, 64, [30, 30, 200]), "blue.png", { type: "image/png" });
+  const common = {
+    model, prompt: "make the red square blue", response_format: "b64_json",
+    // ditserve's extras (true CFG with an empty-ish negative prompt, as diffusers' examples).
+    negative_prompt: " ", true_cfg_scale: 4, num_inference_steps: 2,
+  };
+  const sizesOf = (res) => (res.data || []).map((d) => pngSize(Buffer.from(d.b64_json || "", "base64")));
+  const same = (size, want) => size && size.width === want.width && size.height === want.height;
+
+  let t0 = Date.now();
+  const sized = await client.images.edit({ ...common, image: [red, blue], size: "128x96", seed: 21 });
+  console.log(`images.edit(2 images, 128x96) took ${((Date.now() - t0) / 1000).toFixed(2)} s`);
+  const sizedSizes = sizesOf(sized);
+  check("images.edit([red 96x64, blue 64x64], size 128x96) returns one 128x96 PNG",
+        sizedSizes.length === 1 && same(sizedSizes[0], { width: 128, height: 96 }),
+        JSON.stringify(sizedSizes));
+  check("  ... with the seed asked for", sized.data && sized.data[0].seed === 21,
+        `${sized.data && sized.data[0].seed}`);
+
+  // No size: calculate_dimensions(1024 * 1024, w / h) of the last image.
+  for (const [images, last, what] of [[[blue, red], [96, 64], "[blue 64x64, red 96x64]"],
+                                      [[red, blue], [64, 64], "[red 96x64, blue 64x64]"]]) {
+    const want = calculateDimensions(1024 * 1024, last[0], last[1]);
+    t0 = Date.now();
+    const res = await client.images.edit({ ...common, image: images, seed: 22 });
+    console.log(`images.edit(${what}, no size) took ${((Date.now() - t0) / 1000).toFixed(2)} s`);
+    const sizes = sizesOf(res);
+    check(`images.edit(${what}) without a size returns one ${want.width}x${want.height} PNG ` +
+          `(the last image's calculate_dimensions)`, sizes.length === 1 && same(sizes[0], want),
+          JSON.stringify(sizes));
+  }
+
+  const two = await client.images.edit({ ...common, image: [blue, red], size: "128x96", n: 2, seed: 23 });
+  const twoSizes = sizesOf(two);
+  check("images.edit(n: 2, size 128x96) returns two 128x96 PNGs with seeds 23 and 24",
+        twoSizes.length === 2 && twoSizes.every((z) => same(z, { width: 128, height: 96 })) &&
+        two.data[0].seed === 23 && two.data[1].seed === 24,
+        JSON.stringify({ sizes: twoSizes, seeds: (two.data || []).map((d) => d.seed) }));
+  check("  ... two different images",
+        twoSizes.length === 2 && two.data[0].b64_json !== two.data[1].b64_json);
+
+  const four = await errorOf(() => client.images.edit({
+    ...common, image: [red, blue, red, blue], size: "128x96", seed: 24 }));
+  check("images.edit with 4 images raises BadRequestError (param image, at most 3)",
+        four instanceof BadRequestError && four.param === "image" && /at most 3/.test(four.message),
+        String(four));
+  const none = await errorOf(() => client.images.generate({
+    model, prompt: "a cat", size: "128x96", num_inference_steps: 2, response_format: "b64_json" }));
+  check("images.generate (no image) raises BadRequestError (param image, needs at least 1)",
+        none instanceof BadRequestError && none.param === "image" &&
+        /needs at least 1 input image/.test(none.message), String(none));
 }
 
 // OpenAI's fields beyond ditserve's first set: quality, output_format, response_format "url",
@@ -413,6 +499,10 @@ async function main() {
   }
   if (mode === "edits") {
     await edits(client, model, inputs);
+    return;
+  }
+  if (mode === "qwen_edits") {
+    await qwenEdits(client, model, inputs);
     return;
   }
 
