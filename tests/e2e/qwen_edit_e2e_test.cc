@@ -10,6 +10,7 @@
 #include <png.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,55 @@ TEST(QwenEditE2E, TwoImagesWithANegativePromptAtEveryDegree) {
                TempPath("swapped.safetensors"));
   ASSERT_TRUE(swapped.defined());
   EXPECT_GT(RelativeError(swapped, x2), 20 * std::max(degrees, 1e-7)) << "tp 2 vs 1: " << degrees;
+}
+
+// The Python client (Debian's python3-grpcio) with --image gives the CLI's image.
+TEST(QwenEditE2E, PythonClientGivesTheClisImage) {
+  if (!ProgramExists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  ServerProcess* two = ServerFor(2, "sharded");
+  ASSERT_NE(two, nullptr);
+  const std::string a = WritePng("py-a.png", 45, 61, 1);
+  const std::string b = WritePng("py-b.png", 80, 36, 2);
+  const std::vector<std::string> images = {"--image",  a,    "--image", b,
+                                           "--height", "96", "--width", "128"};
+  torch::Tensor cli = Generate(two, images, TempPath("cli.safetensors"));
+  ASSERT_TRUE(cli.defined());
+  const std::string out = TempPath("py.safetensors");
+  std::vector<std::string> args = {
+      "/usr/bin/python3",
+      std::string(DITSERVE_SOURCE_DIR) + "/deploy/clients/python/ditserve_client.py",
+      "--stubs",
+      BinaryDir() + "/python",
+      "generate",
+      "--server",
+      two->address(),
+      "--prompt",
+      "make the cat wear a red hat",
+      "--negative-prompt",
+      " ",
+      "--seed",
+      "7",
+      "--steps",
+      "2",
+      "--format",
+      "raw",
+      "--quiet",
+      "-o",
+      out};
+  args.insert(args.end(), images.begin(), images.end());
+  ProcessResult r = RunProcess(args, {}, 300);
+  if (r.exit_code != 0 && r.err.find("No module named 'grpc'") != std::string::npos) {
+    GTEST_SKIP() << "python3-grpcio is not installed";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto tensors = sharding::ReadAllTensors(out);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_TRUE(torch::equal(tensors->at("image"), cli));
+  // A file that cannot be read is a usage error: nothing is sent.
+  std::replace(args.begin(), args.end(), b, TempPath("missing.png"));
+  ProcessResult missing = RunProcess(args, {}, 60);
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("--image"), std::string::npos) << missing.err;
 }
 
 TEST(QwenEditE2E, WithoutASizeTheOutputFollowsTheLastImage) {

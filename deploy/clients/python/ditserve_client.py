@@ -143,6 +143,11 @@ def build_parser():
     g.add_argument("--guidance", type=float, default=None, help="model default when not given")
     g.add_argument("--true-cfg-scale", type=float, default=0.0)
     g.add_argument("--max-sequence-length", type=uint, default=0)
+    g.add_argument("--image", action="append", default=[], metavar="FILE",
+                   help="an input image (PNG, JPEG or WebP) for a model that takes some (editing, "
+                        "image to image); repeatable, in order")
+    g.add_argument("--strength", type=float, default=0.0,
+                   help="image to image: how far to noise the image, (0, 1]; 0 = the model's")
     g.add_argument("--format", choices=sorted(FORMATS), default="png")
     g.add_argument("--request-id", default="")
     g.add_argument("--lora", type=lora_choice, action="append", default=[], metavar="NAME[:SCALE]",
@@ -331,7 +336,7 @@ def cmd_generate(stubs, args):
             negative_prompt_2=args.negative_prompt_2, num_inference_steps=args.steps,
             height=args.height, width=args.width, true_cfg_scale=args.true_cfg_scale,
             max_sequence_length=args.max_sequence_length, output_format=FORMATS[args.format],
-            request_id=args.request_id)
+            request_id=args.request_id, strength=args.strength)
         if args.seed is not None:
             req.seed = args.seed
         if args.guidance is not None:
@@ -342,6 +347,12 @@ def cmd_generate(stubs, args):
                 choice.scale = scale
     except ValueError as e:  # out of the uint32/uint64 range
         raise UsageError(str(e))
+    for path in args.image:
+        try:
+            with open(path, "rb") as f:
+                req.images.append(f.read())
+        except OSError as e:
+            raise UsageError("--image %s: %s" % (path, e.strerror))
     stub = pb2_grpc.ImageGenerationStub(make_channel(grpc, args))
     progress = Progress(args.quiet)
     result = None
