@@ -27,8 +27,7 @@
 # then SIGTERM: the frontend must drain and exit 0. Exits 77 (ctest SKIP_RETURN_CODE), saying why,
 # when the mode's client is missing: node or openai_client/node_modules (npm ci there;
 # scripts/setup.sh does it), or curl (qwen_edits needs both); edits also while flux2-tiny's GET
-# /v1/models says
-# image_inputs.max_images 0 (no FLUX.2 reference-image pipeline yet).
+# /v1/models says image_inputs.max_images 0 (a folder whose VAE has no encoder).
 # Usage: http_api_e2e.sh openai|curl|edits|edits_parity|qwen_edits BUILD_DIR
 set -euo pipefail
 mode=${1:-}
