@@ -7,6 +7,7 @@
 #include "common/config_json.h"
 #include "common/torch_guard.h"
 #include "pipeline/denoise_loop.h"
+#include "pipeline/image_inputs.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
 #include "sharding/checkpoint.h"
@@ -173,6 +174,43 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::BroadcastImageEncodings(
       },
       {shape}, dtype_, device_, &tensors));
   return tensors[0];
+}
+
+absl::StatusOr<torch::Tensor> DiffusionPipeline::BroadcastReferenceTokens(
+    const GenerationJob& job,
+    const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor& pixels)>& encode) {
+  int64_t total = 0;  // CheckRun: the same image sizes in every item
+  for (const torch::Tensor& rgb : job.items[0].images)
+    total += ImageTokenGrid(rgb, vae_scale_factor_ * 2).tokens();
+  return BroadcastImageEncodings(
+      job, {1, total, shape_.in_channels},
+      [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
+        std::vector<torch::Tensor> tokens;
+        for (const torch::Tensor& rgb : item.images) {
+          ASSIGN_OR_RETURN(torch::Tensor t, encode(rgb));
+          tokens.push_back(std::move(t));
+        }
+        return torch::cat(tokens, 1);
+      });
+}
+
+absl::StatusOr<ImageConditioning> DiffusionPipeline::ImageToImageConditioning(
+    const GenerationJob& job, const LatentGrid& grid, std::vector<int64_t> drawn,
+    const std::function<absl::StatusOr<torch::Tensor>(const JobItem&)>& encode) {
+  const torch::Tensor& rgb = job.items[0].images[0];
+  if (rgb.size(0) != grid.height * vae_scale_factor_ ||
+      rgb.size(1) != grid.width * vae_scale_factor_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("images[0]: image-to-image needs the image at the output's size (",
+                     grid.width * vae_scale_factor_, "x", grid.height * vae_scale_factor_,
+                     "), got ", rgb.size(1), "x", rgb.size(0)));
+  }
+  ImageConditioning images;
+  ASSIGN_OR_RETURN(images.image_latents, BroadcastImageEncodings(job, grid.noise_shape, encode));
+  images.strength = job.items[0].strength;
+  // Every rank draws the posterior's sample too (and drops it) before the noise.
+  images.drawn_before_noise = {std::move(drawn)};
+  return images;
 }
 
 absl::Status DiffusionPipeline::AgreeOnTokenizing(const absl::Status& local) {

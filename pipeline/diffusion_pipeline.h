@@ -222,6 +222,20 @@ class DiffusionPipeline : public Pipeline {
   absl::StatusOr<torch::Tensor> BroadcastImageEncodings(
       const GenerationJob& job, std::vector<int64_t> item_shape,
       const std::function<absl::StatusOr<torch::Tensor>(const JobItem&)>& encode);
+  // Reference images (FLUX.2, Qwen-Image-Edit; a collective): rank 0 turns each image of each item
+  // into its (1, tokens, in_channels) tokens by `encode` (the prepared uint8 pixels in), where an
+  // image has ImageTokenGrid(pixels, vae_scale_factor() * 2) tokens; every rank gets (B, Σ tokens,
+  // in_channels), an item's images one after the other.
+  absl::StatusOr<torch::Tensor> BroadcastReferenceTokens(
+      const GenerationJob& job,
+      const std::function<absl::StatusOr<torch::Tensor>(const torch::Tensor& pixels)>& encode);
+  // Image to image (FLUX.1, Qwen-Image; a collective): the item's one image, which must be at the
+  // output's size (INVALID_ARGUMENT naming images[0] otherwise), through `encode` on rank 0 (the
+  // item → its latents in grid.noise_shape, having drawn a sample of `drawn` from the item's
+  // generator first, SamplePosterior); the strength and the draw kept for the noise.
+  absl::StatusOr<ImageConditioning> ImageToImageConditioning(
+      const GenerationJob& job, const LatentGrid& grid, std::vector<int64_t> drawn,
+      const std::function<absl::StatusOr<torch::Tensor>(const JobItem&)>& encode);
   // AgreeOnFailure of every rank's tokenizing, before a sharded encoder's collectives.
   absl::Status AgreeOnTokenizing(const absl::Status& local);
   void AddWeightBytes(uint64_t bytes) { weight_bytes_ += bytes; }

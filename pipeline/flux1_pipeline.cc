@@ -140,32 +140,12 @@ absl::StatusOr<ImageConditioning> Flux1Pipeline::ConditionOnImages(const Generat
 // shifted and scaled, in the noise's (1, C, h, w) layout.
 absl::StatusOr<ImageConditioning> Flux1Pipeline::ImageToImage(const GenerationJob& job,
                                                               const LatentGrid& grid) {
-  const std::vector<int64_t> latent_shape = {1, config_.in_channels / 4, grid.height, grid.width};
-  const torch::Tensor& rgb = job.items[0].images[0];
-  if (rgb.size(0) != grid.height * vae_scale_factor() ||
-      rgb.size(1) != grid.width * vae_scale_factor()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("images[0]: image-to-image needs the image at the output's size (",
-                     grid.width * vae_scale_factor(), "x", grid.height * vae_scale_factor(),
-                     "), got ", rgb.size(1), "x", rgb.size(0)));
-  }
-  ImageConditioning images;
-  ASSIGN_OR_RETURN(
-      images.image_latents,
-      BroadcastImageEncodings(
-          job, latent_shape, [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
-            ASSIGN_OR_RETURN(torch::Tensor x,
-                             VaeImageInput(item.images[0], vae_->dtype(), vae_->device()));
-            ASSIGN_OR_RETURN(vae::LatentDistribution dist, vae_->EncodeLatentDistribution(x));
-            ASSIGN_OR_RETURN(std::vector<torch::Tensor> eps,
-                             SeededDraws({dist.mean.sizes().vec()}, item.seed, vae_->dtype()));
-            ASSIGN_OR_RETURN(torch::Tensor z, vae::SampleLatent(dist, eps[0]));
-            return vae_->ImageLatents(z);
-          }));
-  images.strength = job.items[0].strength;
-  // Every rank draws the posterior's sample too (and drops it) before the noise.
-  images.drawn_before_noise = {latent_shape};
-  return images;
+  return ImageToImageConditioning(
+      job, grid, {1, config_.in_channels / 4, grid.height, grid.width},
+      [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
+        ASSIGN_OR_RETURN(torch::Tensor z, SamplePosterior(*vae_, item.images[0], item.seed));
+        return vae_->ImageLatents(z);
+      });
 }
 
 // FluxKontextPipeline: the condition image's mode, shifted, scaled and packed; ids (1, y, x).

@@ -141,27 +141,19 @@ absl::StatusOr<LatentLayout> Flux2Pipeline::LayOutLatents(const GenerationJob& j
 
 absl::StatusOr<ImageConditioning> Flux2Pipeline::ConditionOnImages(const GenerationJob& job,
                                                                    const LatentGrid&) {
-  const std::vector<torch::Tensor>& first = job.items[0].images;  // CheckRun: same sizes in each
-  std::vector<torch::Tensor> ids;
-  int64_t total = 0;
-  for (size_t i = 0; i < first.size(); ++i) {
-    const TokenGrid g = ImageTokenGrid(first[i], vae_scale_factor() * 2);
+  std::vector<torch::Tensor> ids;  // CheckRun: the same image sizes in every item
+  for (size_t i = 0; i < job.items[0].images.size(); ++i) {
+    const TokenGrid g = ImageTokenGrid(job.items[0].images[i], vae_scale_factor() * 2);
     ids.push_back(Flux2TokenIds(10 + 10 * static_cast<int64_t>(i), g, dtype(), device()));
-    total += g.tokens();
   }
   ImageConditioning images;
   ASSIGN_OR_RETURN(images.reference_tokens,
-                   BroadcastImageEncodings(
-                       job, {1, total, config_.in_channels},
-                       [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
-                         std::vector<torch::Tensor> tokens;
-                         for (const torch::Tensor& rgb : item.images) {
-                           ASSIGN_OR_RETURN(torch::Tensor x,
-                                            VaeImageInput(rgb, vae_->dtype(), vae_->device()));
-                           ASSIGN_OR_RETURN(torch::Tensor latents, vae_->EncodeReference(x));
-                           tokens.push_back(latents.flatten(2).transpose(1, 2));  // _pack_latents
-                         }
-                         return torch::cat(tokens, 1);
+                   BroadcastReferenceTokens(
+                       job, [&](const torch::Tensor& rgb) -> absl::StatusOr<torch::Tensor> {
+                         ASSIGN_OR_RETURN(torch::Tensor x,
+                                          VaeImageInput(rgb, vae_->dtype(), vae_->device()));
+                         ASSIGN_OR_RETURN(torch::Tensor latents, vae_->EncodeReference(x));
+                         return latents.flatten(2).transpose(1, 2);  // _pack_latents
                        }));
   images.reference_ids["img_ids"] = torch::cat(ids, 0);
   return images;

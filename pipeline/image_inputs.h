@@ -9,6 +9,9 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "common/status_macros.h"
+#include "models/vae/autoencoder_kl_encoder.h"
+#include "pipeline/latents.h"
 
 namespace ditserve::pipeline {
 
@@ -17,6 +20,21 @@ namespace ditserve::pipeline {
 // `rgb` is a uint8 (H, W, 3) CPU tensor (JobItem::images).
 absl::StatusOr<torch::Tensor> VaeImageInput(const torch::Tensor& rgb, torch::ScalarType dtype,
                                             torch::Device device);
+
+// Image to image's encoding (FluxImg2ImgPipeline, QwenImageImg2ImgPipeline: retrieve_latents with
+// the generator): the prepared pixels through `vae`'s encoder, a sample of the posterior with eps
+// drawn first from the item's CPU generator (`seed`) in the VAE's dtype (SeededDraws: the noise is
+// the generator's next draw). Vae: AutoencoderKL or AutoencoderKLQwenImage (dtype(), device(),
+// EncodeLatentDistribution).
+template <typename Vae>
+absl::StatusOr<torch::Tensor> SamplePosterior(const Vae& vae, const torch::Tensor& rgb,
+                                              uint64_t seed) {
+  ASSIGN_OR_RETURN(torch::Tensor x, VaeImageInput(rgb, vae.dtype(), vae.device()));
+  ASSIGN_OR_RETURN(vae::LatentDistribution dist, vae.EncodeLatentDistribution(x));
+  ASSIGN_OR_RETURN(std::vector<torch::Tensor> eps,
+                   SeededDraws({dist.mean.sizes().vec()}, seed, vae.dtype()));
+  return vae::SampleLatent(dist, eps[0]);
+}
 
 // A reference image's latent grid: its prepared pixels' sides over `pixels_per_token` (the
 // pipeline's vae_scale_factor * 2: FLUX.2's patchified latents and FLUX.1's packed ones both have

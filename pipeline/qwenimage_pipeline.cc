@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "models/vae/autoencoder_kl_encoder.h"
 #include "pipeline/image_inputs.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
@@ -274,24 +273,15 @@ absl::StatusOr<LatentLayout> QwenImagePipeline::LayOutLatents(const GenerationJo
 absl::StatusOr<ImageConditioning> QwenImagePipeline::ConditionOnImages(const GenerationJob& job,
                                                                        const LatentGrid& grid) {
   if (!edit()) return ImageToImage(job, grid);
-  int64_t total = 0;  // CheckRun: the same image sizes in every item
-  for (const torch::Tensor& rgb : job.items[0].images)
-    total += ImageTokenGrid(rgb, vae_scale_factor() * 2).tokens();
   ImageConditioning images;
   ASSIGN_OR_RETURN(images.reference_tokens,
-                   BroadcastImageEncodings(
-                       job, {1, total, config_.in_channels},
-                       [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
-                         std::vector<torch::Tensor> tokens;
-                         for (const torch::Tensor& rgb : item.images) {
-                           ASSIGN_OR_RETURN(torch::Tensor x,
-                                            VaeImageInput(rgb, vae_->dtype(), vae_->device()));
-                           // _encode_vae_image (mode, (z - mean) / std), then _pack_latents.
-                           ASSIGN_OR_RETURN(torch::Tensor z, vae_->EncodeImageLatents(x));
-                           ASSIGN_OR_RETURN(torch::Tensor packed, PackLatents(z.select(2, 0)));
-                           tokens.push_back(packed);
-                         }
-                         return torch::cat(tokens, 1);
+                   BroadcastReferenceTokens(
+                       job, [&](const torch::Tensor& rgb) -> absl::StatusOr<torch::Tensor> {
+                         ASSIGN_OR_RETURN(torch::Tensor x,
+                                          VaeImageInput(rgb, vae_->dtype(), vae_->device()));
+                         // _encode_vae_image (mode, (z - mean) / std), then _pack_latents.
+                         ASSIGN_OR_RETURN(torch::Tensor z, vae_->EncodeImageLatents(x));
+                         return PackLatents(z.select(2, 0));
                        }));
   return images;
 }
@@ -300,34 +290,14 @@ absl::StatusOr<ImageConditioning> QwenImagePipeline::ConditionOnImages(const Gen
 // generator (before the noise), (z - mean) * (1 / std), in the noise's layout.
 absl::StatusOr<ImageConditioning> QwenImagePipeline::ImageToImage(const GenerationJob& job,
                                                                   const LatentGrid& grid) {
-  const torch::Tensor& rgb = job.items[0].images[0];
-  if (rgb.size(0) != grid.height * vae_scale_factor() ||
-      rgb.size(1) != grid.width * vae_scale_factor()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("images[0]: image-to-image needs the image at the output's size (",
-                     grid.width * vae_scale_factor(), "x", grid.height * vae_scale_factor(),
-                     "), got ", rgb.size(1), "x", rgb.size(0)));
-  }
   // The posterior's sample is drawn in 5-D, (1, z_dim, 1, h, w): the noise's values.
-  const std::vector<int64_t> drawn = {1, config_.in_channels / 4, 1, grid.height, grid.width};
-  ImageConditioning images;
-  ASSIGN_OR_RETURN(
-      images.image_latents,
-      BroadcastImageEncodings(
-          job, grid.noise_shape, [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
-            ASSIGN_OR_RETURN(torch::Tensor x,
-                             VaeImageInput(item.images[0], vae_->dtype(), vae_->device()));
-            ASSIGN_OR_RETURN(vae::LatentDistribution dist, vae_->EncodeLatentDistribution(x));
-            ASSIGN_OR_RETURN(std::vector<torch::Tensor> eps,
-                             SeededDraws({dist.mean.sizes().vec()}, item.seed, vae_->dtype()));
-            ASSIGN_OR_RETURN(torch::Tensor z, vae::SampleLatent(dist, eps[0]));
-            ASSIGN_OR_RETURN(torch::Tensor scaled, vae_->ImageToImageLatents(z));
-            return scaled.select(2, 0);
-          }));
-  images.strength = job.items[0].strength;
-  // Every rank draws the posterior's sample too (and drops it) before the noise.
-  images.drawn_before_noise = {drawn};
-  return images;
+  return ImageToImageConditioning(
+      job, grid, {1, config_.in_channels / 4, 1, grid.height, grid.width},
+      [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
+        ASSIGN_OR_RETURN(torch::Tensor z, SamplePosterior(*vae_, item.images[0], item.seed));
+        ASSIGN_OR_RETURN(torch::Tensor scaled, vae_->ImageToImageLatents(z));
+        return scaled.select(2, 0);
+      });
 }
 
 torch::Tensor QwenImagePipeline::CombineGuidance(const torch::Tensor& cond,
