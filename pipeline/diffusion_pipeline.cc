@@ -182,16 +182,15 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::BroadcastReferenceTokens(
   int64_t total = 0;  // CheckRun: the same image sizes in every item
   for (const torch::Tensor& rgb : job.items[0].images)
     total += ImageTokenGrid(rgb, vae_scale_factor_ * 2).tokens();
-  return BroadcastImageEncodings(
-      job, {1, total, shape_.in_channels},
-      [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
-        std::vector<torch::Tensor> tokens;
-        for (const torch::Tensor& rgb : item.images) {
-          ASSIGN_OR_RETURN(torch::Tensor t, encode(rgb));
-          tokens.push_back(std::move(t));
-        }
-        return torch::cat(tokens, 1);
-      });
+  return BroadcastImageEncodings(job, {1, total, shape_.in_channels},
+                                 [&](const JobItem& item) -> absl::StatusOr<torch::Tensor> {
+                                   std::vector<torch::Tensor> tokens;
+                                   for (const torch::Tensor& rgb : item.images) {
+                                     ASSIGN_OR_RETURN(torch::Tensor t, encode(rgb));
+                                     tokens.push_back(std::move(t));
+                                   }
+                                   return torch::cat(tokens, 1);
+                                 });
 }
 
 absl::StatusOr<ImageConditioning> DiffusionPipeline::ImageToImageConditioning(

@@ -147,14 +147,13 @@ absl::StatusOr<ImageConditioning> Flux2Pipeline::ConditionOnImages(const Generat
     ids.push_back(Flux2TokenIds(10 + 10 * static_cast<int64_t>(i), g, dtype(), device()));
   }
   ImageConditioning images;
-  ASSIGN_OR_RETURN(images.reference_tokens,
-                   BroadcastReferenceTokens(
-                       job, [&](const torch::Tensor& rgb) -> absl::StatusOr<torch::Tensor> {
-                         ASSIGN_OR_RETURN(torch::Tensor x,
-                                          VaeImageInput(rgb, vae_->dtype(), vae_->device()));
-                         ASSIGN_OR_RETURN(torch::Tensor latents, vae_->EncodeReference(x));
-                         return latents.flatten(2).transpose(1, 2);  // _pack_latents
-                       }));
+  ASSIGN_OR_RETURN(
+      images.reference_tokens,
+      BroadcastReferenceTokens(job, [&](const torch::Tensor& rgb) -> absl::StatusOr<torch::Tensor> {
+        ASSIGN_OR_RETURN(torch::Tensor x, VaeImageInput(rgb, vae_->dtype(), vae_->device()));
+        ASSIGN_OR_RETURN(torch::Tensor latents, vae_->EncodeReference(x));
+        return latents.flatten(2).transpose(1, 2);  // _pack_latents
+      }));
   images.reference_ids["img_ids"] = torch::cat(ids, 0);
   return images;
 }

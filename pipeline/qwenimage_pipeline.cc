@@ -274,15 +274,14 @@ absl::StatusOr<ImageConditioning> QwenImagePipeline::ConditionOnImages(const Gen
                                                                        const LatentGrid& grid) {
   if (!edit()) return ImageToImage(job, grid);
   ImageConditioning images;
-  ASSIGN_OR_RETURN(images.reference_tokens,
-                   BroadcastReferenceTokens(
-                       job, [&](const torch::Tensor& rgb) -> absl::StatusOr<torch::Tensor> {
-                         ASSIGN_OR_RETURN(torch::Tensor x,
-                                          VaeImageInput(rgb, vae_->dtype(), vae_->device()));
-                         // _encode_vae_image (mode, (z - mean) / std), then _pack_latents.
-                         ASSIGN_OR_RETURN(torch::Tensor z, vae_->EncodeImageLatents(x));
-                         return PackLatents(z.select(2, 0));
-                       }));
+  ASSIGN_OR_RETURN(
+      images.reference_tokens,
+      BroadcastReferenceTokens(job, [&](const torch::Tensor& rgb) -> absl::StatusOr<torch::Tensor> {
+        ASSIGN_OR_RETURN(torch::Tensor x, VaeImageInput(rgb, vae_->dtype(), vae_->device()));
+        // _encode_vae_image (mode, (z - mean) / std), then _pack_latents.
+        ASSIGN_OR_RETURN(torch::Tensor z, vae_->EncodeImageLatents(x));
+        return PackLatents(z.select(2, 0));
+      }));
   return images;
 }
 
