@@ -204,6 +204,26 @@ class DiffusionPipeline : public Pipeline {
     *out = *std::move(parsed);
     return TransformerShape{out->in_channels, out->joint_attention_dim};
   }
+  // LoadVae's body: the family's VAE config read from `vae_dir` (`config`), whose latents give
+  // `channels_per_token` (`what` says how, for the message) channels a transformer token, must
+  // match the transformer's in_channels (FAILED_PRECONDITION naming both otherwise); rank 0 loads
+  // the VAE into *out (LoadOnRank0); returns `scale_factor` (image pixels per latent pixel).
+  template <typename Component, typename Config>
+  absl::StatusOr<int64_t> KeepVae(absl::StatusOr<Config> config,
+                                  int64_t (*channels_per_token)(const Config&), const char* what,
+                                  int64_t (*scale_factor)(const Config&),
+                                  const std::string& vae_dir, const PipelineOptions& options,
+                                  std::optional<Component>* out) {
+    if (!config.ok()) return config.status();
+    const int64_t channels = channels_per_token(*config);
+    if (channels != shape_.in_channels) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(root_, ": the VAE's ", what, " (", channels,
+                       ") do not match the transformer's in_channels (", shape_.in_channels, ")"));
+    }
+    RETURN_IF_ERROR(LoadOnRank0(vae_dir, *config, options, out));
+    return scale_factor(*config);
+  }
   // Rank 0's copy of a component built whole from `dir` by Component::Create(config, state dict)
   // (a VAE) into *out, its bytes counted; the other ranks leave *out empty.
   template <typename Component, typename Config>

@@ -27,15 +27,11 @@ absl::StatusOr<TransformerShape> Flux1Pipeline::ParseTransformerConfig(
 
 absl::StatusOr<int64_t> Flux1Pipeline::LoadVae(const std::string& vae_dir,
                                                const PipelineOptions& options) {
-  ASSIGN_OR_RETURN(vae::AutoencoderKLConfig config,
-                   vae::LoadAutoencoderKLConfig(vae_dir + "/config.json"));
-  if (config.latent_channels * 4 != config_.in_channels) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        root(), ": the VAE's latent_channels (", config.latent_channels,
-        ") x 4 does not match the transformer's in_channels (", config_.in_channels, ")"));
-  }
-  RETURN_IF_ERROR(LoadOnRank0(vae_dir, config, options, &vae_));
-  return config.scale_factor();
+  using Config = vae::AutoencoderKLConfig;
+  return KeepVae(
+      vae::LoadAutoencoderKLConfig(vae_dir + "/config.json"),
+      +[](const Config& c) { return c.latent_channels * 4; }, "latent channels x 4 (2x2 packed)",
+      +[](const Config& c) { return c.scale_factor(); }, vae_dir, options, &vae_);
 }
 
 absl::Status Flux1Pipeline::LoadTextSide(const sharding::PipelineIndex* index,

@@ -38,15 +38,11 @@ absl::StatusOr<TransformerShape> Flux2Pipeline::ParseTransformerConfig(
 
 absl::StatusOr<int64_t> Flux2Pipeline::LoadVae(const std::string& vae_dir,
                                                const PipelineOptions& options) {
-  ASSIGN_OR_RETURN(vae::AutoencoderKLFlux2Config config,
-                   vae::LoadAutoencoderKLFlux2Config(vae_dir + "/config.json"));
-  if (config.patchified_channels() != config_.in_channels) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        root(), ": the VAE's patchified latent channels (", config.patchified_channels(),
-        ") do not match the transformer's in_channels (", config_.in_channels, ")"));
-  }
-  RETURN_IF_ERROR(LoadOnRank0(vae_dir, config, options, &vae_));
-  return config.pipeline_vae_scale_factor();
+  using Config = vae::AutoencoderKLFlux2Config;
+  return KeepVae(
+      vae::LoadAutoencoderKLFlux2Config(vae_dir + "/config.json"),
+      +[](const Config& c) { return c.patchified_channels(); }, "patchified latent channels",
+      +[](const Config& c) { return c.pipeline_vae_scale_factor(); }, vae_dir, options, &vae_);
 }
 
 void Flux2Pipeline::FillCard(ModelCard* card) const {

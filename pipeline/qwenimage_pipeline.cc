@@ -52,10 +52,11 @@ absl::StatusOr<TransformerShape> QwenImagePipeline::ParseTransformerConfig(
 
 absl::StatusOr<int64_t> QwenImagePipeline::LoadVae(const std::string& vae_dir,
                                                    const PipelineOptions& options) {
-  ASSIGN_OR_RETURN(vae::AutoencoderKLQwenImageConfig config,
-                   vae::LoadAutoencoderKLQwenImageConfig(vae_dir + "/config.json"));
-  RETURN_IF_ERROR(LoadOnRank0(vae_dir, config, options, &vae_));
-  return config.scale_factor();
+  using Config = vae::AutoencoderKLQwenImageConfig;
+  return KeepVae(
+      vae::LoadAutoencoderKLQwenImageConfig(vae_dir + "/config.json"),
+      +[](const Config& c) { return c.z_dim * 4; }, "z_dim x 4 (2x2 packed)",
+      +[](const Config& c) { return c.scale_factor(); }, vae_dir, options, &vae_);
 }
 
 absl::Status QwenImagePipeline::LoadTextSide(const sharding::PipelineIndex* index,

@@ -9,11 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "common/model_flags.h"
 #include "common/status_macros.h"
@@ -224,6 +227,25 @@ TEST(QwenEditPipeline, WarmupJobRuns) {
   warmup.output = JobOutput::kLatents;
   auto run = RunEdit(1, warmup);
   EXPECT_TRUE(run.ok()) << run.status();
+}
+
+TEST(QwenEditPipeline, AVaeOfOtherLatentChannelsIsRefusedAtLoad) {
+  const fs::path d =
+      fs::temp_directory_path() / ("ditserve-qwen-edit-zdim-" + std::to_string(::getpid()));
+  ASSERT_TRUE(testing::WriteQwenEditTinyFolder(d.string(), 11).ok());
+  nlohmann::json config;
+  std::ifstream(d / "vae" / "config.json") >> config;
+  config["z_dim"] = 8;  // 32 channels a packed token; the transformer takes 16
+  config["latents_mean"] = std::vector<double>(8, 0.0);
+  config["latents_std"] = std::vector<double>(8, 1.0);
+  std::ofstream(d / "vae" / "config.json") << config.dump(2);
+  PipelineOptions opts;
+  opts.model_dir = d.string();
+  auto run = testing::RunPipelineGroup(1, opts, EditJob(64, 96));
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
+  EXPECT_NE(run.status().message().find("z_dim x 4"), std::string::npos) << run.status();
+  EXPECT_NE(run.status().message().find("in_channels (16)"), std::string::npos) << run.status();
 }
 
 TEST(QwenEditPipeline, EditFolderWithoutProcessorIsRefusedAtLoad) {
