@@ -5,15 +5,25 @@ eager or under torch.compile, with exactly the inputs of our step benchmarks
 (build-cuda/models/*/ditserve-*-bench: batch 1, 4096 image + 512 text tokens).
 
   python3 bench/diffusers_step.py --model flux1|flux2|qwenimage [--runs 10] [--warmup 3]
-      [--compile [--regional]] [--reference-images N [--reference-size 1024x1024]] --out FILE.json
+      [--compile [--regional]] [--reference-images N [--reference-size 1024x1024]]
+      [--text-tokens 512] --out FILE.json
 
---reference-images N (flux2 only) times a step of FLUX.2 editing as diffusers' Flux2Pipeline runs
+--reference-images N (flux2) times a step of FLUX.2 editing as diffusers' Flux2Pipeline runs
 it with N reference images of --reference-size (WIDTHxHEIGHT pixels, one token per 16x16): every
 call concatenates the N references' tokens after the latents (`torch.cat([latents, image_latents],
 dim=1)`), passes the image ids followed by reference i's (10 + 10 i, y, x, 0) (`_prepare_image_ids`)
 and keeps the generated tokens' velocity (`noise_pred[:, : latents.size(1)]`); as our
 `ditserve-flux2-bench --reference-images N`. Under --compile the concatenation and the slice stay
 outside the compiled model, as in the pipeline.
+
+--reference-images N (qwenimage, 0..3) times a step of Qwen-Image-Edit-2509 as diffusers'
+QwenImageEditPlusPipeline runs it with N input images whose VAE side is --reference-size (16 px a
+token; the pipeline's VAE_IMAGE_SIZE makes a square image 1024x1024, 4096 tokens): the images'
+packed latents concatenated after the latents on every call, img_shapes [[(1, h, w), (1, h_i, w_i)
+per image]] * batch, and the output's velocity kept (`noise_pred[:, : latents.size(1)]`); as our
+`ditserve-qwenimage-bench --reference-images N`. The prompt's length (which holds each image's
+vision tokens in that pipeline) is --text-tokens; scripts/gpu-bench.sh stage 18 passes the same to
+both sides.
 
 The transformer (FluxTransformer2DModel / Flux2Transformer2DModel / QwenImageTransformer2DModel)
 is built from the released config committed in bench/results/shapes/<model>.json (made with
@@ -53,6 +63,10 @@ MODELS = {
     "qwenimage": dict(cls="QwenImageTransformer2DModel", shapes="qwen-image.json", name="Qwen-Image",
                       guidance=None),
 }
+
+# --reference-images' limit per model: Flux2Pipeline takes 10 references; our Qwen-Image-Edit pipeline
+# 3 input images (QwenImagePipeline::kMaxEditImages, and ditserve-qwenimage-bench's limit).
+MAX_REFERENCES = {"flux2": 10, "qwenimage": 3}
 
 
 def squarest_grid_columns(n):
@@ -166,16 +180,20 @@ def make_inputs(model_key, config, batch, image_tokens, text_tokens):
     return kw
 
 
-def add_references(kw, config, count, size):
-    """FLUX.2 editing: the reference tokens and the joined ids; returns the step's forward input
-    builder (latents + references concatenated on every call, as the pipeline) and the reference
-    token count."""
+def add_references(model_key, kw, config, count, size):
+    """Editing: the reference tokens and, for FLUX.2, the joined ids (Flux2Pipeline), for Qwen-Image
+    the img_shapes of the output then each image (QwenImageEditPlusPipeline); returns the step's
+    forward input builder (latents + references concatenated on every call, as the pipelines) and
+    the reference token count."""
     rows, cols = reference_grid(size)
     n_ref = count * rows * cols
     b, n = kw["hidden_states"].shape[:2]
     references = torch.randn(b, n_ref, config["in_channels"], device="cuda", dtype=torch.bfloat16)
-    axes = len(config["axes_dims_rope"])
-    kw["img_ids"] = torch.cat([kw["img_ids"], reference_ids(count, rows, cols, axes, "cuda")], 0)
+    if model_key == "flux2":
+        axes = len(config["axes_dims_rope"])
+        kw["img_ids"] = torch.cat([kw["img_ids"], reference_ids(count, rows, cols, axes, "cuda")], 0)
+    else:
+        kw["img_shapes"] = [[kw["img_shapes"][0][0], *[(1, rows, cols)] * count]] * b
     latents = kw.pop("hidden_states")
 
     def inputs():
@@ -219,8 +237,8 @@ def run(a, result):
     kw = make_inputs(a.model, spec["config"], a.batch, a.image_tokens, a.text_tokens)
     editing = ""
     if a.reference_images:
-        inputs, n_ref, latents, references = add_references(kw, spec["config"], a.reference_images,
-                                                            a.reference_size)
+        inputs, n_ref, latents, references = add_references(a.model, kw, spec["config"],
+                                                            a.reference_images, a.reference_size)
         result["inputs"] = describe_inputs(dict(kw, hidden_states=latents, references=references))
         result.update(reference_tokens=n_ref)
         editing = (f" + {a.reference_images} reference images of {a.reference_size} ({n_ref} tokens: "
@@ -287,7 +305,9 @@ def main():
     ap.add_argument("--text-tokens", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reference-images", type=int, default=0,
-                    help="flux2: FLUX.2 editing with N reference images (0..10), as Flux2Pipeline")
+                    help="flux2: FLUX.2 editing with N reference images (0..10), as Flux2Pipeline; "
+                         "qwenimage: Qwen-Image-Edit-2509 with N input images (0..3), as "
+                         "QwenImageEditPlusPipeline")
     ap.add_argument("--reference-size", default="1024x1024",
                     help="each reference image, WIDTHxHEIGHT pixels (16 px a token)")
     ap.add_argument("--out", required=True, help="JSON file to write")
@@ -296,10 +316,10 @@ def main():
         ap.error("--runs must be >= 1 and --warmup >= 0")
     if a.regional and not a.compile:
         ap.error("--regional needs --compile")
-    if a.reference_images and a.model != "flux2":
-        ap.error("--reference-images is FLUX.2 editing: --model flux2")
-    if not 0 <= a.reference_images <= 10:
-        ap.error("--reference-images must be in 0..10")
+    if a.reference_images and a.model not in MAX_REFERENCES:
+        ap.error("--reference-images is editing: --model flux2 (FLUX.2) or qwenimage (Qwen-Image-Edit-2509)")
+    if not 0 <= a.reference_images <= MAX_REFERENCES.get(a.model, 0):
+        ap.error(f"--reference-images must be in 0..{MAX_REFERENCES.get(a.model, 0)} for {a.model}")
     try:
         reference_grid(a.reference_size)
     except ValueError as e:

@@ -68,6 +68,21 @@
 #      without the cache and at CACHE_THRESHOLDS (default "0.05 0.12 0.25"; the response's
 #      full/cached pass counts)                                   -> step_cache_bench.txt
 #  17. Qwen-Image-Edit fixtures: tests/fixtures/make_qwen_edit_fixtures.py (diffusers, CPU float32 + --bf16-device cuda), qwen-edit/ into FIXTURES_DIR -> qwen_edit_fixtures.txt, qwen-edit.tar.gz
+#  18. Qwen-Image-Edit-2509 editing at released size (issue 34), 1024x1024 output with QEDIT_REFS
+#      (default "1 2") input images of 1024x1024 (4096 tokens each on the VAE side), true CFG
+#      (negative prompt " ", true_cfg_scale 4): QEDIT_PARTS (default "step diffusers e2e"; "build"
+#      builds the binaries of all three and runs nothing) picks
+#        step: our step (ditserve-qwenimage-bench --reference-images N --text-tokens T, T the edit
+#          prompt's length, QEDIT_TEXT_TOKENS overrides)                -> qedit_step_ours_<N>ref.txt
+#        diffusers: diffusers' transformer step with the same inputs (bench/diffusers_step.py
+#          --model qwenimage --reference-images N), eager and under torch.compile
+#                                                        -> qedit_step_diffusers_<N>ref_*.json/.log
+#        e2e: a released-size random-weight Qwen-Image-Edit-2509 folder (bench/released_size_pipeline.py
+#          write --family qwenimage_edit: the vision tower, the processor, the VAE's encoder),
+#          frontend + 1 CUDA worker, ditserve-cli generate --image x N (a 2-step warm-up request,
+#          then one of QEDIT_STEPS, default 40, steps), then diffusers' QwenImageEditPlusPipeline
+#          with the same images and steps in the same call                       -> qedit_e2e.txt
+#      (diffusers parts need .carry/diffusers-src or DIFFUSERS_SRC)
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny
 #      pipeline and transformers on the GPU in float32 / bfloat16, frontend + 1 CUDA worker)
 #                                                                            -> gpu_tests.txt
@@ -78,6 +93,10 @@
 #   built): NO_BUILD=1 BIN_DIR=build DEVICE=cpu EDIT_MODEL=tests/fixtures/flux2-tiny EDIT_SIZE=64
 #   EDIT_STEPS=2 EDIT_IMAGES=DIR_OF_PNGS EDIT_STEP_ARGS="<tiny shape flags> --reference-size 64x64"
 #   STAGES=13 scripts/gpu-bench.sh ANY.tgz OUT
+#   Stage 18's the same way: NO_BUILD=1 BIN_DIR=build DEVICE=cpu QEDIT_MODEL=<a tiny edit folder,
+#   build/tests/e2e/ditserve-test-qwen-edit-folder DIR> QEDIT_SIZE=64 QEDIT_STEPS=2
+#   QEDIT_IMAGES=DIR_OF_PNGS QEDIT_STEP_ARGS="<tiny shape flags> --reference-size 64x64"
+#   QEDIT_TEXT_TOKENS=10 STAGES=18 scripts/gpu-bench.sh ANY.tgz OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle_tgz="$1"
@@ -93,8 +112,8 @@ if [ ! -d "$diffusers_src" ] && [ -f .carry/diffusers-src.tar.gz ]; then  # carr
   tar xzf .carry/diffusers-src.tar.gz -C /tmp && diffusers_src=/tmp/diffusers-src/src
 fi
 stages="${STAGES:-1 2 3 4 5}"
-bin="${BIN_DIR:-build-cuda}"  # stage 13's binaries (a dry run points it at a CPU build)
-device="${DEVICE:-cuda}"      # stage 13's device (cpu: the dry run)
+bin="${BIN_DIR:-build-cuda}"  # stage 13's and 18's binaries (a dry run points it at a CPU build)
+device="${DEVICE:-cuda}"      # stage 13's and 18's device (cpu: the dry run)
 [ "${FULL:-0}" = 1 ] && stages="$stages 6"
 t0=$(date +%s)
 log() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -609,6 +628,118 @@ grep -E "^(edit_|img2img|qwenimage-edit|processor|note|WARNING|CHECK|  )|checks|
 [ -f "$qefx/qwen-edit/qwen_edit_reference.safetensors" ] || { log "make_qwen_edit_fixtures.py failed ($rc)"; return; }
 log "fixtures made (exit status $rc)"
 install_fixtures "$qefx" qwen-edit
+}
+
+# The text length of stage 18's prompt ("a lighthouse on a cliff at dawn") with N ($1) images,
+# after QwenImageEditPlusPipeline drops the template's first 64 tokens, with Qwen2.5-VL's
+# tokenizer: per image "Picture i: " (5 tokens), <|vision_start|>, the condition image's vision
+# tokens (~384x384 -> the processor's 392x392: 28x28 patches of 14, merged 2x2: 196) and
+# <|vision_end|>, then the prompt (7) and "<|im_end|>\n<|im_start|>assistant\n" (5). Counted by
+# hand from the template, not with the tokenizer (the repository's is the tiny one): an estimate,
+# within a few tokens; the negative prompt " " is 6 shorter.
+qedit_text_tokens() { echo $((203 * $1 + 12)); }
+
+stage18() {
+local parts="${QEDIT_PARTS:-step diffusers e2e}" refs="${QEDIT_REFS:-1 2}" steps="${QEDIT_STEPS:-40}"
+local size="${QEDIT_SIZE:-1024}"  # the output's sides (the dry run's tiny model: 64)
+local n res mode nsteps tt
+log "stage 18: Qwen-Image-Edit-2509, ${size}x${size} with $refs input images, true CFG ($parts)"
+# "build": every binary of the parts, built and nothing run (a first call builds for later calls).
+if [[ " $parts " == *" build "* ]]; then
+  build ditserve-qwenimage-bench ditserve-frontend ditserve-worker ditserve-cli && log "stage 18: built"
+fi
+if [[ " $parts " == *" step "* ]] && build ditserve-qwenimage-bench; then
+  for n in $refs; do
+    tt="${QEDIT_TEXT_TOKENS:-$(qedit_text_tokens "$n")}"
+    log "stage 18: our step with $n input image(s), $tt text tokens"
+    # shellcheck disable=SC2086  # QEDIT_STEP_ARGS: the dry run's tiny shapes
+    "$bin/bench/ditserve-qwenimage-bench" --device "$device" --runs 5 --warmup 2 \
+      --reference-images "$n" --text-tokens "$tt" ${QEDIT_STEP_ARGS:-} > "$out/qedit_step_ours_${n}ref.txt" 2>&1
+    grep -E "^editing|median|graphs|Error|error" "$out/qedit_step_ours_${n}ref.txt" | sed "s/^/ours, $n image(s): /"
+  done
+fi
+if [[ " $parts " == *" diffusers "* ]]; then
+  if [ ! -d "$diffusers_src" ]; then
+    log "no diffusers source at $diffusers_src: diffusers' Qwen-Image-Edit step skipped"
+  else
+    for n in $refs; do
+      tt="${QEDIT_TEXT_TOKENS:-$(qedit_text_tokens "$n")}"
+      for mode in eager compile; do
+        log "stage 18: diffusers' step with $n input image(s), $tt text tokens, $mode"
+        res="$out/qedit_step_diffusers_${n}ref_$mode"
+        local compile=()
+        [ "$mode" = compile ] && compile=(--compile)
+        PYTHONPATH="$diffusers_src" python3 bench/diffusers_step.py --model qwenimage --runs 5 \
+          --warmup 2 --reference-images "$n" --text-tokens "$tt" "${compile[@]}" --out "$res.json" \
+          > "$res.log" 2>&1
+        grep -E "ms/step|failed:" "$res.log" | tail -1
+      done
+    done
+  fi
+fi
+if [[ " $parts " == *" e2e "* ]]; then
+  res="$out/qedit_e2e.txt"
+  : > "$res"
+  local dir="${QEDIT_MODEL:-}" images="${QEDIT_IMAGES:-/tmp/ditserve-qedit-images}" most=0 i args
+  for n in $refs; do [ "$n" -gt "$most" ] && most=$n; done
+  if [ -z "${QEDIT_IMAGES:-}" ]; then
+    python3 bench/released_size_pipeline.py images --out "$images" --count "$most" --size 1024 \
+      2>&1 | tee -a "$res"
+  fi
+  local files=()
+  # shellcheck disable=SC2012  # the images' names are ours (ref-<i>.png)
+  mapfile -t files < <(ls "$images"/*.png | sort | head -"$most")
+  [ "${#files[@]}" -ge "$most" ] || { log "stage 18: fewer than $most images in $images"; return; }
+  # The weights (~58 GB, GPU and disk) are written while the binaries build (CPU): a cold call
+  # saves the write's minute.
+  local wpid=""
+  if [ -z "$dir" ]; then
+    write_released_weights qwenimage_edit "$res" > "$out/qedit_weights_dir.txt" &
+    wpid=$!
+  fi
+  local built=0
+  build ditserve-frontend ditserve-worker ditserve-cli && built=1
+  if [ -n "$wpid" ]; then
+    wait "$wpid" && dir=$(tail -1 "$out/qedit_weights_dir.txt")
+    if [ -z "$dir" ] || [ ! -f "$dir/vae/config.json" ]; then log "stage 18: no weights written"; return; fi
+  fi
+  if [ "$built" = 0 ]; then
+    [ -z "${QEDIT_MODEL:-}" ] && rm -rf "$dir"
+    return
+  fi
+  local fpid port mport
+  if start_frontend "$dir" "$res"; then
+    for n in $refs; do
+      args=()
+      for ((i = 0; i < n; i++)); do args+=(--image "${files[$i]}"); done
+      # A 2-step request first (this shape's first request: its CUDA graphs captured, the vision
+      # tower's and the VAE encoder's kernels chosen), as diffusers' side runs a 2-step call
+      # first; then the timed one.
+      for nsteps in 2 "$steps"; do
+        echo "ours, $n input image(s), $nsteps steps: $("$bin/cli/ditserve-cli" generate \
+          --server "127.0.0.1:$port" --prompt "a lighthouse on a cliff at dawn" \
+          --negative-prompt " " --true-cfg-scale 4 --height "$size" --width "$size" --seed 0 \
+          --steps "$nsteps" "${args[@]}" --quiet -o /tmp/ditserve-qedit.png 2>&1 | tail -1)" |
+          tee -a "$res"
+      done
+    done
+    scrape "$mport" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise|load_duration|resident)" |
+      tee -a "$res"
+    kill "$fpid"; wait "$fpid" 2>/dev/null
+  fi
+  log "stage 18: ours done; diffusers next"
+  if [ -d "$diffusers_src" ]; then
+    args=()
+    for ((i = 0; i < most; i++)); do args+=(--image "${files[$i]}"); done
+    # shellcheck disable=SC2086  # $refs: the counts
+    PYTHONPATH="$diffusers_src" python3 bench/released_size_pipeline.py run --family qwenimage_edit \
+      --dir "$dir" --steps "$steps" --size "$size" "${args[@]}" --reference-counts $refs 2>&1 |
+      grep -v -i warn | tee -a "$res"
+  else
+    log "no diffusers source at $diffusers_src: diffusers' Qwen-Image-Edit pipeline skipped" | tee -a "$res"
+  fi
+  [ -z "${QEDIT_MODEL:-}" ] && rm -rf "$dir"
+fi
 }
 
 bg_build=""

@@ -11,9 +11,23 @@
 // Image tokens are laid out as one image on the most square rows × cols grid (img_shapes
 // (1, rows, cols)). Timing: each step is bracketed by device synchronisation (CUDA) and measured
 // on the host clock.
+//
+// --reference-images N times a step of Qwen-Image-Edit-2509 (diffusers' QwenImageEditPlusPipeline,
+// pipeline/qwenimage_pipeline.cc) with N input images whose VAE side is --reference-size
+// (WIDTHxHEIGHT pixels, default 1024x1024, the pipeline's VAE_IMAGE_SIZE for a square image: one
+// token per 16x16 pixels, 4096 each): the images' packed latents appended after the output's
+// tokens (`torch.cat([latents, image_latents], dim=1)`), img_shapes [(1, rows, cols), then
+// (1, r, c) per image], and the velocity narrowed back to the output's tokens
+// (`noise_pred[:, : latents.size(1)]`). The prompt's length is --text-tokens (the pipeline's
+// prompt holds each image's vision tokens: scripts/gpu-bench.sh stage 18 passes its length).
+//
+//   ditserve-qwenimage-bench --device cuda --runs 5 --warmup 2 --reference-images 2
+//       --text-tokens 418
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -37,8 +51,30 @@ struct BenchOptions {
   TransformerShapeOptions shape{60, 24, 128, 3584, 64, "16,56,56"};
   int64_t out_channels = 16, patch_size = 2;
   int64_t masked_text_tokens = 0;
+  int64_t reference_images = 0;
+  std::string reference_size = "1024x1024";  // WIDTHxHEIGHT, pixels
   CommonBenchOptions common;
 };
+
+// Qwen-Image has one token per 16x16 pixels: the VAE's 8x downsampling, then 2x2 packed latents
+// (the pipeline's vae_scale_factor * 2).
+constexpr int64_t kPixelsPerToken = 16;
+// As many input images as the served edit pipeline takes (QwenImagePipeline::kMaxEditImages).
+constexpr int64_t kMaxReferenceImages = 3;
+
+// --reference-size "WIDTHxHEIGHT" -> (rows, cols) of one image's packed token grid.
+absl::StatusOr<std::pair<int64_t, int64_t>> ReferenceGrid(const std::string& size) {
+  std::vector<std::string> parts = absl::StrSplit(size, 'x');
+  int64_t w = 0, h = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &w) || !absl::SimpleAtoi(parts[1], &h) ||
+      w < kPixelsPerToken || h < kPixelsPerToken || w % kPixelsPerToken != 0 ||
+      h % kPixelsPerToken != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reference-size must be WIDTHxHEIGHT, each a positive multiple of ",
+                     kPixelsPerToken, " pixels; got '", size, "'"));
+  }
+  return std::make_pair(h / kPixelsPerToken, w / kPixelsPerToken);
+}
 
 absl::Status Run(const BenchOptions& o) {
   QwenImageTransformerConfig c;
@@ -71,16 +107,58 @@ absl::Status Run(const BenchOptions& o) {
     a.encoder_hidden_states_mask.narrow(1, t - o.masked_text_tokens, o.masked_text_tokens).zero_();
   }
 
-  return RunStepBench<QwenImageTransformer2DModel>(c, in, target, a, o.common, [&] {
-    std::printf(
-        "Qwen-Image transformer: %lld blocks, %lld heads x %lld, %lld params (%.2f B), %s %s, "
-        "batch %lld, %lld image (%lld x %lld) + %lld text tokens (%lld masked)\n",
-        static_cast<long long>(c.num_layers), static_cast<long long>(c.num_attention_heads),
-        static_cast<long long>(c.attention_head_dim), static_cast<long long>(params), params / 1e9,
-        o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
-        static_cast<long long>(n), static_cast<long long>(n / cols), static_cast<long long>(cols),
-        static_cast<long long>(t), static_cast<long long>(o.masked_text_tokens));
-  });
+  // Qwen-Image-Edit-Plus: N images' tokens after the output's, img_shapes (B, 1 + N, 3); every step
+  // appends them to the latents and narrows the velocity back, as DiffusionPipeline::Forward does.
+  if (o.reference_images < 0 || o.reference_images > kMaxReferenceImages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--reference-images must be in 0..", kMaxReferenceImages, " (the edit pipeline's limit)"));
+  }
+  ASSIGN_OR_RETURN(const auto grid, ReferenceGrid(o.reference_size));
+  const int64_t per_reference = grid.first * grid.second;
+  const int64_t reference_tokens = o.reference_images * per_reference;
+  torch::Tensor references;
+  BenchForward<QwenImageTransformer2DModel, QwenImageForwardArgs> forward;
+  if (o.reference_images > 0) {
+    std::vector<int64_t> shapes = {1, n / cols, cols};
+    for (int64_t i = 0; i < o.reference_images; ++i) {
+      shapes.insert(shapes.end(), {1, grid.first, grid.second});
+    }
+    const int64_t k = 1 + o.reference_images;
+    a.img_shapes =
+        torch::tensor(shapes, torch::kInt64).view({1, k, 3}).expand({b, k, 3}).contiguous();
+    references = torch::randn({b, reference_tokens, c.in_channels}, opts);
+    forward = [&references](QwenImageTransformer2DModel& model,
+                            const QwenImageForwardArgs& x) -> absl::StatusOr<torch::Tensor> {
+      QwenImageForwardArgs joined = x;
+      joined.hidden_states = torch::cat({x.hidden_states, references}, 1);
+      ASSIGN_OR_RETURN(torch::Tensor velocity, model.Forward(joined));
+      return velocity.narrow(1, 0, x.hidden_states.size(1));
+    };
+  }
+
+  return RunStepBench<QwenImageTransformer2DModel>(
+      c, in, target, a, o.common,
+      [&] {
+        std::printf(
+            "Qwen-Image transformer: %lld blocks, %lld heads x %lld, %lld params (%.2f B), %s "
+            "%s, batch %lld, %lld image (%lld x %lld) + %lld text tokens (%lld masked)\n",
+            static_cast<long long>(c.num_layers), static_cast<long long>(c.num_attention_heads),
+            static_cast<long long>(c.attention_head_dim), static_cast<long long>(params),
+            params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(),
+            static_cast<long long>(b), static_cast<long long>(n), static_cast<long long>(n / cols),
+            static_cast<long long>(cols), static_cast<long long>(t),
+            static_cast<long long>(o.masked_text_tokens));
+        if (o.reference_images > 0) {
+          std::printf(
+              "editing: + %lld input images of %s (%lld tokens each, img_shapes 1 + %lld "
+              "entries): %lld + %lld = %lld image tokens a forward, velocity narrowed to %lld\n",
+              static_cast<long long>(o.reference_images), o.reference_size.c_str(),
+              static_cast<long long>(per_reference), static_cast<long long>(o.reference_images),
+              static_cast<long long>(n), static_cast<long long>(reference_tokens),
+              static_cast<long long>(n + reference_tokens), static_cast<long long>(n));
+        }
+      },
+      nullptr, forward);
 }
 
 }  // namespace
@@ -95,6 +173,11 @@ int main(int argc, char** argv) {
   p.AddInt("patch-size", &o.patch_size, "patch_size");
   p.AddInt("masked-text-tokens", &o.masked_text_tokens,
            "trailing text tokens masked out (0: no mask)");
+  p.AddInt("reference-images", &o.reference_images,
+           "Qwen-Image-Edit-2509: N input images' tokens appended to the image tokens each step, "
+           "as QwenImageEditPlusPipeline (0..3)");
+  p.AddString("reference-size", &o.reference_size,
+              "each input image's VAE size, WIDTHxHEIGHT pixels (one token per 16x16)");
   ditserve::bench::AddCommonBenchFlags(&p, &o.common);
   return ditserve::bench::BenchMain(argc, argv, p,
                                     [&] { return ditserve::models::qwenimage::Run(o); });
