@@ -31,13 +31,14 @@ ImageSize QwenEditCalculateDimensions(int64_t target_area, int width, int height
   return size;
 }
 
-absl::StatusOr<QwenEditImageSizes> QwenEditImageSizesFor(int width, int height, int vae_multiple) {
-  if (width < 1 || height < 1 || vae_multiple < 1) {
+absl::StatusOr<QwenEditImageSizes> QwenEditImageSizesFor(int width, int height, int vae_multiple,
+                                                         int64_t condition_area) {
+  if (width < 1 || height < 1 || vae_multiple < 1 || condition_area < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid image size ", width, "x", height, " or multiple ", vae_multiple));
   }
   QwenEditImageSizes sizes;
-  sizes.condition = QwenEditCalculateDimensions(kQwenEditConditionArea, width, height);
+  sizes.condition = QwenEditCalculateDimensions(condition_area, width, height);
   if (auto s = CheckSides(sizes.condition, width, height, "condition"); !s.ok()) return s;
   const ImageSize vae = QwenEditCalculateDimensions(kQwenEditVaeArea, width, height);
   // VaeImageProcessor.get_default_height_width: x - x % vae_scale_factor.
@@ -69,8 +70,9 @@ absl::StatusOr<ImageSize> QwenEditOutputSize(int last_width, int last_height, in
   return size;
 }
 
-absl::StatusOr<RgbImage> PrepareQwenEditConditionImage(const RgbImage& image) {
-  auto sizes = QwenEditImageSizesFor(image.width, image.height, 1);
+absl::StatusOr<RgbImage> PrepareQwenEditConditionImage(const RgbImage& image,
+                                                       int64_t condition_area) {
+  auto sizes = QwenEditImageSizesFor(image.width, image.height, 1, condition_area);
   if (!sizes.ok()) return sizes.status();
   return Resize(image, sizes->condition.width, sizes->condition.height, ResampleFilter::kLanczos);
 }

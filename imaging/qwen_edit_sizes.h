@@ -56,8 +56,11 @@ struct QwenEditImageSizes {
   ImageSize condition;  // for the vision tower (CONDITION_IMAGE_SIZE)
   ImageSize vae;        // for the VAE (VAE_IMAGE_SIZE), after preprocess' floor to vae_multiple
 };
-// INVALID_ARGUMENT when a side would be 0 (PIL's resize refuses it too).
-absl::StatusOr<QwenEditImageSizes> QwenEditImageSizesFor(int width, int height, int vae_multiple);
+// INVALID_ARGUMENT when a side would be 0 (PIL's resize refuses it too). `condition_area`: the
+// condition image's target area (QwenImageEditPipeline's is kQwenEditVaeArea: its one resized
+// image feeds both encoders).
+absl::StatusOr<QwenEditImageSizes> QwenEditImageSizesFor(
+    int width, int height, int vae_multiple, int64_t condition_area = kQwenEditConditionArea);
 
 // The output size for a call whose last image is last_width x last_height and whose requested
 // width / height are `width` / `height` (0: not given, as Python's `or` treats it).
@@ -66,7 +69,8 @@ absl::StatusOr<ImageSize> QwenEditOutputSize(int last_width, int last_height, in
                                              int multiple_of);
 
 // The condition image (image_processor.resize to the condition size, LANCZOS).
-absl::StatusOr<RgbImage> PrepareQwenEditConditionImage(const RgbImage& image);
+absl::StatusOr<RgbImage> PrepareQwenEditConditionImage(
+    const RgbImage& image, int64_t condition_area = kQwenEditConditionArea);
 // The VAE image before normalisation (image_processor.preprocess to the VAE size, LANCZOS).
 // vae_multiple: the pipeline's VaeImageProcessor's vae_scale_factor (vae_scale_factor * 2 = 16).
 absl::StatusOr<RgbImage> PrepareQwenEditVaeImage(const RgbImage& image, int vae_multiple);

@@ -115,6 +115,8 @@ struct ImageInputCard {
   ImageUse use = ImageUse::kNone;
   int max_images = 0;
   int min_images = 0;            // a request must bring at least this many (kQwenEdit: 1)
+  // kQwenEdit: the area condition images are resized to (imaging/qwen_edit_sizes.h).
+  int64_t condition_area = 0;
   int64_t size_multiple = 16;    // the pipeline's vae_scale_factor * 2
   int64_t min_side = 0;          // each decoded image's sides (FLUX.2: 64)
   int64_t max_aspect_ratio = 0;  // 0: any (FLUX.2: 8)

@@ -51,13 +51,14 @@ absl::StatusOr<std::unique_ptr<Pipeline>> LoadPipeline(const PipelineOptions& op
   if (index.class_name == "Flux2Pipeline") {
     return Upcast(DiffusionPipeline::Create<Flux2Pipeline>(&index, "", options, comm));
   }
-  if (index.class_name == "QwenImagePipeline" || index.class_name == "QwenImageEditPlusPipeline") {
+  if (index.class_name == "QwenImagePipeline" || index.class_name == "QwenImageEditPipeline" ||
+      index.class_name == "QwenImageEditPlusPipeline") {
     return Upcast(DiffusionPipeline::Create<QwenImagePipeline>(&index, "", options, comm));
   }
   return absl::UnimplementedError(absl::StrCat(
       options.model_dir, ": pipeline class '", index.class_name,
       "' is not supported (supported: FluxPipeline, FluxKontextPipeline, Flux2Pipeline, "
-      "QwenImagePipeline, QwenImageEditPlusPipeline)"));
+      "QwenImagePipeline, QwenImageEditPipeline, QwenImageEditPlusPipeline)"));
 }
 
 }  // namespace ditserve::pipeline

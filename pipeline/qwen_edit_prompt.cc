@@ -20,6 +20,8 @@ const char kQwenEditTemplate[] =
 const char kQwenEditImagePromptTemplate[] =
     "Picture {}: <|vision_start|><|image_pad|><|vision_end|>";
 const char kQwenImagePadToken[] = "<|image_pad|>";
+// QwenImageEditPipeline's prompt_template_encode holds it bare after "<|im_start|>user\n".
+const char kQwenEditVisionBlock[] = "<|vision_start|><|image_pad|><|vision_end|>";
 
 namespace {
 
@@ -35,18 +37,21 @@ int64_t CountOf(absl::string_view text, absl::string_view needle) {
 
 }  // namespace
 
-std::string QwenEditImagePrompt(int num_images) {
+std::string QwenEditImagePrompt(int num_images, QwenEditImageLabels labels) {
   std::string out;
   for (int i = 0; i < num_images; ++i) {
     absl::StrAppend(
-        &out, absl::StrReplaceAll(kQwenEditImagePromptTemplate, {{"{}", absl::StrCat(i + 1)}}));
+        &out, labels == QwenEditImageLabels::kNumbered
+                  ? absl::StrReplaceAll(kQwenEditImagePromptTemplate, {{"{}", absl::StrCat(i + 1)}})
+                  : std::string(kQwenEditVisionBlock));
   }
   return out;
 }
 
-std::string QwenEditTemplatedPrompt(absl::string_view prompt, int num_images) {
-  return absl::StrReplaceAll(kQwenEditTemplate,
-                             {{"{}", absl::StrCat(QwenEditImagePrompt(num_images), prompt)}});
+std::string QwenEditTemplatedPrompt(absl::string_view prompt, int num_images,
+                                    QwenEditImageLabels labels) {
+  return absl::StrReplaceAll(
+      kQwenEditTemplate, {{"{}", absl::StrCat(QwenEditImagePrompt(num_images, labels), prompt)}});
 }
 
 absl::StatusOr<std::vector<int64_t>> QwenEditImageTokenCounts(
@@ -97,7 +102,8 @@ absl::StatusOr<std::vector<std::string>> ExpandQwenImagePads(
 
 absl::StatusOr<QwenEditTokens> TokenizeQwenEditPrompts(
     const tokenizers::HfTokenizer& tokenizer, const std::vector<std::string>& prompts,
-    const std::vector<std::array<int64_t, 3>>& grids_thw, int merge_size) {
+    const std::vector<std::array<int64_t, 3>>& grids_thw, int merge_size,
+    QwenEditImageLabels labels) {
   if (prompts.empty()) return absl::InvalidArgumentError("no prompts");
   if (prompts.size() > 1 && !grids_thw.empty()) {
     return absl::InvalidArgumentError(
@@ -113,7 +119,7 @@ absl::StatusOr<QwenEditTokens> TokenizeQwenEditPrompts(
   std::vector<std::string> texts;
   texts.reserve(prompts.size());
   for (const std::string& p : prompts) {
-    texts.push_back(QwenEditTemplatedPrompt(p, static_cast<int>(grids_thw.size())));
+    texts.push_back(QwenEditTemplatedPrompt(p, static_cast<int>(grids_thw.size()), labels));
   }
   ASSIGN_OR_RETURN(texts, ExpandQwenImagePads(texts, counts));
 

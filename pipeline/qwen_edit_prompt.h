@@ -50,14 +50,22 @@ extern const char kQwenImagePadToken[];
 // (`drop_idx`: the hidden states of a prompt's first 64 tokens are dropped after encoding).
 inline constexpr int64_t kQwenEditTemplateStartIdx = 64;
 
+// The two edit pipelines' vision blocks: QwenImageEditPlusPipeline numbers its images
+// ("Picture i: " before each block); QwenImageEditPipeline (one image) has the bare block in its
+// template, right after "<|im_start|>user\n", which is the same text as kQwenEditTemplate with an
+// unnumbered block before the prompt.
+enum class QwenEditImageLabels { kNumbered, kBare };
+
 // base_img_prompt: "Picture 1: <|vision_start|><|image_pad|><|vision_end|>Picture 2: ..." for
-// num_images images; "" for none (image=None). A single image (not a list) is num_images = 1.
-// num_images must be >= 0.
-std::string QwenEditImagePrompt(int num_images);
+// num_images images (kBare: "<|vision_start|><|image_pad|><|vision_end|>" each); "" for none
+// (image=None). A single image (not a list) is num_images = 1. num_images must be >= 0.
+std::string QwenEditImagePrompt(int num_images,
+                                QwenEditImageLabels labels = QwenEditImageLabels::kNumbered);
 
 // template.format(base_img_prompt + prompt). The prompt is inserted verbatim (str.format does not
 // re-read what it inserts).
-std::string QwenEditTemplatedPrompt(absl::string_view prompt, int num_images);
+std::string QwenEditTemplatedPrompt(absl::string_view prompt, int num_images,
+                                    QwenEditImageLabels labels = QwenEditImageLabels::kNumbered);
 
 // The <|image_pad|> count of each image, in order: Qwen2VlImageTokenCount(grid, merge_size).
 // Errors: INVALID_ARGUMENT for merge_size < 1, a grid entry < 1, or a product not divisible by
@@ -86,6 +94,7 @@ struct QwenEditTokens {
 // without a pad token or without <|image_pad|>, a count mismatch; the tokenizer's errors.
 absl::StatusOr<QwenEditTokens> TokenizeQwenEditPrompts(
     const tokenizers::HfTokenizer& tokenizer, const std::vector<std::string>& prompts,
-    const std::vector<std::array<int64_t, 3>>& grids_thw, int merge_size);
+    const std::vector<std::array<int64_t, 3>>& grids_thw, int merge_size,
+    QwenEditImageLabels labels = QwenEditImageLabels::kNumbered);
 
 }  // namespace ditserve::pipeline

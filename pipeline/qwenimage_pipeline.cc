@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "imaging/qwen_edit_sizes.h"
 #include "pipeline/image_inputs.h"
 #include "pipeline/job_steps.h"
 #include "pipeline/latents.h"
@@ -67,15 +68,16 @@ absl::Status QwenImagePipeline::LoadTextSide(const sharding::PipelineIndex* inde
   absl::StatusOr<std::string> processor_dir = index->ComponentDir("processor");
   if (!processor_dir.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(root(),
-                     "/model_index.json: QwenImageEditPlusPipeline needs its 'processor' "
+        absl::StrCat(root(), "/model_index.json: ", pipeline_class(),
+                     " needs its 'processor' "
                      "component (the Qwen2-VL processor) to encode prompts with images"));
   }
   ASSIGN_OR_RETURN(vision_, QwenEditVision::Load(*processor_dir, text_site().text_encoder_dir,
                                                  text_encoder().hidden_size(), options,
                                                  /*with_tower=*/comm().rank() == 0));
   AddWeightBytes(vision_->weight_bytes());
-  return text_encoder().LoadEditTokenizer(*processor_dir);
+  return text_encoder().LoadEditTokenizer(
+      *processor_dir, edit_plus() ? QwenEditImageLabels::kNumbered : QwenEditImageLabels::kBare);
 }
 
 void QwenImagePipeline::FillCard(ModelCard* card) const {
@@ -96,7 +98,8 @@ void QwenImagePipeline::FillCard(ModelCard* card) const {
   if (edit() && vae_encodes()) {
     ImageInputCard& in = card->image_inputs;
     in.use = ImageUse::kQwenEdit;
-    in.max_images = kMaxEditImages;
+    in.max_images = edit_plus() ? kMaxEditImages : 1;
+    in.condition_area = edit_plus() ? imaging::kQwenEditConditionArea : imaging::kQwenEditVaeArea;
     in.min_images = 1;  // the pipeline sizes its output from the last image
     in.size_multiple = vae_scale_factor() * 2;
     // The processor refuses aspect ratios above 200 after the ~384x384 resize, which can stretch

@@ -52,14 +52,17 @@ namespace ditserve::pipeline {
 
 class QwenImagePipeline final : public LlmTextPipeline<QwenImagePromptEncoder> {
  public:
-  // Qwen-Image-Edit-2509's documented range of input images.
+  // Qwen-Image-Edit-2509's documented range of input images (Qwen-Image-Edit takes one).
   static constexpr int kMaxEditImages = 3;
 
  private:
   friend DiffusionPipeline;  // Create constructs it
   QwenImagePipeline();
-  // A QwenImageEditPlusPipeline folder (model_index.json).
-  bool edit() const { return pipeline_class() == "QwenImageEditPlusPipeline"; }
+  // A QwenImageEditPlusPipeline (Qwen-Image-Edit-2509: 1 to 3 images, "Picture i:" labels, ~384²
+  // condition images) or QwenImageEditPipeline (Qwen-Image-Edit: one image, a bare vision block,
+  // the ~1024² image for both encoders) folder (model_index.json).
+  bool edit_plus() const { return pipeline_class() == "QwenImageEditPlusPipeline"; }
+  bool edit() const { return edit_plus() || pipeline_class() == "QwenImageEditPipeline"; }
 
   // QwenImageTransformer2DModel's config (the 3-D video RoPE over frame, height, width).
   absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;

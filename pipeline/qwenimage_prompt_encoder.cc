@@ -73,9 +73,11 @@ absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> QwenImagePromptEncoder::
                                      max_sequence_length);
 }
 
-absl::Status QwenImagePromptEncoder::LoadEditTokenizer(const std::string& processor_dir) {
+absl::Status QwenImagePromptEncoder::LoadEditTokenizer(const std::string& processor_dir,
+                                                       QwenEditImageLabels labels) {
   ASSIGN_OR_RETURN(tokenizers::HfTokenizer tokenizer, tokenizers::LoadHfTokenizer(processor_dir));
   edit_tokenizer_.emplace(std::move(tokenizer));
+  edit_labels_ = labels;
   return absl::OkStatus();
 }
 
@@ -84,7 +86,7 @@ absl::StatusOr<QwenEditTokens> QwenImagePromptEncoder::TokenizeEdit(
     int merge_size) const {
   if (!edit_tokenizer_) return absl::InternalError("TokenizeEdit before LoadEditTokenizer");
   absl::StatusOr<QwenEditTokens> tokens =
-      TokenizeQwenEditPrompts(*edit_tokenizer_, {prompt}, grids, merge_size);
+      TokenizeQwenEditPrompts(*edit_tokenizer_, {prompt}, grids, merge_size, edit_labels_);
   if (!tokens.ok()) {
     return absl::Status(tokens.status().code(),
                         absl::StrCat("prompt: ", tokens.status().message()));

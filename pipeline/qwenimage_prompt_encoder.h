@@ -56,8 +56,9 @@ class QwenImagePromptEncoder {
       const std::vector<std::string>& prompts, int64_t max_sequence_length);
 
   // Qwen-Image-Edit: the processor's tokenizer (`processor_dir`, which diffusers' pipeline
-  // tokenizes edit prompts with). Errors name the folder.
-  absl::Status LoadEditTokenizer(const std::string& processor_dir);
+  // tokenizes edit prompts with) and the pipeline's vision-block labels (qwen_edit_prompt.h).
+  // Errors name the folder.
+  absl::Status LoadEditTokenizer(const std::string& processor_dir, QwenEditImageLabels labels);
   // The edit prompt's tokens for images of these grids (image_grid_thw, merge_size the
   // processor's); INVALID_ARGUMENT "prompt: ..." for a prompt the processor would refuse.
   absl::StatusOr<QwenEditTokens> TokenizeEdit(const std::string& prompt,
@@ -79,6 +80,7 @@ class QwenImagePromptEncoder {
 
   tokenizers::HfTokenizer tokenizer_;
   std::optional<tokenizers::HfTokenizer> edit_tokenizer_;  // after LoadEditTokenizer
+  QwenEditImageLabels edit_labels_ = QwenEditImageLabels::kNumbered;
   std::unique_ptr<comm::Communicator> own_comm_;
   std::unique_ptr<text::CausalLmTextEncoder> model_;
   uint64_t weight_bytes_ = 0;

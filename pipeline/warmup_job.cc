@@ -28,7 +28,7 @@ void AddWarmupImages(const ModelCard& card, const GenerationJob& job, JobItem* i
     if (in.use == ImageUse::kQwenEdit) {
       absl::StatusOr<imaging::QwenEditImageSizes> sizes =
           imaging::QwenEditImageSizesFor(static_cast<int>(job.width), static_cast<int>(job.height),
-                                         static_cast<int>(in.size_multiple));
+                                         static_cast<int>(in.size_multiple), in.condition_area);
       if (!sizes.ok()) return;  // the job then fails its checks, naming the images
       item->images.push_back(GreyImage(sizes->vae.height, sizes->vae.width));
       item->condition_images.push_back(GreyImage(sizes->condition.height, sizes->condition.width));

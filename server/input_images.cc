@@ -147,7 +147,10 @@ absl::StatusOr<DecodedInputImages> DecodeInputImages(const v1::GenerateRequest& 
         break;
       case ImageInputUse::kQwenEdit: {
         // The size rules' messages start with "is WxH" (qwen_edit_sizes.h).
-        absl::StatusOr<imaging::RgbImage> condition = imaging::PrepareQwenEditConditionImage(image);
+        const int64_t area = spec.condition_area() > 0 ? static_cast<int64_t>(spec.condition_area())
+                                                       : imaging::kQwenEditConditionArea;
+        absl::StatusOr<imaging::RgbImage> condition =
+            imaging::PrepareQwenEditConditionImage(image, area);
         if (!condition.ok()) {
           return Invalid(absl::StrCat("images[", i, "] ", condition.status().message()));
         }

@@ -672,6 +672,7 @@ Json ModelObject(const v1::ModelInfo& info, int64_t created) {
   const v1::ImageInputs& in = info.inputs().image_inputs();
   Json image_inputs = {{"max_images", in.max_images()},
                        {"min_images", in.min_images()},
+                       {"condition_area", in.condition_area()},
                        {"use", in.use()},
                        {"min_side", in.min_side()},
                        {"max_aspect_ratio", in.max_aspect_ratio()},

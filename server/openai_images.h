@@ -139,10 +139,10 @@ std::string ErrorEvent(const absl::Status& status);
 // OpenAI's model object of the served model ({"id": name, "object": "model", "created",
 // "owned_by": "ditserve"}, plus ditserve's "loras": [{"name", "format", "rank", "modules"}, ...],
 // the adapters requests may choose, [] when none, and "image_inputs": ModelInfo.inputs.image_inputs
-// ({"max_images", "min_images", "use", "min_side", "max_aspect_ratio", "max_area",
-// "size_multiple", "default_strength", "max_image_bytes", "max_image_pixels", "max_image_side"};
-// max_images 0: the model takes no input image, POST /v1/images/edits refuses it), and for the
-// playground "family", "guidance_distilled", "defaults" ({"width", "height",
+// ({"max_images", "min_images", "condition_area", "use", "min_side", "max_aspect_ratio",
+// "max_area", "size_multiple", "default_strength", "max_image_bytes", "max_image_pixels",
+// "max_image_side"}; max_images 0: the model takes no input image, POST /v1/images/edits refuses
+// it), and for the playground "family", "guidance_distilled", "defaults" ({"width", "height",
 // "num_inference_steps", "guidance_scale", "true_cfg_scale"}) and "limits" ({"max_width",
 // "max_height", "size_multiple", "min_steps", "max_steps", "min_guidance_scale",
 // "max_guidance_scale", "max_prompt_bytes", "max_loras_per_request", "max_lora_scale"})) and the

@@ -96,6 +96,7 @@ void DescribeImageInputs(const pipeline::ImageInputCard& card, ditserve::v1::Ima
   if (card.use == pipeline::ImageUse::kNone || card.max_images <= 0) return;  // takes none
   out->set_max_images(static_cast<uint32_t>(card.max_images));
   out->set_min_images(static_cast<uint32_t>(std::max(card.min_images, 0)));
+  out->set_condition_area(static_cast<uint64_t>(std::max<int64_t>(card.condition_area, 0)));
   out->set_use(ImageUseName(card.use));
   out->set_min_side(static_cast<uint32_t>(card.min_side));
   out->set_max_aspect_ratio(static_cast<uint32_t>(card.max_aspect_ratio));

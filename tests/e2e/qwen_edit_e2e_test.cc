@@ -58,6 +58,17 @@ std::string WritePng(const std::string& name, int width, int height, uint64_t se
   return path;
 }
 
+// The same tiny model as a QwenImageEditPipeline (Qwen-Image-Edit) folder.
+const std::string& EditV1Folder() {
+  static const std::string dir = [] {
+    absl::StatusOr<std::string> written =
+        WriteQwenEditTinyFolder(TempPath("model-v1"), 11, "QwenImageEditPipeline");
+    EXPECT_TRUE(written.ok()) << written.status();
+    return TempPath("model-v1");
+  }();
+  return dir;
+}
+
 ServerPool* const servers =
     static_cast<ServerPool*>(::testing::AddGlobalTestEnvironment(new ServerPool()));
 
@@ -189,6 +200,29 @@ TEST(QwenEditE2E, PythonClientGivesTheClisImage) {
   ProcessResult missing = RunProcess(args, {}, 60);
   EXPECT_EQ(missing.exit_code, 2) << missing.err;
   EXPECT_NE(missing.err.find("--image"), std::string::npos) << missing.err;
+}
+
+TEST(QwenEditE2E, QwenImageEditTakesOneImageAtEveryDegree) {
+  ServerProcess* one = servers->Get({"--model", EditV1Folder(), "--spawn-workers", "1"});
+  ServerProcess* two = servers->Get(
+      {"--model", EditV1Folder(), "--spawn-workers", "2", "--text-encoder-placement", "sharded"});
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  auto stub = v1::ImageGeneration::NewStub(one->Channel());
+  grpc::ClientContext ctx;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.inputs().image_inputs().max_images(), 1u);
+  EXPECT_EQ(info.inputs().image_inputs().condition_area(), 1024u * 1024u);
+  const std::string a = WritePng("v1-a.png", 45, 61, 1);
+  const std::vector<std::string> extra = {"--image", a, "--height", "96", "--width", "128"};
+  torch::Tensor x1 = Generate(one, extra, TempPath("v1-tp1.safetensors"));
+  torch::Tensor x2 = Generate(two, extra, TempPath("v1-tp2.safetensors"));
+  ASSERT_TRUE(x1.defined() && x2.defined());
+  EXPECT_LT(RelativeError(x2, x1), 1e-5);
+  ProcessResult r = RunCli(two, {"--image", a, "--image", a}, TempPath("v1-two.safetensors"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("at most 1 input image"), std::string::npos) << r.err;
 }
 
 TEST(QwenEditE2E, WithoutASizeTheOutputFollowsTheLastImage) {

@@ -24,7 +24,6 @@ namespace fs = std::filesystem;
 using Weights = std::map<std::string, torch::Tensor>;
 
 constexpr char kBase[] = "qwenimage-tiny";
-constexpr char kPipelineClass[] = "QwenImageEditPlusPipeline";
 constexpr char kVaeFile[] = "diffusion_pytorch_model.safetensors";
 // Streams of the seed: each part of the VAE, and its latents statistics, draws from its own
 // generator, so that one part's values do not depend on whether another is drawn.
@@ -270,7 +269,8 @@ Weights RandomQwenImageVaeWeights(const vae::AutoencoderKLQwenImageConfig& confi
   return out;
 }
 
-absl::StatusOr<std::string> WriteQwenEditTinyFolder(const std::string& dir, uint64_t seed) {
+absl::StatusOr<std::string> WriteQwenEditTinyFolder(const std::string& dir, uint64_t seed,
+                                                    const std::string& pipeline_class) {
   if (dir.empty()) return absl::InvalidArgumentError("WriteQwenEditTinyFolder: empty folder path");
   const fs::path base = fs::path(FixturesDir()) / kBase;
   const fs::path root(dir);
@@ -292,7 +292,7 @@ absl::StatusOr<std::string> WriteQwenEditTinyFolder(const std::string& dir, uint
   RETURN_IF_ERROR(WriteVae(root / "vae", seed, diffusers_version));
 
   // nlohmann::json keeps keys sorted, as diffusers' to_json_string(sort_keys=True).
-  index["_class_name"] = kPipelineClass;
+  index["_class_name"] = pipeline_class;
   index["processor"] = {"transformers", "Qwen2VLProcessor"};
   RETURN_IF_ERROR(WriteText(root / "model_index.json", index.dump(2) + "\n"));
   return dir;

@@ -54,7 +54,11 @@ constexpr int64_t kQwenEditTinyVaeScaleFactor = 16;
 // Errors: NOT_FOUND when qwenimage-tiny (FixturesDir()) lacks a file, INTERNAL on I/O failures
 // (naming the path), INVALID_ARGUMENT for an empty `dir`. On an error the folder may be partly
 // written.
-absl::StatusOr<std::string> WriteQwenEditTinyFolder(const std::string& dir, uint64_t seed);
+// `pipeline_class`: model_index.json's "_class_name" (QwenImageEditPipeline, Qwen-Image-Edit, has
+// the same components).
+absl::StatusOr<std::string> WriteQwenEditTinyFolder(
+    const std::string& dir, uint64_t seed,
+    const std::string& pipeline_class = "QwenImageEditPlusPipeline");
 
 // The parts of an AutoencoderKLQwenImage state dict.
 struct QwenImageVaeParts {

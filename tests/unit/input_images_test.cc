@@ -377,6 +377,20 @@ std::string Rgb(const imaging::RgbImage& im) {
   return std::string(im.pixels.begin(), im.pixels.end());
 }
 
+// Qwen-Image-Edit (QwenImageEditPipeline): condition_area 1024², so the condition image is the
+// VAE's image.
+TEST(InputImages, QwenEditConditionAreaComesFromTheModel) {
+  const imaging::RgbImage src = PatternImage(45, 61, 1);
+  worker::v1::ModelDescription model = QwenEdit();
+  model.mutable_inputs()->mutable_image_inputs()->set_condition_area(1024 * 1024);
+  auto v = ValidateRequest(Request({Png(src)}), model, RequestLimits());
+  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_EQ(v->item.condition_images_size(), 1);
+  EXPECT_EQ(v->item.condition_images(0).width(), 864u);
+  EXPECT_EQ(v->item.condition_images(0).height(), 1184u);
+  EXPECT_EQ(v->item.condition_images(0).rgb(), v->item.images(0).rgb());
+}
+
 TEST(InputImages, QwenEditKeepsAVaeAndAConditionImagePerImage) {
   const imaging::RgbImage src = PatternImage(45, 61, 1);
   auto v = ValidateRequest(Request({Png(src)}), QwenEdit(), RequestLimits());

@@ -244,7 +244,8 @@ TEST_P(QwenEditParity, PromptEmbeddingsAtTp1And2) {
           std::unique_ptr<QwenImagePromptEncoder> encoder,
           QwenImagePromptEncoder::Load(Component("tokenizer"), Component("text_encoder"), opts, &c,
                                        /*sharded=*/world > 1));
-      RETURN_IF_ERROR(encoder->LoadEditTokenizer(Component("processor")));
+      RETURN_IF_ERROR(
+          encoder->LoadEditTokenizer(Component("processor"), QwenEditImageLabels::kNumbered));
       std::vector<std::pair<torch::Tensor, torch::Tensor>> mine;
       for (const char* field : {"prompt", "negative_prompt"}) {
         if (!args.contains(field)) continue;

@@ -229,6 +229,40 @@ TEST(QwenEditPipeline, WarmupJobRuns) {
   EXPECT_TRUE(run.ok()) << run.status();
 }
 
+// QwenImageEditPipeline (Qwen-Image-Edit): one image, its ~1024² resize feeding both encoders.
+TEST(QwenEditPipeline, QwenImageEditFolderTakesOneImage) {
+  const fs::path d =
+      fs::temp_directory_path() / ("ditserve-qwen-edit-v1-" + std::to_string(::getpid()));
+  ASSERT_TRUE(testing::WriteQwenEditTinyFolder(d.string(), 11, "QwenImageEditPipeline").ok());
+  PipelineOptions opts;
+  opts.model_dir = d.string();
+  GenerationJob job = EditJob(64, 96);
+  // The frontend's condition image for this model: the VAE image's size (condition_area 1024²).
+  const imaging::QwenEditImageSizes sizes =
+      *imaging::QwenEditImageSizesFor(45, 61, 32, imaging::kQwenEditVaeArea);
+  ASSERT_EQ(sizes.condition.width, sizes.vae.width);
+  job.items[0].condition_images[0] = RandomImage(sizes.condition.height, sizes.condition.width, 9);
+  auto one = testing::RunPipelineGroup(1, opts, job);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->card.image_inputs.use, ImageUse::kQwenEdit);
+  EXPECT_EQ(one->card.image_inputs.max_images, 1);
+  EXPECT_EQ(one->card.image_inputs.condition_area, imaging::kQwenEditVaeArea);
+  opts.text_encoder_placement = TextEncoderPlacement::kSharded;
+  auto two = testing::RunPipelineGroup(2, opts, job);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_LT(RelativeError(Latents(two), Latents(one)), 1e-5);
+  // The Plus folder labels the picture ("Picture 1: "): another prompt, another image.
+  auto plus = RunEdit(1, job);
+  ASSERT_TRUE(plus.ok()) << plus.status();
+  EXPECT_EQ(plus->card.image_inputs.condition_area, imaging::kQwenEditConditionArea);
+  EXPECT_GT(RelativeError(Latents(plus), Latents(one)), 1e-4);
+  AddInput(&job.items[0], 40, 40, 3);
+  auto refused = testing::RunPipelineGroup(1, opts, job);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("at most 1 input images"), std::string::npos)
+      << refused.status();
+}
+
 TEST(QwenEditPipeline, AVaeOfOtherLatentChannelsIsRefusedAtLoad) {
   const fs::path d =
       fs::temp_directory_path() / ("ditserve-qwen-edit-zdim-" + std::to_string(::getpid()));

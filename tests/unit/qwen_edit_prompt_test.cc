@@ -64,6 +64,31 @@ TEST(QwenEditPromptTest, TemplatedTextForZeroOneTwoImages) {
   EXPECT_EQ(QwenEditTemplatedPrompt("a {} b", 0), std::string(kSystem) + "a {} b" + kTail);
 }
 
+// QwenImageEditPipeline (Qwen-Image-Edit, diffusers 58eb52c0): its own prompt_template_encode,
+// copied here from pipeline_qwenimage_edit.py, with the one image's bare vision block; the same
+// 64 tokens dropped.
+TEST(QwenEditPromptTest, QwenImageEditPipelinesTemplateHasABareVisionBlock) {
+  const std::string edit_template =
+      "<|im_start|>system\nDescribe the key features of the input image (color, shape, size, "
+      "texture, objects, background), then explain how the user's text instruction should alter or "
+      "modify the image. Generate a new image that meets the user's requirements while maintaining "
+      "consistency with the original input where appropriate.<|im_end|>\n<|im_start|>user\n"
+      "<|vision_start|><|image_pad|><|vision_end|>{}<|im_end|>\n<|im_start|>assistant\n";
+  const size_t at = edit_template.find("{}");
+  const std::string formatted =
+      edit_template.substr(0, at) + "make it red" + edit_template.substr(at + 2);
+  EXPECT_EQ(QwenEditTemplatedPrompt("make it red", 1, QwenEditImageLabels::kBare), formatted);
+  EXPECT_EQ(QwenEditImagePrompt(1, QwenEditImageLabels::kBare),
+            "<|vision_start|><|image_pad|><|vision_end|>");
+  auto tokens = TokenizeQwenEditPrompts(Tokenizer(), {"make it red"}, {{1, 4, 4}}, 2,
+                                        QwenEditImageLabels::kBare);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  auto numbered = TokenizeQwenEditPrompts(Tokenizer(), {"make it red"}, {{1, 4, 4}}, 2);
+  ASSERT_TRUE(numbered.ok()) << numbered.status();
+  EXPECT_LT(tokens->length, numbered->length);  // no "Picture 1: "
+  EXPECT_EQ(std::count(tokens->input_ids.begin(), tokens->input_ids.end(), Id("<|image_pad|>")), 4);
+}
+
 TEST(QwenEditPromptTest, ImageTokenCountsInOrder) {
   auto counts = QwenEditImageTokenCounts({{1, 28, 20}, {1, 16, 16}, {1, 2, 2}}, 2);
   ASSERT_TRUE(counts.ok()) << counts.status();
