@@ -23,6 +23,8 @@
 #include "imaging/qwen_edit_sizes.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/warmup_job.h"
+#include "sharding/safetensors_writer.h"
+#include "sharding/torch_tensor.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/pipeline_group.h"
 #include "tests/support/qwen_edit_tiny_folder.h"
@@ -261,6 +263,56 @@ TEST(QwenEditPipeline, QwenImageEditFolderTakesOneImage) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("at most 1 input images"), std::string::npos)
       << refused.status();
+}
+
+// A random diffusers-format LoRA on every attention projection of the tiny transformer's blocks.
+std::string WriteAttentionLora(const std::string& path) {
+  auto base =
+      sharding::ReadAllTensors(EditFolder() + "/transformer/diffusion_pytorch_model.safetensors");
+  EXPECT_TRUE(base.ok()) << base.status();
+  torch::manual_seed(5);
+  std::vector<torch::Tensor> keep;
+  std::vector<sharding::TensorToWrite> out;
+  const int64_t rank = 2;
+  for (const auto& [name, w] : *base) {
+    const std::string suffix = ".weight";
+    if (name.find(".attn.") == std::string::npos || w.dim() != 2 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string module = name.substr(0, name.size() - suffix.size());
+    keep.push_back((torch::randn({rank, w.size(1)}) * 0.3).contiguous());
+    out.push_back({"transformer." + module + ".lora_A.weight", sharding::DType::kF32,
+                   keep.back().sizes().vec(), keep.back().data_ptr()});
+    keep.push_back((torch::randn({w.size(0), rank}) * 0.3).contiguous());
+    out.push_back({"transformer." + module + ".lora_B.weight", sharding::DType::kF32,
+                   keep.back().sizes().vec(), keep.back().data_ptr()});
+  }
+  EXPECT_GT(out.size(), 8u);
+  EXPECT_TRUE(sharding::WriteSafetensors(path, out, {{"format", "pt"}}).ok());
+  return path;
+}
+
+TEST(QwenEditPipeline, WithALoraAtEveryDegree) {
+  const std::string lora =
+      WriteAttentionLora((fs::temp_directory_path() / ("ditserve-qwen-edit-lora-" +
+                                                       std::to_string(::getpid()) + ".safetensors"))
+                             .string());
+  PipelineOptions opts;
+  opts.model_dir = EditFolder();
+  opts.loras = {{"style", lora}};
+  GenerationJob job = EditJob(64, 96);
+  auto base = testing::RunPipelineGroup(1, opts, job);
+  ASSERT_TRUE(base.ok()) << base.status();
+  job.loras = {{"style", 0.8f}};
+  auto one = testing::RunPipelineGroup(1, opts, job);
+  ASSERT_TRUE(one.ok()) << one.status();
+  opts.text_encoder_placement = TextEncoderPlacement::kSharded;
+  auto two = testing::RunPipelineGroup(2, opts, job);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_LT(RelativeError(Latents(two), Latents(one)), 1e-5);
+  EXPECT_GT(RelativeError(Latents(one), Latents(base)), 1e-4);  // the adapter applies
+  EXPECT_EQ(one->card.loras.size(), 1u);
 }
 
 TEST(QwenEditPipeline, AVaeOfOtherLatentChannelsIsRefusedAtLoad) {
