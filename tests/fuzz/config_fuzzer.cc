@@ -10,8 +10,11 @@
 //   - diffusion_pytorch_model.safetensors.index.json (ParseWeightMap: what
 //   ComponentCheckpoint::Open
 //     does with the index it reads);
-// and its text goes to every text-encoder and VAE config parser (CLIP, T5, the LLM encoders,
-// AutoencoderKL, AutoencoderKLFlux2, AutoencoderKLQwenImage), which take the file's text. What the
+//   - preprocessor_config.json of a Qwen-Image-Edit processor/ (ParseQwen2VlImageConfig: what
+//     LoadQwen2VlImageConfig does after reading; its result's invariants checked);
+// and its text goes to every text-encoder and VAE config parser (CLIP, T5, the LLM encoders, the
+// Qwen2.5-VL vision tower, AutoencoderKL, AutoencoderKLFlux2, AutoencoderKLQwenImage), which take
+// the file's text. What the
 // file readers add around these (reading, symbolic-link checks, choosing the weights file) does
 // not depend on the bytes and is covered by the unit tests. Every call must return a Status: no
 // crash, no exception, no sanitizer report, no unbounded time or memory.
@@ -24,12 +27,14 @@
 #include "models/flux2/flux2_config.h"
 #include "models/qwenimage/qwenimage_config.h"
 #include "models/text/causal_lm_config.h"
+#include "models/text/qwen2_5_vl_vision_config.h"
 #include "models/text/clip_text_config.h"
 #include "models/text/t5_config.h"
 #include "models/vae/autoencoder_kl_config.h"
 #include "models/vae/autoencoder_kl_flux2_config.h"
 #include "models/vae/autoencoder_kl_qwenimage_config.h"
 #include "sharding/model_json.h"
+#include "pipeline/qwen2vl_processor_config.h"
 #include "sharding/pipeline_index.h"
 
 namespace {
@@ -64,10 +69,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto weight_map = ditserve::sharding::ParseWeightMap(
         *json, "/root/diffusion_pytorch_model.safetensors.index.json");
     if (weight_map.ok() && weight_map->empty()) __builtin_trap();
+    // A Qwen-Image-Edit processor's settings: what the image processor may rely on.
+    auto processor =
+        ditserve::pipeline::ParseQwen2VlImageConfig(*json, "/root/preprocessor_config.json");
+    if (processor.ok()) {
+      const auto& c = *processor;
+      if (c.min_pixels < 1 || c.min_pixels > c.max_pixels || c.patch_size < 1 ||
+          c.temporal_patch_size < 1 || c.merge_size < 1 || !(c.rescale_factor > 0)) {
+        __builtin_trap();
+      }
+      for (double s : c.image_std) {
+        if (s == 0) __builtin_trap();
+      }
+    }
   }
 
   // Text-encoder and VAE config parsers (each takes the file's text).
   (void)ditserve::text::ParseCausalLmConfig(text, "config.json");
+  (void)ditserve::text::ParseQwen25VlVisionConfig(text, "config.json");
   (void)ditserve::text::ParseClipTextConfig(text);
   (void)ditserve::text::ParseT5Config(text);
   (void)ditserve::vae::ParseAutoencoderKLConfig(text);

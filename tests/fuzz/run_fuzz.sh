@@ -7,7 +7,8 @@
 #   target              ctest                    fuzzes
 #   safetensors_header  sharding_fuzz            ParseSafetensorsHeader (sharding/safetensors)
 #   config              config_fuzz              model_index.json, config.json and index checks and
-#                                                every transformer / text encoder / VAE config parser,
+#                                                every transformer / text encoder / VAE config parser
+#                                                and the Qwen2-VL processor's settings,
 #                                                from memory (ParseJsonObjectFile, sharding/model_json.h)
 #   tokenizer           tokenizer_fuzz           LoadHfTokenizer(tokenizer.json [+ tokenizer_config.json])
 #                                                from memory (TokenizerFolder::InMemory), then Encode
@@ -147,7 +148,8 @@ configure_target() {
                models/qwenimage/qwenimage_config.cc models/text/causal_lm_config.cc
                models/text/clip_text_config.cc models/text/t5_config.cc models/text/activations.cc
                models/vae/autoencoder_kl_config.cc models/vae/autoencoder_kl_flux2_config.cc
-               models/vae/autoencoder_kl_qwenimage_config.cc)
+               models/vae/autoencoder_kl_qwenimage_config.cc
+               models/text/qwen2_5_vl_vision_config.cc pipeline/qwen2vl_processor_config.cc)
       CXXFLAGS_T=(-isystem /usr/include/torch/csrc/api/include)
       LIBS_T=(-ltorch -ltorch_cpu -lc10)
       DICT="${FUZZ_DIR}/dicts/config.dict"
@@ -263,7 +265,8 @@ seed_config() {
     cp "$f" "${seeds}/fixture_${i}_$(basename "$f")"
     i=$((i + 1))
   done < <(find "${FIXTURES}" \( -name config.json -o -name model_index.json \
-             -o -name '*.safetensors.index.json' -o -name scheduler_config.json \) -print0 2>/dev/null |
+             -o -name '*.safetensors.index.json' -o -name scheduler_config.json \
+             -o -name preprocessor_config.json \) -print0 2>/dev/null |
              sort -z)
   cp "${FUZZ_DIR}"/seeds/config/*.json "${seeds}/"
   echo "${i} fixture files + $(ls "${FUZZ_DIR}"/seeds/config/*.json | wc -l) hand-made"
