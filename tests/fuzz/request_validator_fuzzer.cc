@@ -2,9 +2,9 @@
 // puts on the wire), against fixed model descriptions like the ones the frontend builds: a FLUX.1
 // pipeline (text prompt, optional embeddings with a pooled part, three LoRA adapters) and an
 // embeddings-only Qwen-Image transformer (text mask, latents out, no adapters), and models that
-// take input images (FLUX.2-like references, FLUX.1 image to image, Kontext) under small image
-// limits, so the images' checks, decoders and preparation (server/input_images, imaging/) run on
-// every input that carries one. Inputs that do not parse are skipped, as gRPC would reject them. A
+// take input images (FLUX.2-like references, FLUX.1 image to image, Kontext, Qwen-Image-Edit)
+// under small image limits, so the images' checks, decoders and preparation (server/input_images,
+// imaging/) run on every input that carries one. Inputs that do not parse are skipped, as gRPC would reject them. A
 // valid result must satisfy the documented limits; an invalid one must be INVALID_ARGUMENT.
 #include <cmath>
 #include <cstddef>
@@ -77,6 +77,11 @@ ModelDescription WithImages(const char* use) {
     in->set_min_side(8);
     in->set_max_aspect_ratio(8);
     in->set_max_area(64 * 64);
+  } else if (std::string(use) == "qwen_edit") {
+    in->set_max_images(3);
+    in->set_min_images(1);
+    in->set_max_aspect_ratio(100);
+    in->set_condition_area(384 * 384);
   } else {
     in->set_max_images(1);
     in->set_min_side(std::string(use) == "kontext" ? 16 : 1);
@@ -96,6 +101,17 @@ void CheckImages(const v1::GenerateRequest& request, const ModelDescription& mod
     __builtin_trap();
   }
   if (static_cast<uint32_t>(images.size()) > in.max_images()) __builtin_trap();
+  if (static_cast<uint32_t>(images.size()) < in.min_images()) __builtin_trap();
+  // qwen_edit: one condition image per image, sides multiples of 32 (calculate_dimensions);
+  // other uses: none.
+  const auto& conditions = v.item.condition_images();
+  if (in.use() == "qwen_edit" ? conditions.size() != images.size() : !conditions.empty()) {
+    __builtin_trap();
+  }
+  for (const auto& px : conditions) {
+    if (px.width() == 0 || px.height() == 0 || px.width() % 32 || px.height() % 32) __builtin_trap();
+    if (px.rgb().size() != uint64_t{px.width()} * px.height() * 3) __builtin_trap();
+  }
   for (const auto& px : images) {
     if (px.width() == 0 || px.height() == 0) __builtin_trap();
     if (px.rgb().size() != uint64_t{px.width()} * px.height() * 3) __builtin_trap();
@@ -187,6 +203,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const ModelDescription* const image_to_image =
       new ModelDescription(WithImages("image_to_image"));
   static const ModelDescription* const kontext = new ModelDescription(WithImages("kontext"));
+  static const ModelDescription* const qwen_edit = new ModelDescription(WithImages("qwen_edit"));
   // Small image limits: a header claiming more is refused before any decoder runs.
   static const RequestLimits* const image_limits = [] {
     auto* l = new RequestLimits();
@@ -203,6 +220,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(request, *reference, *image_limits);
     Check(request, *image_to_image, *image_limits);
     Check(request, *kontext, *image_limits);
+    Check(request, *qwen_edit, *image_limits);
   }
   return 0;
 }

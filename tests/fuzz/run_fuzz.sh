@@ -179,7 +179,8 @@ configure_target() {
       SOURCES=(tests/fuzz/request_validator_fuzzer.cc server/request_validator.cc
                server/input_images.cc imaging/decode.cc imaging/exif.cc imaging/format.cc
                imaging/jpeg_decode.cc imaging/png_decode.cc imaging/preprocess.cc
-               imaging/resample.cc imaging/transform.cc imaging/webp_decode.cc
+               imaging/qwen_edit_sizes.cc imaging/resample.cc imaging/transform.cc
+               imaging/webp_decode.cc
                "${PROTO_GEN}/ditserve/v1/ditserve.pb.cc"
                "${PROTO_GEN}/ditserve/worker/v1/worker.pb.cc")
       PKGS+=(protobuf libpng libjpeg libwebp libwebpdemux)
