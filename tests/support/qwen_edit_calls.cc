@@ -90,6 +90,19 @@ std::string QwenEditCallFolder(const nlohmann::json& call) {
   return FixturesDir() + "/" + call["folder"].get<std::string>();
 }
 
+bool IsQwenEditV1Call(const nlohmann::json& call) {
+  return call.is_object() && call.value("pipeline", std::string()) == "QwenImageEditPipeline";
+}
+
+int64_t QwenEditCallConditionArea(const nlohmann::json& call) {
+  return IsQwenEditV1Call(call) ? imaging::kQwenEditVaeArea : imaging::kQwenEditConditionArea;
+}
+
+pipeline::QwenEditImageLabels QwenEditCallLabels(const nlohmann::json& call) {
+  return IsQwenEditV1Call(call) ? pipeline::QwenEditImageLabels::kBare
+                                : pipeline::QwenEditImageLabels::kNumbered;
+}
+
 torch::Tensor QwenEditRef(const std::string& key) {
   const auto& refs = Tensors(ReferenceFile(key), /*report=*/true);
   auto it = refs.find(key);
@@ -123,9 +136,11 @@ torch::Tensor RgbTensor(const imaging::RgbImage& image) {
 absl::StatusOr<QwenEditImages> PrepareQwenEditCallImages(const nlohmann::json& call,
                                                          int size_multiple) {
   QwenEditImages out;
+  const int64_t condition_area = QwenEditCallConditionArea(call);
   for (const nlohmann::json& file : call["images"]) {
     ASSIGN_OR_RETURN(imaging::RgbImage image, QwenEditInput(file.get<std::string>()));
-    ASSIGN_OR_RETURN(imaging::RgbImage condition, imaging::PrepareQwenEditConditionImage(image));
+    ASSIGN_OR_RETURN(imaging::RgbImage condition,
+                     imaging::PrepareQwenEditConditionImage(image, condition_area));
     ASSIGN_OR_RETURN(imaging::RgbImage vae, imaging::PrepareQwenEditVaeImage(image, size_multiple));
     out.decoded.push_back(std::move(image));
     out.condition.push_back(std::move(condition));

@@ -1,11 +1,13 @@
 // The Qwen-Image-Edit fixtures (tests/fixtures/qwen-edit, make_qwen_edit_fixtures.py with the real
 // diffusers + transformers: QwenImageEditPlusPipeline on qwen-edit/qwenimage-edit-tiny/, calls
-// edit_one and edit_two, and QwenImageImg2ImgPipeline on qwenimage-tiny/, call img2img;
+// edit_one and edit_two; QwenImageEditPipeline on qwen-edit/qwenimage-edit-v1-tiny/ (the same
+// components), call edit_v1; QwenImageImg2ImgPipeline on qwenimage-tiny/, call img2img;
 // tests/fixtures/QWEN_EDIT.md): qwen_edit_calls.json, diffusers' tensors, the input images, and
 // each call's images prepared and its job built as the frontend does (server/input_images: the
-// decoded input, imaging::PrepareQwenEditVaeImage / PrepareQwenEditConditionImage, the requested
-// size floored by imaging::QwenEditOutputSize). Shared by qwen_edit_parity_test (CPU float32) and
-// any GPU test of the same calls.
+// decoded input, imaging::PrepareQwenEditVaeImage / PrepareQwenEditConditionImage at the model's
+// condition area, the requested size floored by imaging::QwenEditOutputSize). Shared by
+// qwen_edit_parity_test (CPU float32), qwen_edit_parity_e2e_test (through the binaries) and any
+// GPU test of the same calls.
 //
 // Thread-safety: call from a test's thread (the loaded files are cached in function statics).
 #pragma once
@@ -19,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "imaging/image.h"
 #include "pipeline/job.h"
+#include "pipeline/qwen_edit_prompt.h"
 
 namespace ditserve::testing {
 
@@ -35,6 +38,15 @@ const nlohmann::json& QwenEditResult(const std::string& name);
 // The call's model folder: tests/fixtures/<call.folder>.
 std::string QwenEditCallFolder(const nlohmann::json& call);
 
+// Whether the call is QwenImageEditPipeline's (the first Qwen-Image-Edit: pipeline
+// "QwenImageEditPipeline") rather than QwenImageEditPlusPipeline's.
+bool IsQwenEditV1Call(const nlohmann::json& call);
+// What the model card of the call's folder says and the frontend uses: the condition images' area
+// (QwenImageEditPipeline: imaging::kQwenEditVaeArea, its one ~1024² resize feeds both encoders;
+// otherwise imaging::kQwenEditConditionArea), and the template's vision blocks (kBare / kNumbered).
+int64_t QwenEditCallConditionArea(const nlohmann::json& call);
+pipeline::QwenEditImageLabels QwenEditCallLabels(const nlohmann::json& call);
+
 // A tensor of diffusers' runs, as stored (ids int64, condition images uint8, the rest float32):
 // `<call>.<what>` from qwen_edit_reference.safetensors, `<call>.bf16.<what>` from
 // qwen_edit_reference_bf16.safetensors. Undefined (and a test failure) when missing.
@@ -48,8 +60,8 @@ absl::StatusOr<imaging::RgbImage> QwenEditInput(const std::string& file);
 torch::Tensor RgbTensor(const imaging::RgbImage& image);
 
 // An edit call's images, prepared by the frontend's rule for a card of `size_multiple`
-// (vae_scale_factor * 2): per input, in order, the decoded image, its VAE image and its condition
-// image.
+// (vae_scale_factor * 2) and the call's condition area (QwenEditCallConditionArea): per input, in
+// order, the decoded image, its VAE image and its condition image.
 struct QwenEditImages {
   std::vector<imaging::RgbImage> decoded;
   std::vector<imaging::RgbImage> vae;

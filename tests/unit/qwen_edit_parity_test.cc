@@ -1,14 +1,19 @@
-// Qwen-Image-Edit-2509 against diffusers' QwenImageEditPlusPipeline (issue 34): every edit call of
-// tests/fixtures/qwen-edit/qwen_edit_calls.json (make_qwen_edit_fixtures.py with the real diffusers
-// + transformers on qwen-edit/qwenimage-edit-tiny/, float32 on the CPU;
-// tests/fixtures/QWEN_EDIT.md) from the saved input PNGs, as the frontend prepares them, through
-// each stage of ours:
+// Qwen-Image-Edit-2509 against diffusers' QwenImageEditPlusPipeline (issue 34) and Qwen-Image-Edit
+// against QwenImageEditPipeline: every edit call of tests/fixtures/qwen-edit/qwen_edit_calls.json
+// (make_qwen_edit_fixtures.py with the real diffusers + transformers, float32 on the CPU:
+// edit_one and edit_two on qwen-edit/qwenimage-edit-tiny/, edit_v1 on qwen-edit/
+// qwenimage-edit-v1-tiny/, the same components under _class_name QwenImageEditPipeline;
+// tests/fixtures/QWEN_EDIT.md) from the saved input PNGs, as the frontend prepares them (at the
+// call's condition area: ~384² for the plus pipeline, ~1024² for QwenImageEditPipeline), through
+// each stage of ours, with the call's own folder:
 //
-//   - the condition images (imaging::PrepareQwenEditConditionImage) equal the pipeline's resize,
-//     and the Qwen2-VL processor (imaging::Qwen2VlPreprocess with the folder's processor/ settings)
-//     gives the saved pixel_values exactly and the same image_grid_thw;
-//   - the edit prompts' token ids and masks (TokenizeQwenEditPrompts, processor/'s tokenizer) equal
-//     the processor's, prompt and negative prompt;
+//   - the condition images (imaging::PrepareQwenEditConditionImage) equal the pipeline's resize
+//     (edit_v1: also our VAE image), and the Qwen2-VL processor (imaging::Qwen2VlPreprocess with
+//     the folder's processor/ settings) gives the saved pixel_values exactly and the same
+//     image_grid_thw;
+//   - the edit prompts' token ids and masks (TokenizeQwenEditPrompts, processor/'s tokenizer, the
+//     call's image labels: kNumbered, or kBare for QwenImageEditPipeline) equal the processor's,
+//     prompt and negative prompt;
 //   - the 3-D M-RoPE position ids (text::MropePositionIds) equal what the text model's rotary
 //     embedding got;
 //   - the vision tower (text::Qwen25VlVision on the saved pixel_values) within 1e-4;
@@ -56,24 +61,15 @@ namespace ditserve::pipeline {
 namespace {
 
 using testing::QwenEditCall;
-using testing::QwenEditFolder;
 using testing::QwenEditRef;
 using testing::QwenEditResult;
 using testing::RelativeError;
 
-std::string Component(const std::string& name) {
-  return QwenEditFolder() + "/" + name;
-}
-
 // The folder's VAE's spatial factor times 2: the card's size_multiple (the frontend's multiple).
-int SizeMultiple() {
-  auto config = vae::LoadAutoencoderKLQwenImageConfig(Component("vae") + "/config.json");
+int SizeMultiple(const std::string& folder) {
+  auto config = vae::LoadAutoencoderKLQwenImageConfig(folder + "/vae/config.json");
   EXPECT_TRUE(config.ok()) << config.status();
   return config.ok() ? static_cast<int>(config->scale_factor() * 2) : 32;
-}
-
-imaging::Qwen2VlImageConfig ProcessorConfig() {
-  return testing::ValueOrAddFailure(LoadQwen2VlImageConfig(Component("processor")));
 }
 
 // image_grid_thw (n, 3) as the processor's grids.
@@ -107,16 +103,25 @@ class QwenEditParity : public ::testing::TestWithParam<std::string> {
     name_ = GetParam();
     call_ = QwenEditCall(name_);
     ASSERT_TRUE(call_.is_object()) << name_;
-    multiple_ = SizeMultiple();
+    folder_ = testing::QwenEditCallFolder(call_);
+    labels_ = testing::QwenEditCallLabels(call_);
+    multiple_ = SizeMultiple(folder_);
     auto images = testing::PrepareQwenEditCallImages(call_, multiple_);
     ASSERT_TRUE(images.ok()) << images.status();
     images_ = *std::move(images);
   }
 
   std::string Key(const std::string& what) const { return name_ + "." + what; }
+  // A component folder of the call's model folder.
+  std::string Component(const std::string& name) const { return folder_ + "/" + name; }
+  imaging::Qwen2VlImageConfig ProcessorConfig() const {
+    return testing::ValueOrAddFailure(LoadQwen2VlImageConfig(Component("processor")));
+  }
 
   std::string name_;
   nlohmann::json call_;
+  std::string folder_;  // tests/fixtures/<call.folder>
+  QwenEditImageLabels labels_ = QwenEditImageLabels::kNumbered;
   int multiple_ = 32;
   testing::QwenEditImages images_;
 };
@@ -138,6 +143,11 @@ TEST_P(QwenEditParity, ConditionImagesAndProcessor) {
     EXPECT_TRUE(torch::equal(ours, theirs.to(torch::kUInt8)))
         << "condition image " << i << " differs from diffusers' resize (max abs diff "
         << MaxAbsDiff(ours, theirs) << ")";
+    if (testing::IsQwenEditV1Call(call_)) {
+      // QwenImageEditPipeline resizes once: its VAE image is its condition image.
+      EXPECT_TRUE(torch::equal(testing::RgbTensor(images_.vae[i]), ours))
+          << "our VAE image " << i << " is not our condition image";
+    }
   }
 
   auto pv = imaging::Qwen2VlPreprocess(images_.condition, ProcessorConfig());
@@ -164,8 +174,8 @@ TEST_P(QwenEditParity, TokenIdsAndMasks) {
     SCOPED_TRACE(negative ? "negative prompt" : "prompt");
     const char* field = negative ? "negative_prompt" : "prompt";
     if (negative && !args.contains(field)) continue;
-    auto tokens =
-        TokenizeQwenEditPrompts(*tokenizer, {args[field].get<std::string>()}, grids, merge);
+    auto tokens = TokenizeQwenEditPrompts(*tokenizer, {args[field].get<std::string>()}, grids,
+                                          merge, labels_);
     ASSERT_TRUE(tokens.ok()) << tokens.status();
     const std::string prefix = negative ? "negative_" : "";
     const torch::Tensor ids = QwenEditRef(Key(prefix + "input_ids"));
@@ -244,8 +254,7 @@ TEST_P(QwenEditParity, PromptEmbeddingsAtTp1And2) {
           std::unique_ptr<QwenImagePromptEncoder> encoder,
           QwenImagePromptEncoder::Load(Component("tokenizer"), Component("text_encoder"), opts, &c,
                                        /*sharded=*/world > 1));
-      RETURN_IF_ERROR(
-          encoder->LoadEditTokenizer(Component("processor"), QwenEditImageLabels::kNumbered));
+      RETURN_IF_ERROR(encoder->LoadEditTokenizer(Component("processor"), labels_));
       std::vector<std::pair<torch::Tensor, torch::Tensor>> mine;
       for (const char* field : {"prompt", "negative_prompt"}) {
         if (!args.contains(field)) continue;
@@ -328,11 +337,14 @@ TEST_P(QwenEditParity, ImageAtTp1And2) {
   const torch::Tensor expected = QwenEditRef(Key("image"));
   ASSERT_TRUE(expected.defined());
   PipelineOptions opts;
-  opts.model_dir = testing::QwenEditCallFolder(call_);
+  opts.model_dir = folder_;
   auto one = testing::RunPipelineGroup(1, opts, *job);
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(one->card.image_inputs.use, ImageUse::kQwenEdit);
   EXPECT_EQ(one->card.image_inputs.size_multiple, multiple_);
+  // The card's condition area is the one the images were prepared at (the frontend's).
+  EXPECT_EQ(one->card.image_inputs.condition_area, testing::QwenEditCallConditionArea(call_));
+  if (testing::IsQwenEditV1Call(call_)) EXPECT_EQ(one->card.image_inputs.max_images, 1);
   ASSERT_EQ(one->rank0().images.size(), 1u);
   const torch::Tensor& image = one->rank0().images[0];
   ASSERT_EQ(image.sizes(), expected.sizes());
@@ -352,7 +364,8 @@ TEST_P(QwenEditParity, ImageAtTp1And2) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Calls, QwenEditParity, ::testing::Values("edit_one", "edit_two"));
+INSTANTIATE_TEST_SUITE_P(Calls, QwenEditParity,
+                         ::testing::Values("edit_one", "edit_two", "edit_v1"));
 
 // QwenImageImg2ImgPipeline on qwenimage-tiny: only where the Qwen-Image card offers image to image.
 TEST(QwenImg2ImgParity, ImageAtTp1And2) {
