@@ -1,6 +1,7 @@
 #include "models/flux2/flux2_state_dict_shapes.h"
 
 #include "absl/strings/str_cat.h"
+#include "models/common/joint_attention_shapes.h"
 
 namespace ditserve::models::flux2 {
 
@@ -22,13 +23,7 @@ std::map<std::string, std::vector<int64_t>> Flux2StateDictShapes(const Flux2Tran
   linear("single_stream_modulation.linear", 3 * d, d);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string b = absl::StrCat("transformer_blocks.", i, ".");
-    for (const char* m : {"to_q", "to_k", "to_v", "add_q_proj", "add_k_proj", "add_v_proj",
-                          "to_out.0", "to_add_out"}) {
-      linear(b + "attn." + m, d, d);
-    }
-    for (const char* n : {"norm_q", "norm_k", "norm_added_q", "norm_added_k"}) {
-      s[b + "attn." + n + ".weight"] = {hd};
-    }
+    AddJointAttentionShapes(b, d, hd, linear, &s);
     for (const char* ff : {"ff", "ff_context"}) {
       linear(b + ff + ".linear_in", 2 * mh, d);
       linear(b + ff + ".linear_out", d, mh);

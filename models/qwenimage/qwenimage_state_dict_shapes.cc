@@ -1,6 +1,7 @@
 #include "models/qwenimage/qwenimage_state_dict_shapes.h"
 
 #include "absl/strings/str_cat.h"
+#include "models/common/joint_attention_shapes.h"
 
 namespace ditserve::models::qwenimage {
 
@@ -22,13 +23,7 @@ std::map<std::string, std::vector<int64_t>> QwenImageStateDictShapes(
     const std::string b = absl::StrCat("transformer_blocks.", i, ".");
     linear(b + "img_mod.1", 6 * d, d);
     linear(b + "txt_mod.1", 6 * d, d);
-    for (const char* m : {"to_q", "to_k", "to_v", "add_q_proj", "add_k_proj", "add_v_proj",
-                          "to_out.0", "to_add_out"}) {
-      linear(b + "attn." + m, d, d);
-    }
-    for (const char* n : {"norm_q", "norm_k", "norm_added_q", "norm_added_k"}) {
-      s[b + "attn." + n + ".weight"] = {hd};
-    }
+    AddJointAttentionShapes(b, d, hd, linear, &s);
     for (const char* mlp_name : {"img_mlp", "txt_mlp"}) {
       linear(b + mlp_name + ".net.0.proj", mlp, d);
       linear(b + mlp_name + ".net.2", d, mlp);

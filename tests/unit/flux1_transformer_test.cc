@@ -4,13 +4,14 @@
 
 #include <cstdio>
 
+#include "comm/local_communicator.h"
+#include "models/flux1/flux1_state_dict_shapes.h"
 #include "models/flux1/flux1_transformer.h"
 #include "models/transformer_factory.h"
 #include "sharding/tp_plan.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/transformer_harness.h"
 #include "tests/unit/tp_test_sharding.h"
-#include "comm/local_communicator.h"
 
 namespace ditserve {
 namespace {
@@ -28,6 +29,13 @@ std::map<std::string, torch::Tensor> Step0Inputs() {
   return testing::RefArguments("flux1.step0.in.",
                                {"hidden_states", "encoder_hidden_states", "pooled_projections",
                                 "timestep", "img_ids", "txt_ids", "guidance"});
+}
+
+// The state dict the model (and the benchmark's random weights) assume is exactly the checkpoint's.
+TEST(Flux1Transformer, StateDictShapesMatchTheCheckpoint) {
+  auto parsed = models::flux1::ParseFluxTransformerConfig(Config());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  testing::ExpectShapesMatchWeights(models::flux1::FluxStateDictShapes(*parsed), FullWeights());
 }
 
 TEST(Flux1Transformer, Tp1MatchesDiffusers) {
