@@ -197,23 +197,16 @@ absl::StatusOr<TextConditioning> QwenImagePipeline::EncodeEditPrompts(const Gene
     absl::Status tokenized = grids.status();
     if (tokenized.ok()) tokenized = text_encoder().TokenizeEdit(prompt, *grids, merge).status();
     RETURN_IF_ERROR(AgreeOnTokenizing(tokenized));
-    std::vector<torch::Tensor> image_embeds;
-    RETURN_IF_ERROR(BroadcastFromRank0(
-        comm(), "rank 0's image encoding",
-        [&](std::vector<torch::Tensor>* out) -> absl::Status {
-          ASSIGN_OR_RETURN(torch::Tensor e, vision_->Encode(item.condition_images));
-          out->push_back(e.to(device(), dtype()).contiguous());
-          return absl::OkStatus();
-        },
-        {{vision_->ImageTokens(*grids), text_encoder().hidden_size()}}, dtype(), device(),
-        &image_embeds));
-    ASSIGN_OR_RETURN(encoded, text_encoder().EncodeEdit(prompt, *grids, merge, image_embeds[0]));
+    ASSIGN_OR_RETURN(torch::Tensor image_embeds,
+                     EditImageEmbeds(item, negative, *grids, /*broadcast=*/true));
+    ASSIGN_OR_RETURN(encoded, text_encoder().EncodeEdit(prompt, *grids, merge, image_embeds));
   } else {
     ASSIGN_OR_RETURN(
         encoded,
         BroadcastEncoded(1, [&]() -> absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> {
           ASSIGN_OR_RETURN(auto grids, vision_->Grids(item.condition_images));
-          ASSIGN_OR_RETURN(torch::Tensor image_embeds, vision_->Encode(item.condition_images));
+          ASSIGN_OR_RETURN(torch::Tensor image_embeds,
+                           EditImageEmbeds(item, negative, grids, /*broadcast=*/false));
           return text_encoder().EncodeEdit(prompt, grids, merge, image_embeds);
         }));
   }
@@ -221,6 +214,30 @@ absl::StatusOr<TextConditioning> QwenImagePipeline::EncodeEditPrompts(const Gene
   const int64_t batch = static_cast<int64_t>(job.items.size());
   return MaskedConditioning(encoded.first.expand({batch, -1, -1}).contiguous(),
                             encoded.second.expand({batch, -1}).contiguous(), device(), dtype());
+}
+
+absl::StatusOr<torch::Tensor> QwenImagePipeline::EditImageEmbeds(
+    const JobItem& item, bool negative, const std::vector<std::array<int64_t, 3>>& grids,
+    bool broadcast) {
+  if (negative && edit_image_embeds_.defined()) return edit_image_embeds_;
+  edit_image_embeds_ = torch::Tensor();
+  torch::Tensor embeds;
+  if (broadcast) {
+    std::vector<torch::Tensor> out;
+    RETURN_IF_ERROR(BroadcastFromRank0(
+        comm(), "rank 0's image encoding",
+        [&](std::vector<torch::Tensor>* tensors) -> absl::Status {
+          ASSIGN_OR_RETURN(torch::Tensor e, vision_->Encode(item.condition_images));
+          tensors->push_back(e.to(device(), dtype()).contiguous());
+          return absl::OkStatus();
+        },
+        {{vision_->ImageTokens(grids), text_encoder().hidden_size()}}, dtype(), device(), &out));
+    embeds = out[0];
+  } else {
+    ASSIGN_OR_RETURN(embeds, vision_->Encode(item.condition_images));
+  }
+  if (!negative) edit_image_embeds_ = embeds;
+  return embeds;
 }
 
 absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> QwenImagePipeline::BroadcastEncoded(

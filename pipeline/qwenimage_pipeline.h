@@ -86,6 +86,12 @@ class QwenImagePipeline final : public LlmTextPipeline<QwenImagePromptEncoder> {
   absl::StatusOr<TextConditioning> EncodePrompts(const GenerationJob& job, bool negative);
   // Editing: the first item's prompt with its condition images, repeated over the items.
   absl::StatusOr<TextConditioning> EncodeEditPrompts(const GenerationJob& job, bool negative);
+  // The condition images through the vision tower (rank 0's, broadcast to every rank when
+  // `broadcast`: a collective), computed for the prompt's pass and reused by the negative
+  // prompt's, which under true CFG follows it in the same job (EncodeText's order).
+  absl::StatusOr<torch::Tensor> EditImageEmbeds(const JobItem& item, bool negative,
+                                                const std::vector<std::array<int64_t, 3>>& grids,
+                                                bool broadcast);
   // Rank 0's (embeds (B, L, D), mask (B, L)) from `encode` on every rank: L first, then both.
   absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> BroadcastEncoded(
       int64_t batch,
@@ -108,6 +114,8 @@ class QwenImagePipeline final : public LlmTextPipeline<QwenImagePromptEncoder> {
   std::optional<vae::AutoencoderKLQwenImage> vae_;  // rank 0 only, when the folder has one
   // Editing, on the ranks that hold the text encoder (the tower itself on rank 0 only).
   std::optional<QwenEditVision> vision_;
+  // The current job's image embeddings (EditImageEmbeds), on the ranks that computed them.
+  torch::Tensor edit_image_embeds_;
 };
 
 }  // namespace ditserve::pipeline
