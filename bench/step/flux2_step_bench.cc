@@ -55,20 +55,6 @@ struct BenchOptions {
 // (the pipeline's vae_scale_factor * 2).
 constexpr int64_t kPixelsPerToken = 16;
 
-// --reference-size "WIDTHxHEIGHT" -> (rows, cols) of one reference's token grid.
-absl::StatusOr<std::pair<int64_t, int64_t>> ReferenceGrid(const std::string& size) {
-  std::vector<std::string> parts = absl::StrSplit(size, 'x');
-  int64_t w = 0, h = 0;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &w) || !absl::SimpleAtoi(parts[1], &h) ||
-      w < kPixelsPerToken || h < kPixelsPerToken || w % kPixelsPerToken != 0 ||
-      h % kPixelsPerToken != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--reference-size must be WIDTHxHEIGHT, each a positive multiple of ", kPixelsPerToken,
-        " pixels (as the pipeline crops references); got '", size, "'"));
-  }
-  return std::make_pair(h / kPixelsPerToken, w / kPixelsPerToken);
-}
-
 // (rows * cols, axes) int64 ids (t, y, x, 0), row-major, as pipeline/image_inputs.h's
 // Flux2TokenIds (and our default image ids: int64, as diffusers' pipeline hands them over).
 torch::Tensor TokenIds(int64_t t, int64_t rows, int64_t cols, int64_t axes) {
@@ -129,7 +115,7 @@ absl::Status Run(const BenchOptions& o) {
   if (o.reference_images < 0 || o.reference_images > 10) {
     return absl::InvalidArgumentError("--reference-images must be in 0..10 (FLUX.2 takes 10)");
   }
-  ASSIGN_OR_RETURN(const auto grid, ReferenceGrid(o.reference_size));
+  ASSIGN_OR_RETURN(const auto grid, ParseReferenceGrid(o.reference_size, kPixelsPerToken));
   const int64_t per_reference = grid.first * grid.second;
   const int64_t reference_tokens = o.reference_images * per_reference;
   torch::Tensor references;

@@ -62,20 +62,6 @@ constexpr int64_t kPixelsPerToken = 16;
 // As many input images as the served edit pipeline takes (QwenImagePipeline::kMaxEditImages).
 constexpr int64_t kMaxReferenceImages = 3;
 
-// --reference-size "WIDTHxHEIGHT" -> (rows, cols) of one image's packed token grid.
-absl::StatusOr<std::pair<int64_t, int64_t>> ReferenceGrid(const std::string& size) {
-  std::vector<std::string> parts = absl::StrSplit(size, 'x');
-  int64_t w = 0, h = 0;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &w) || !absl::SimpleAtoi(parts[1], &h) ||
-      w < kPixelsPerToken || h < kPixelsPerToken || w % kPixelsPerToken != 0 ||
-      h % kPixelsPerToken != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--reference-size must be WIDTHxHEIGHT, each a positive multiple of ",
-                     kPixelsPerToken, " pixels; got '", size, "'"));
-  }
-  return std::make_pair(h / kPixelsPerToken, w / kPixelsPerToken);
-}
-
 absl::Status Run(const BenchOptions& o) {
   QwenImageTransformerConfig c;
   RETURN_IF_ERROR(ApplyTransformerShape(o.shape, &c));
@@ -113,7 +99,7 @@ absl::Status Run(const BenchOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--reference-images must be in 0..", kMaxReferenceImages, " (the edit pipeline's limit)"));
   }
-  ASSIGN_OR_RETURN(const auto grid, ReferenceGrid(o.reference_size));
+  ASSIGN_OR_RETURN(const auto grid, ParseReferenceGrid(o.reference_size, kPixelsPerToken));
   const int64_t per_reference = grid.first * grid.second;
   const int64_t reference_tokens = o.reference_images * per_reference;
   torch::Tensor references;

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -29,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "comm/local_communicator.h"
 #include "comm/projection_communicator.h"
@@ -171,6 +173,23 @@ inline void AddTransformerShapeFlags(FlagParser* p, TransformerShapeOptions* o,
   p->AddInt("joint-dim", &o->joint_dim, "joint_attention_dim (the text encoder's width)");
   p->AddInt("in-channels", &o->in_channels, "latent channels per token (packed)");
   p->AddString("axes", &o->axes, "axes_dims_rope, comma-separated (sum = head dim)");
+}
+
+// The editing benchmarks' --reference-size "WIDTHxHEIGHT" (pixels) -> (rows, cols) of one input
+// image's token grid at `pixels_per_token` a side (FLUX.2, Qwen-Image: 16, the VAE's 8x and the
+// 2x2 packing). INVALID_ARGUMENT unless both sides are positive multiples of it.
+inline absl::StatusOr<std::pair<int64_t, int64_t>> ParseReferenceGrid(const std::string& size,
+                                                                      int64_t pixels_per_token) {
+  std::vector<std::string> parts = absl::StrSplit(size, 'x');
+  int64_t w = 0, h = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &w) || !absl::SimpleAtoi(parts[1], &h) ||
+      w < pixels_per_token || h < pixels_per_token || w % pixels_per_token != 0 ||
+      h % pixels_per_token != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--reference-size must be WIDTHxHEIGHT, each a positive multiple of ", pixels_per_token,
+        " pixels (one token per ", pixels_per_token, "x", pixels_per_token, "); got '", size, "'"));
+  }
+  return std::make_pair(h / pixels_per_token, w / pixels_per_token);
 }
 
 // What the common flags resolve to, validated.

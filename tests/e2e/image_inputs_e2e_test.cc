@@ -6,7 +6,6 @@
 // paths with diffusers is image_inputs_parity_test's (in-process) until the GPU host makes
 // tests/fixtures/image-inputs.
 #include <gtest/gtest.h>
-#include <png.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -18,6 +17,7 @@
 #include "tests/support/cli_subprocess.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/server_process.h"
+#include "tests/support/smooth_images.h"
 
 namespace ditserve::testing {
 namespace {
@@ -28,23 +28,7 @@ std::string TempPath(const std::string& name) {
 
 // A seeded smooth RGB image written as PNG.
 std::string WritePng(const std::string& name, int width, int height, uint64_t seed) {
-  torch::manual_seed(seed);
-  torch::Tensor coarse = torch::rand({1, 3, height / 8, width / 8});
-  torch::Tensor up =
-      torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
-                                                     .size(std::vector<int64_t>{height, width})
-                                                     .mode(torch::kBilinear)
-                                                     .align_corners(false));
-  torch::Tensor px =
-      (up[0].permute({1, 2, 0}) * 255).round().clamp(0, 255).to(torch::kUInt8).contiguous();
-  png_image image{};
-  image.version = PNG_IMAGE_VERSION;
-  image.width = width;
-  image.height = height;
-  image.format = PNG_FORMAT_RGB;
-  const std::string path = TempPath(name);
-  EXPECT_TRUE(png_image_write_to_file(&image, path.c_str(), 0, px.data_ptr(), 0, nullptr));
-  return path;
+  return WriteSmoothPng(TempPath(name), width, height, seed);
 }
 
 // The servers the tests start (one per model and worker count), stopped when the tests end.

@@ -7,7 +7,6 @@
 // bad image are INVALID_ARGUMENT naming the field, and the group serves on. Parity with diffusers'
 // QwenImageEditPlusPipeline is qwen_edit_parity_e2e_test's (tests/fixtures/qwen-edit).
 #include <gtest/gtest.h>
-#include <png.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/qwen_edit_tiny_folder.h"
 #include "tests/support/server_process.h"
+#include "tests/support/smooth_images.h"
 
 namespace ditserve::testing {
 namespace {
@@ -39,23 +39,7 @@ const std::string& EditFolder() {
 
 // A seeded smooth RGB image written as PNG.
 std::string WritePng(const std::string& name, int width, int height, uint64_t seed) {
-  torch::manual_seed(seed);
-  torch::Tensor coarse = torch::rand({1, 3, (height + 7) / 8, (width + 7) / 8});
-  torch::Tensor up =
-      torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
-                                                     .size(std::vector<int64_t>{height, width})
-                                                     .mode(torch::kBilinear)
-                                                     .align_corners(false));
-  torch::Tensor px =
-      (up[0].permute({1, 2, 0}) * 255).round().clamp(0, 255).to(torch::kUInt8).contiguous();
-  png_image image{};
-  image.version = PNG_IMAGE_VERSION;
-  image.width = width;
-  image.height = height;
-  image.format = PNG_FORMAT_RGB;
-  const std::string path = TempPath(name);
-  EXPECT_TRUE(png_image_write_to_file(&image, path.c_str(), 0, px.data_ptr(), 0, nullptr));
-  return path;
+  return WriteSmoothPng(TempPath(name), width, height, seed);
 }
 
 // The same tiny model as a QwenImageEditPipeline (Qwen-Image-Edit) folder.

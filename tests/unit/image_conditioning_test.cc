@@ -14,8 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/remove_tree.h"
 #include "comm/local_communicator.h"
+#include "common/remove_tree.h"
+#include "common/status_macros.h"
 #include "common/torch_compat.h"
 #include "models/vae/autoencoder_kl_encoder.h"
 #include "pipeline/image_inputs.h"
@@ -23,9 +24,9 @@
 #include "pipeline/latents.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/scheduler.h"
-#include "common/status_macros.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/pipeline_group.h"
+#include "tests/support/smooth_images.h"
 
 namespace ditserve::pipeline {
 namespace {
@@ -34,16 +35,8 @@ namespace fs = std::filesystem;
 using ditserve::testing::FixturesDir;
 using ditserve::testing::RelativeError;
 
-// A seeded random uint8 (H, W, 3) image (smooth enough that the VAE sees structure).
 torch::Tensor RandomImage(int64_t height, int64_t width, uint64_t seed) {
-  torch::manual_seed(seed);
-  torch::Tensor coarse = torch::rand({1, 3, height / 4, width / 4});
-  torch::Tensor up =
-      torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
-                                                     .size(std::vector<int64_t>{height, width})
-                                                     .mode(torch::kBilinear)
-                                                     .align_corners(false));
-  return (up[0].permute({1, 2, 0}) * 255).round().clamp(0, 255).to(torch::kUInt8).contiguous();
+  return testing::SmoothRandomImage(height, width, seed);
 }
 
 GenerationJob Job(int64_t height, int64_t width, int64_t steps, int64_t max_sequence_length) {

@@ -28,6 +28,7 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/pipeline_group.h"
 #include "tests/support/qwen_edit_tiny_folder.h"
+#include "tests/support/smooth_images.h"
 
 namespace ditserve::pipeline {
 namespace {
@@ -47,16 +48,8 @@ const std::string& EditFolder() {
   return dir;
 }
 
-// A seeded random uint8 (H, W, 3) image, smooth enough for the VAE to see structure.
 torch::Tensor RandomImage(int64_t height, int64_t width, uint64_t seed) {
-  torch::manual_seed(seed);
-  torch::Tensor coarse = torch::rand({1, 3, (height + 3) / 4, (width + 3) / 4});
-  torch::Tensor up =
-      torch::nn::functional::interpolate(coarse, torch::nn::functional::InterpolateFuncOptions()
-                                                     .size(std::vector<int64_t>{height, width})
-                                                     .mode(torch::kBilinear)
-                                                     .align_corners(false));
-  return (up[0].permute({1, 2, 0}) * 255).round().clamp(0, 255).to(torch::kUInt8).contiguous();
+  return testing::SmoothRandomImage(height, width, seed);
 }
 
 // An input image of width x height as the frontend prepares it for the model (both resizes).
