@@ -177,11 +177,14 @@
         reference: 'reference images: without a size, the output takes the first image\'s size',
         image_to_image: 'the image to start from (image to image); strength is how much changes',
         kontext: 'the image to edit (Kontext)',
+        qwen_edit: 'the image(s) to edit; without a size, the output takes about 1024x1024 at ' +
+            'the last image\'s aspect ratio',
       };
       $('images-box').querySelector('legend').textContent =
           inputs.max_images > 1 ? `Reference images (up to ${inputs.max_images})` : 'Input image';
       $('images').multiple = inputs.max_images > 1;
-      $('images-hint').textContent = `Optional: ${uses[inputs.use] || inputs.use}.`;
+      const need = inputs.min_images > 0 ? `Required (at least ${inputs.min_images})` : 'Optional';
+      $('images-hint').textContent = `${need}: ${uses[inputs.use] || inputs.use}.`;
       $('strength-label').hidden = inputs.use !== 'image_to_image';
       if (inputs.default_strength) $('strength').placeholder = String(inputs.default_strength);
     }
@@ -491,8 +494,11 @@
     box.textContent = '';
     const max = (state.model && state.model.image_inputs && state.model.image_inputs.max_images) || 0;
     const files = imageFiles();
+    const min = (state.model && state.model.image_inputs && state.model.image_inputs.min_images) || 0;
     if (max && files.length > max) {
       setStatus(`This model takes at most ${max} input image(s); ${files.length} are chosen.`, 'error');
+    } else if (files.length < min) {
+      setStatus(`This model needs at least ${min} input image(s).`, 'error');
     }
     for (const file of files) {
       const img = document.createElement('img');
