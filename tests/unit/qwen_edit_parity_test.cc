@@ -380,9 +380,7 @@ TEST(QwenImg2ImgParity, ImageAtTp1And2) {
     return absl::OkStatus();
   });
   ASSERT_TRUE(loaded.ok()) << loaded;
-  if (card.image_inputs.use != ImageUse::kImageToImage) {
-    GTEST_SKIP() << "Qwen-Image img2img not wired yet";
-  }
+  ASSERT_EQ(card.image_inputs.use, ImageUse::kImageToImage);  // QwenImageImg2ImgPipeline
   auto job = testing::QwenImg2ImgCallJob(call, static_cast<int>(card.image_inputs.size_multiple));
   ASSERT_TRUE(job.ok()) << job.status();
   const torch::Tensor expected = QwenEditRef("img2img.image");
