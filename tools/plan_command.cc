@@ -2,11 +2,15 @@
 // checkpoint for N ranks and prints, as JSON, every tensor with its style, global and per-rank
 // shape and bytes, and the total bytes per rank. For a pipeline root whose text encoder is
 // sharded too (FLUX.2's Mistral3, Qwen-Image's Qwen2.5-VL), "text_encoder" holds the same report
-// for the text model's tensors (the ones the loader reads). Reads safetensors headers only. Exit 1
+// for the text model's tensors (the ones the loader reads), and for a Qwen-Image-Edit root
+// (QwenImageEditPipeline / QwenImageEditPlusPipeline) "vision_tower" the Qwen2.5-VL vision tower's
+// bytes, which rank 0 alone holds (it encodes the condition images once and broadcasts the
+// embeddings; the tower is ~8 % of Qwen2.5-VL-7B and runs once a request, so sharding it would save
+// little and add collectives). Reads safetensors headers only. Exit 1
 // (with the error on stderr and {"valid": false, "error": ...} on stdout) when a plan does not
 // validate. --weights fp8 counts the transformer's block linears as each rank holds them under
-// `--weights fp8` (models/common/fp8_linear.h: one byte an element plus a float32 scale a row, where
-// the rank's shape suits the FP8 GEMM).
+// `--weights fp8` (models/common/fp8_linear.h: one byte an element plus a float32 scale a row,
+// where the rank's shape suits the FP8 GEMM).
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -118,6 +122,26 @@ absl::StatusOr<nlohmann::ordered_json> DescribeComponent(const sharding::Compone
                                      select);
 }
 
+// The vision tower's tensors ("visual." / "model.visual.") of a Qwen2.5-VL text encoder, counted
+// in `dtype` (stored dtypes when unset), placed on rank 0 of `tp` ranks.
+nlohmann::ordered_json DescribeVisionTower(const sharding::ComponentCheckpoint& te, int64_t tp,
+                                           std::optional<sharding::DType> dtype) {
+  uint64_t bytes = 0, tensors = 0;
+  for (const auto& [name, loc] : te.tensors()) {
+    if (name.rfind("visual.", 0) != 0 && name.rfind("model.visual.", 0) != 0) continue;
+    bytes += dtype ? loc.info->numel() * sharding::DTypeSize(*dtype) : loc.info->nbytes();
+    ++tensors;
+  }
+  std::vector<uint64_t> per_rank(static_cast<size_t>(tp), 0);
+  per_rank[0] = bytes;
+  nlohmann::ordered_json out;
+  out["tensors"] = tensors;
+  out["total_bytes"] = bytes;
+  out["placement"] = "rank 0 (its image embeddings are broadcast)";
+  out["total_bytes_per_rank"] = per_rank;
+  return out;
+}
+
 absl::StatusOr<nlohmann::ordered_json> Describe(const PlanToolOptions& o) {
   if (o.model.empty()) return absl::InvalidArgumentError("--model is required");
   if (o.tp < 1 || o.tp > 4096) {
@@ -140,6 +164,10 @@ absl::StatusOr<nlohmann::ordered_json> Describe(const PlanToolOptions& o) {
       ASSIGN_OR_RETURN(auto te, sharding::ComponentCheckpoint::Open(*te_dir));
       if (!sharding::TextModelPrefixes(sharding::ConfigClassName(te->config())).empty()) {
         ASSIGN_OR_RETURN(report["text_encoder"], DescribeComponent(*te, o, dtype));
+      }
+      if (index.class_name == "QwenImageEditPipeline" ||
+          index.class_name == "QwenImageEditPlusPipeline") {
+        report["vision_tower"] = DescribeVisionTower(*te, o.tp, dtype);
       }
     }
   }
