@@ -14,6 +14,7 @@
 
 #include "ditserve/v1/ditserve.grpc.pb.h"
 #include "sharding/torch_tensor.h"
+#include "tests/support/cli_generate.h"
 #include "tests/support/cli_subprocess.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/server_process.h"
@@ -43,26 +44,9 @@ ServerProcess* ServerFor(const std::string& model, int workers) {
 // `ditserve-cli generate ... --format raw` → the image (H, W, 3) float32.
 torch::Tensor Generate(ServerProcess* server, std::vector<std::string> extra,
                        const std::string& out) {
-  std::vector<std::string> args = {BinaryDir() + "/cli/ditserve-cli",
-                                   "generate",
-                                   "--server",
-                                   server->address(),
-                                   "--prompt",
-                                   "make it a painting",
-                                   "--seed",
-                                   "42",
-                                   "--format",
-                                   "raw",
-                                   "--quiet",
-                                   "-o",
-                                   out};
-  args.insert(args.end(), extra.begin(), extra.end());
-  ProcessResult r = RunProcess(args, {}, 300);
-  EXPECT_EQ(r.exit_code, 0) << r.err << " log: " << server->log_path();
-  auto tensors = sharding::ReadAllTensors(out);
-  EXPECT_TRUE(tensors.ok()) << tensors.status();
-  if (!tensors.ok() || tensors->count("image") == 0) return {};
-  return tensors->at("image");
+  std::vector<std::string> flags = {"--prompt", "make it a painting", "--seed", "42"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return CliGenerateImage(*server, flags, out);
 }
 
 v1::ImageInputs InputsOf(ServerProcess* server) {

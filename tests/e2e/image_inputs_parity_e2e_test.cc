@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sharding/torch_tensor.h"
+#include "tests/support/cli_generate.h"
 #include "tests/support/cli_subprocess.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/image_fixtures.h"
@@ -63,24 +64,9 @@ std::vector<std::string> CallFlags(const nlohmann::json& call) {
 torch::Tensor Generate(ServerProcess* server, const nlohmann::json& call, const std::string& tag) {
   const std::string out = ::testing::TempDir() + "ditserve-image-parity-e2e-" +
                           std::to_string(::getpid()) + "-" + tag + ".safetensors";
-  std::vector<std::string> args = {BinaryDir() + "/cli/ditserve-cli",
-                                   "generate",
-                                   "--server",
-                                   server->address(),
-                                   "--format",
-                                   "raw",
-                                   "--quiet",
-                                   "-o",
-                                   out};
-  const std::vector<std::string> flags = CallFlags(call);
-  args.insert(args.end(), flags.begin(), flags.end());
-  ProcessResult r = RunProcess(args, {}, 300);
-  EXPECT_EQ(r.exit_code, 0) << r.err << " log: " << server->log_path();
-  auto tensors = sharding::ReadAllTensors(out);
+  torch::Tensor image = CliGenerateImage(*server, CallFlags(call), out);
   ::unlink(out.c_str());
-  EXPECT_TRUE(tensors.ok()) << tensors.status();
-  if (!tensors.ok() || tensors->count("image") == 0) return {};
-  return tensors->at("image");
+  return image;
 }
 
 class ImageInputsParityE2E : public ::testing::TestWithParam<std::string> {};

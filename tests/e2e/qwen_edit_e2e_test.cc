@@ -15,6 +15,7 @@
 
 #include "ditserve/v1/ditserve.grpc.pb.h"
 #include "sharding/torch_tensor.h"
+#include "tests/support/cli_generate.h"
 #include "tests/support/cli_subprocess.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/qwen_edit_tiny_folder.h"
@@ -61,38 +62,24 @@ ServerProcess* ServerFor(int workers, const std::string& placement = "auto") {
                        "--text-encoder-placement", placement, "--log-level", "info"});
 }
 
+// The edit request of these tests, with `extra` flags after it.
+std::vector<std::string> EditFlags(const std::vector<std::string>& extra) {
+  std::vector<std::string> flags = {
+      "--prompt", "make the cat wear a red hat", "--negative-prompt", " ", "--seed", "7", "--steps",
+      "2"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
+}
+
 ProcessResult RunCli(ServerProcess* server, std::vector<std::string> extra,
                      const std::string& out) {
-  std::vector<std::string> args = {BinaryDir() + "/cli/ditserve-cli",
-                                   "generate",
-                                   "--server",
-                                   server->address(),
-                                   "--prompt",
-                                   "make the cat wear a red hat",
-                                   "--negative-prompt",
-                                   " ",
-                                   "--seed",
-                                   "7",
-                                   "--steps",
-                                   "2",
-                                   "--format",
-                                   "raw",
-                                   "--quiet",
-                                   "-o",
-                                   out};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return RunProcess(args, {}, 300);
+  return RunCliGenerate(*server, EditFlags(extra), out);
 }
 
 // The image (H, W, 3) float32 of a generate that must succeed.
 torch::Tensor Generate(ServerProcess* server, std::vector<std::string> extra,
                        const std::string& out) {
-  ProcessResult r = RunCli(server, std::move(extra), out);
-  EXPECT_EQ(r.exit_code, 0) << r.err << " log: " << server->log_path();
-  auto tensors = sharding::ReadAllTensors(out);
-  EXPECT_TRUE(tensors.ok()) << tensors.status();
-  if (!tensors.ok() || tensors->count("image") == 0) return {};
-  return tensors->at("image");
+  return CliGenerateImage(*server, EditFlags(extra), out);
 }
 
 TEST(QwenEditE2E, ModelInfoSaysItTakesOneToThreeImages) {
