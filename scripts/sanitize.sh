@@ -14,8 +14,10 @@
 #       instead (through scripts/gpu-build.sh --cpu, g++), to use that host's cores; --build-only /
 #       --test-only split the two halves (one call each).
 #   scripts/sanitize.sh tsan [--jobs N]
-#       builds the targets that do not link LibTorch with ThreadSanitizer into build-tsan (clang)
-#       and runs them: the worker's engine thread and progress queue, the frontend's queue,
+#       builds these targets with ThreadSanitizer into build-tsan (clang) and runs them: the
+#       worker's Engine around real tiny jobs (engine_test: its status, cancel and progress
+#       threads; the one LibTorch target, ~13 min to build at -j2), its engine thread and
+#       progress queue, the frontend's queue,
 #       dispatcher, worker group (its ranks' threads, group jobs), RPC edge and HTTP API against
 #       fake workers, the metrics, the CLI, the tokenizers' BPE core, the subprocess and host:port
 #       helpers.
@@ -97,8 +99,9 @@ case "$mode" in
     targets=(common_test frontend_deadline_test frontend_failure_test host_port_test metrics_unit_test
              server_unit_test tokenizer_bpe_test metrics_http_test subprocess_test cli_clients_test
              http_api_test openai_images_test progress_queue_test engine_thread_test
-             image_inputs_frontend_test)
-    # clang, as the normal CPU build; none of these targets includes LibTorch (no PCH).
+             image_inputs_frontend_test engine_test)
+    # clang, as the normal CPU build; the LibTorch PCH off (engine_test's model code compiles
+    # without it, once).
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
