@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest entry for the OpenAI-style images HTTP API through the real binaries
 # (tests/e2e/CMakeLists.txt: http_api_openai_e2e, http_api_curl_e2e, http_api_edits_e2e,
-# http_api_edits_parity_e2e, http_api_qwen_edits_e2e): starts ditserve-frontend with --http-listen
+# http_api_edits_parity_e2e, http_api_qwen_edits_e2e, http_api_qwen_edits_parity_e2e): starts ditserve-frontend with --http-listen
 # 127.0.0.1:0 (the port read from its "HTTP <port>" line), a bearer token, --max-batch 2 and 2 CPU
 # workers on the flux1-tiny fixture (edits: flux2-tiny; qwen_edits: the tiny Qwen-Image-Edit-2509
 # folder written into a temporary folder, removed at exit, by BUILD_DIR/tests/e2e/
@@ -24,21 +24,33 @@
 #           min 1 max 3; a given size; without one the last image's calculate_dimensions; n 2;
 #           4 images refused), then curl: an edit without an image and a generation (no image)
 #           are 400 naming image(s); two images (image[]=@...) with size 128x96 give a 128x96 PNG;
+#   qwen_edits_parity  the openai client's images.edit (images_test.js qwen_parity) on the calls of
+#           tests/fixtures/qwen-edit (made by the real diffusers, make_qwen_edit_fixtures.py; the
+#           folder DITSERVE_QWEN_EDIT_FIXTURES replaces it): edit_one and edit_two on
+#           qwenimage-edit-tiny/ (QwenImageEditPlusPipeline), then, with a second frontend (the
+#           script runs itself once per folder: qwen_edits_parity BUILD_DIR plus|v1), edit_v1 on
+#           qwenimage-edit-v1-tiny/ (QwenImageEditPipeline); --dtype float32. Each call's prompt,
+#           negative_prompt, true_cfg_scale, seed, num_inference_steps, size "<width>x<height>" (the
+#           frontend floors it) and its inputs/ images in order: the PNG is qwen_edit_reference
+#           .safetensors' <call>.image, every byte within 1 of (x * 255).round();
 # then SIGTERM: the frontend must drain and exit 0. Exits 77 (ctest SKIP_RETURN_CODE), saying why,
 # when the mode's client is missing: node or openai_client/node_modules (npm ci there;
 # scripts/setup.sh does it), or curl (qwen_edits needs both); edits also while flux2-tiny's GET
-# /v1/models says image_inputs.max_images 0 (a folder whose VAE has no encoder).
+# /v1/models says image_inputs.max_images 0 (a folder whose VAE has no encoder); edits_parity and
+# qwen_edits_parity also while their diffusers fixtures are absent (image_reference.safetensors,
+# qwen_edit_reference.safetensors).
 # Usage: http_api_e2e.sh openai|curl|edits|edits_parity|qwen_edits BUILD_DIR
+#        http_api_e2e.sh qwen_edits_parity BUILD_DIR [plus|v1]
 set -euo pipefail
 mode=${1:-}
 build=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-usage="usage: http_api_e2e.sh openai|curl|edits|edits_parity|qwen_edits BUILD_DIR"
+usage="usage: http_api_e2e.sh openai|curl|edits|edits_parity|qwen_edits|qwen_edits_parity BUILD_DIR"
 [ -n "$build" ] || { echo "$usage" >&2; exit 2; }
 
 case "$mode" in
-  openai|edits_parity|qwen_edits)
+  openai|edits_parity|qwen_edits|qwen_edits_parity)
     if ! command -v node >/dev/null 2>&1; then
       echo "SKIP: node is not installed (scripts/setup.sh installs npm, which brings it)"; exit 77
     fi
@@ -59,6 +71,28 @@ if [ "$mode" = edits_parity ] && [ ! -f "$image_inputs/image_reference.safetenso
   echo "SKIP: tests/fixtures/image-inputs is absent (tests/fixtures/make_image_fixtures.py makes it)"
   exit 77
 fi
+qwen_edit_dir=${DITSERVE_QWEN_EDIT_FIXTURES:-$repo/tests/fixtures/qwen-edit}
+if [ "$mode" = qwen_edits_parity ]; then
+  if [ ! -f "$qwen_edit_dir/qwen_edit_reference.safetensors" ]; then
+    echo "SKIP: $qwen_edit_dir/qwen_edit_reference.safetensors is absent" \
+      "(tests/fixtures/make_qwen_edit_fixtures.py makes it)"
+    exit 77
+  fi
+  if [ -z "${3:-}" ]; then
+    # One frontend per folder: this script again for each, one after the other.
+    for part in plus v1; do
+      echo "=== qwen_edits_parity $part ==="
+      "$0" qwen_edits_parity "$build" "$part" || { echo "FAIL: qwen_edits_parity $part"; exit 1; }
+    done
+    echo "PASSED ($mode${3:+ $3})"
+    exit 0
+  fi
+  case "$3" in
+    plus) model_name=qwenimage-edit-tiny; qwen_calls=(edit_one edit_two) ;;
+    v1) model_name=qwenimage-edit-v1-tiny; qwen_calls=(edit_v1) ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+fi
 
 if [ "$mode" = edits ]; then
   model_name=flux2-tiny
@@ -71,6 +105,10 @@ elif [ "$mode" = edits_parity ]; then
   rm -rf "$assembled/$model_name/vae"
   cp -r "$image_inputs/flux2-vae" "$assembled/$model_name/vae"
   extra=()
+elif [ "$mode" = qwen_edits_parity ]; then
+  # The diffusers folder as committed (model_name set above), float32 as diffusers ran it.
+  [ -d "$qwen_edit_dir/$model_name" ] || { echo "FAIL: $qwen_edit_dir/$model_name is absent"; exit 1; }
+  extra=(--dtype float32)
 elif [ "$mode" = qwen_edits ]; then
   # The tiny random-weight Qwen-Image-Edit-2509 folder (seed 11, as qwen_edit_e2e_test's).
   model_name="qwen-edit-tiny"
@@ -89,6 +127,7 @@ if [ "$mode" = openai ]; then
   extra+=(--quality-steps low=2 --http-image-store-bytes 16777216 --http-image-store-ttl 600)
 fi
 model="$repo/tests/fixtures/$model_name"
+[ "$mode" = qwen_edits_parity ] && model="$qwen_edit_dir/$model_name"
 if [ "$mode" = edits_parity ] || [ "$mode" = qwen_edits ]; then model="$assembled/$model_name"; fi
 # shellcheck source=tests/e2e/http_frontend.sh
 . "$here/http_frontend.sh"
@@ -402,6 +441,13 @@ if [ "$mode" = edits_parity ]; then
   for call in flux2_edit_one flux2_edit_two; do
     (cd "$here/openai_client" &&
       node images_test.js "$base/v1" "$tmp/token" "$model_name" parity "$image_inputs" "$call") ||
+      fail "the openai client's images.edit of $call is not diffusers' image"
+  done
+fi
+if [ "$mode" = qwen_edits_parity ]; then
+  for call in "${qwen_calls[@]}"; do
+    (cd "$here/openai_client" &&
+      node images_test.js "$base/v1" "$tmp/token" "$model_name" qwen_parity "$qwen_edit_dir" "$call") ||
       fail "the openai client's images.edit of $call is not diffusers' image"
   done
 fi

@@ -34,8 +34,18 @@
 // back is diffusers' image as diffusers' own PIL output would be ((x * 255).round()): every byte
 // within 1 of it (the float images agree to ~5e-7, so a byte differs only where diffusers' value
 // sits at a rounding boundary).
+// With MODE "qwen_parity" (http_api_e2e.sh qwen_edits_parity: the folder of one call of
+// tests/fixtures/qwen-edit, made by the real diffusers, make_qwen_edit_fixtures.py) the call of
+// DIR/qwen_edit_calls.json's "calls" array named CALL goes through client.images.edit as
+// qwen_edit_parity_e2e_test's CLI flags carry it: DIR/inputs/<images> in order, args.prompt,
+// args.negative_prompt (when a string), args.true_cfg_scale, seed, args.num_inference_steps,
+// size "<args.width>x<args.height>" (the frontend floors it, as diffusers does), and
+// args.max_sequence_length when given; models.list() must say image_inputs use "qwen_edit" with
+// max_images 3 (QwenImageEditPlusPipeline) or 1 (QwenImageEditPipeline), and the PNG must be
+// DIR/qwen_edit_reference.safetensors' <CALL>.image as (x * 255).round(), every byte within 1. A
+// call whose results[CALL].position_ids_kind is not "mrope3d" is skipped (said), as in the CLI test.
 // Usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits|qwen_edits]
-//        node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL parity IMAGE_INPUTS_DIR CALL
+//        node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL parity|qwen_parity DIR CALL
 // Exit codes: 0 passed, 1 failed, 77 the npm packages are not installed (ctest SKIP_RETURN_CODE;
 // `npm ci` in this folder, as scripts/setup.sh does, installs them).
 "use strict";
@@ -56,10 +66,10 @@ const zlib = require("zlib");
 
 const [baseURL, tokenFile, expectedModel, mode = "all", fixturesDir, callName] =
   process.argv.slice(2);
-if (!baseURL || !tokenFile || !expectedModel || !["all", "edits", "qwen_edits", "parity"].includes(mode) ||
-    (mode === "parity" && (!fixturesDir || !callName))) {
+if (!baseURL || !tokenFile || !expectedModel || !["all", "edits", "qwen_edits", "parity", "qwen_parity"].includes(mode) ||
+    ((mode === "parity" || mode === "qwen_parity") && (!fixturesDir || !callName))) {
   console.error("usage: node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL [all|edits|qwen_edits]\n" +
-                "       node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL parity DIR CALL");
+                "       node images_test.js BASE_URL TOKEN_FILE EXPECTED_MODEL parity|qwen_parity DIR CALL");
   process.exit(2);
 }
 const token = fs.readFileSync(tokenFile, "utf8").trim();
@@ -442,6 +452,45 @@ function readSafetensor(file, name) {
   return { shape: t.shape, values };
 }
 
+// "qwen_parity" mode: one qwen-edit fixture call through client.images.edit against diffusers'.
+async function qwenParity(client, model, inputs) {
+  const doc = JSON.parse(fs.readFileSync(path.join(fixturesDir, "qwen_edit_calls.json"), "utf8"));
+  const call = (doc.calls || []).find((c) => c.name === callName);
+  if (!call) throw new Error(`qwen_edit_calls.json has no call ${callName}`);
+  const kind = ((doc.results || {})[callName] || {}).position_ids_kind;
+  if (kind !== "mrope3d") {
+    console.log(`skip ${callName}: diffusers' text model did not run with the 3-D M-RoPE positions ` +
+                `(position_ids_kind ${kind}), which ours always uses`);
+    return;
+  }
+  const v1 = call.pipeline === "QwenImageEditPipeline";
+  check(`models.list() says ${model} takes qwen_edit images, at most ${v1 ? 1 : 3}`,
+        inputs && inputs.use === "qwen_edit" && inputs.max_images === (v1 ? 1 : 3),
+        JSON.stringify(inputs));
+  const args = call.args;
+  const images = [];
+  for (const name of call.images) {
+    images.push(await toFile(fs.readFileSync(path.join(fixturesDir, "inputs", name)), name));
+  }
+  const request = {
+    model, image: images.length === 1 ? images[0] : images, prompt: args.prompt,
+    response_format: "b64_json", seed: call.seed, num_inference_steps: args.num_inference_steps,
+  };
+  if (typeof args.negative_prompt === "string") {
+    request.negative_prompt = args.negative_prompt;
+    request.true_cfg_scale = args.true_cfg_scale !== undefined ? args.true_cfg_scale : 4.0;
+  } else if (args.true_cfg_scale !== undefined) {
+    request.true_cfg_scale = args.true_cfg_scale;
+  }
+  if (args.height) request.size = `${args.width}x${args.height}`;
+  if (args.max_sequence_length !== undefined) request.max_sequence_length = args.max_sequence_length;
+  const res = await client.images.edit(request);
+  const png = decodePng(Buffer.from(res.data[0].b64_json, "base64"));
+  const ref = readSafetensor(path.join(fixturesDir, "qwen_edit_reference.safetensors"),
+                             `${callName}.image`);
+  compareToReference(png, ref);
+}
+
 // "parity" mode: one fixture call through client.images.edit against diffusers' image.
 async function parity(client, model) {
   const calls = JSON.parse(fs.readFileSync(path.join(fixturesDir, "image_calls.json"), "utf8"));
@@ -463,6 +512,12 @@ async function parity(client, model) {
   const png = decodePng(Buffer.from(res.data[0].b64_json, "base64"));
   const ref = readSafetensor(path.join(fixturesDir, "image_reference.safetensors"),
                              `${callName}.image`);
+  compareToReference(png, ref);
+}
+
+// The PNG against a reference (H, W, 3) float32 image in [0, 1]: diffusers' (x * 255).round(),
+// every byte within 1, almost all equal.
+function compareToReference(png, ref) {
   const [h, w] = ref.shape;
   check(`images.edit(${callName}) returns diffusers' size (${w}x${h})`,
         png.width === w && png.height === h, `${png.width}x${png.height}`);
@@ -495,6 +550,10 @@ async function main() {
   console.log(`${model} takes ${inputs ? inputs.max_images : "?"} input image(s)`);
   if (mode === "parity") {
     await parity(client, model);
+    return;
+  }
+  if (mode === "qwen_parity") {
+    await qwenParity(client, model, inputs);
     return;
   }
   if (mode === "edits") {
