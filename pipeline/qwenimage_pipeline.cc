@@ -132,6 +132,9 @@ absl::Status QwenImagePipeline::CheckJob(const GenerationJob& job) const {
 
 absl::StatusOr<TextConditioning> QwenImagePipeline::EncodeText(const GenerationJob& job,
                                                                bool negative) {
+  // A job starts with its prompt's pass: the previous job's image embeddings are not this job's
+  // (also when this job's prompt comes as embeddings and only its negative prompt is encoded).
+  if (!negative) edit_image_embeds_ = torch::Tensor();
   const auto& first = negative ? job.items[0].negative_embeddings : job.items[0].embeddings;
   if (first.has_value() || !text_site().present) return FromRequest(job, negative);
   if (edit() && !job.items[0].images.empty()) return EncodeEditPrompts(job, negative);
@@ -220,7 +223,6 @@ absl::StatusOr<torch::Tensor> QwenImagePipeline::EditImageEmbeds(
     const JobItem& item, bool negative, const std::vector<std::array<int64_t, 3>>& grids,
     bool broadcast) {
   if (negative && edit_image_embeds_.defined()) return edit_image_embeds_;
-  edit_image_embeds_ = torch::Tensor();
   torch::Tensor embeds;
   if (broadcast) {
     std::vector<torch::Tensor> out;

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/local_communicator.h"
 #include "common/model_flags.h"
 #include "common/status_macros.h"
 #include "imaging/qwen_edit_sizes.h"
@@ -168,6 +169,36 @@ TEST(QwenEditPipeline, EmbeddingsFromTheRequest) {
   auto two = RunEdit(2, job);
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_LT(RelativeError(Latents(two), Latents(one)), 1e-5);
+}
+
+// Two jobs on one loaded pipeline: the second job's prompt comes as embeddings and only its
+// negative prompt is encoded, with another image: it must not reuse the first job's image
+// embeddings (the vision tower's output is reused only within a job).
+TEST(QwenEditPipeline, ImageEmbeddingsDoNotOutliveTheirJob) {
+  const GenerationJob first = EditJob(64, 96);
+  GenerationJob second = EditJob(64, 96);
+  PromptEmbeddings e;
+  torch::manual_seed(4);
+  e.prompt_embeds = torch::randn({1, 9, 32});
+  second.items[0].embeddings = e;
+  second.items[0].condition_images[0] = RandomImage(first.items[0].condition_images[0].size(0),
+                                                    first.items[0].condition_images[0].size(1), 77);
+  auto alone = RunEdit(1, second);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  torch::Tensor after_first;
+  PipelineOptions opts;
+  opts.model_dir = EditFolder();
+  absl::Status s = comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> p, LoadPipeline(opts, &c));
+    auto no_steps = [](const StepEvent&) {};
+    auto never = [] { return false; };
+    ASSIGN_OR_RETURN(GenerationResult a, p->Run(first, no_steps, never));
+    ASSIGN_OR_RETURN(GenerationResult b, p->Run(second, no_steps, never));
+    after_first = b.latents.at(0);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_LT(RelativeError(after_first, Latents(alone)), 1e-6);
 }
 
 TEST(QwenEditPipeline, RefusalsOnEveryRank) {
