@@ -120,11 +120,13 @@ absl::Status QwenImagePipeline::CheckJob(const GenerationJob& job) const {
                        ": Qwen-Image-Edit encodes one prompt a job (the frontend runs a request "
                        "with input images alone)"));
     }
+    // CheckImages has matched a non-empty condition_images with the images; encoding the prompt
+    // needs them.
     const bool encodes = !item.embeddings.has_value() && text_site().present;
-    if (encodes && item.condition_images.size() != item.images.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("item ", i, ": ", item.images.size(),
-                                                     " images but ", item.condition_images.size(),
-                                                     " condition_images (one each)"));
+    if (encodes && item.condition_images.empty() && !item.images.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("item ", i, ": ", item.images.size(),
+                       " images but no condition_images: the prompt is encoded with them"));
     }
   }
   return absl::OkStatus();
