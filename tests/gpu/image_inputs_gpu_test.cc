@@ -75,14 +75,8 @@ TEST_P(ImageInputsGpuTest, ImageMatchesDiffusers) {
 INSTANTIATE_TEST_SUITE_P(Calls, ImageInputsGpuTest,
                          ::testing::Combine(::testing::Values("flux2_edit_one", "flux2_edit_two",
                                                               "flux1_img2img", "flux1_kontext"),
-                                            ::testing::Values(GpuCase{1, torch::kFloat32, 1e-3},
-                                                              GpuCase{2, torch::kFloat32, 1e-3},
-                                                              GpuCase{1, torch::kBFloat16, 2e-2})),
-                         [](const ::testing::TestParamInfo<Param>& info) {
-                           const GpuCase& c = std::get<1>(info.param);
-                           return std::get<0>(info.param) + "_tp" + std::to_string(c.world) + "_" +
-                                  DtypeName(c.dtype);
-                         });
+                                            FixtureParityCases()),
+                         CallCaseName);
 
 }  // namespace
 }  // namespace ditserve::testing

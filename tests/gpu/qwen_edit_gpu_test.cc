@@ -246,14 +246,8 @@ TEST_P(QwenEditGpuTest, ImageMatchesDiffusersAndReplays) {
 INSTANTIATE_TEST_SUITE_P(Calls, QwenEditGpuTest,
                          ::testing::Combine(::testing::Values("edit_one", "edit_two", "edit_v1",
                                                               "img2img"),
-                                            ::testing::Values(GpuCase{1, torch::kFloat32, 1e-3},
-                                                              GpuCase{2, torch::kFloat32, 1e-3},
-                                                              GpuCase{1, torch::kBFloat16, 2e-2})),
-                         [](const ::testing::TestParamInfo<Param>& info) {
-                           const GpuCase& c = std::get<1>(info.param);
-                           return std::get<0>(info.param) + "_tp" + std::to_string(c.world) + "_" +
-                                  DtypeName(c.dtype);
-                         });
+                                            FixtureParityCases()),
+                         CallCaseName);
 
 // FP8 weights on edit_one (tp 1, bfloat16, graphs on, twice): near diffusers' bfloat16 image, and
 // not our bfloat16 image (the FP8 path ran).

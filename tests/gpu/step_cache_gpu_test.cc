@@ -83,13 +83,9 @@ TEST_P(StepCacheGpuTest, EveryCallDecidesAndDrawsAsDiffusers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Degrees, StepCacheGpuTest,
-                         ::testing::Values(GpuCase{1, torch::kFloat32, 1e-3},
-                                           GpuCase{2, torch::kFloat32, 1e-3},
-                                           GpuCase{1, torch::kBFloat16, 2e-2}),
+INSTANTIATE_TEST_SUITE_P(Degrees, StepCacheGpuTest, FixtureParityCases(),
                          [](const ::testing::TestParamInfo<GpuCase>& info) {
-                           return "tp" + std::to_string(info.param.world) + "_" +
-                                  DtypeName(info.param.dtype);
+                           return CaseName(info);
                          });
 
 }  // namespace

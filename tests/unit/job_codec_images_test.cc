@@ -22,6 +22,18 @@ v1::RgbPixels Pixels(uint32_t w, uint32_t h, int seed) {
   return p;
 }
 
+// `t` is the uint8 (H, W, 3) contiguous CPU tensor of `p`'s bytes.
+void ExpectTensorOfPixels(const torch::Tensor& t, const v1::RgbPixels& p) {
+  EXPECT_EQ(t.scalar_type(), torch::kUInt8);
+  EXPECT_TRUE(t.device().is_cpu());
+  ASSERT_EQ(t.dim(), 3);
+  EXPECT_EQ(t.size(0), p.height());
+  EXPECT_EQ(t.size(1), p.width());
+  EXPECT_EQ(t.size(2), 3);
+  ASSERT_TRUE(t.is_contiguous());
+  EXPECT_EQ(std::string(static_cast<const char*>(t.data_ptr()), p.rgb().size()), p.rgb());
+}
+
 v1::RunRequest Request() {
   v1::RunRequest r;
   r.set_height(64);
@@ -43,16 +55,8 @@ TEST(JobCodecImages, ImagesBecomeUint8HwcTensorsInOrder) {
   ASSERT_EQ(item.images.size(), 2u);
   EXPECT_EQ(item.strength, 0.6);  // the double arrives unchanged
   for (int j = 0; j < 2; ++j) {
-    const torch::Tensor& t = item.images[static_cast<size_t>(j)];
-    const v1::RgbPixels& p = r.items(0).images(j);
-    EXPECT_EQ(t.scalar_type(), torch::kUInt8);
-    EXPECT_TRUE(t.device().is_cpu());
-    ASSERT_EQ(t.dim(), 3);
-    EXPECT_EQ(t.size(0), p.height());
-    EXPECT_EQ(t.size(1), p.width());
-    EXPECT_EQ(t.size(2), 3);
-    ASSERT_TRUE(t.is_contiguous());
-    EXPECT_EQ(std::string(static_cast<const char*>(t.data_ptr()), p.rgb().size()), p.rgb());
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectTensorOfPixels(item.images[static_cast<size_t>(j)], r.items(0).images(j)));
   }
   // Pixel (x=1, y=2) of the first image: row 2, column 1.
   const auto px = item.images[0].index({2, 1});
@@ -148,16 +152,8 @@ TEST(JobCodecImages, ConditionImagesBecomeUint8HwcTensorsInOrder) {
   ASSERT_EQ(item.images.size(), 2u);
   ASSERT_EQ(item.condition_images.size(), 2u);
   for (int j = 0; j < 2; ++j) {
-    const torch::Tensor& t = item.condition_images[static_cast<size_t>(j)];
-    const v1::RgbPixels& p = r.items(0).condition_images(j);
-    EXPECT_EQ(t.scalar_type(), torch::kUInt8);
-    EXPECT_TRUE(t.device().is_cpu());
-    ASSERT_EQ(t.dim(), 3);
-    EXPECT_EQ(t.size(0), p.height());
-    EXPECT_EQ(t.size(1), p.width());
-    EXPECT_EQ(t.size(2), 3);
-    ASSERT_TRUE(t.is_contiguous());
-    EXPECT_EQ(std::string(static_cast<const char*>(t.data_ptr()), p.rgb().size()), p.rgb());
+    ASSERT_NO_FATAL_FAILURE(ExpectTensorOfPixels(item.condition_images[static_cast<size_t>(j)],
+                                                 r.items(0).condition_images(j)));
   }
   // The images are still the VAE's, unchanged.
   EXPECT_EQ(item.images[0].size(1), 5);

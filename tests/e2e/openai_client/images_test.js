@@ -468,12 +468,8 @@ async function qwenParity(client, model, inputs) {
         inputs && inputs.use === "qwen_edit" && inputs.max_images === (v1 ? 1 : 3),
         JSON.stringify(inputs));
   const args = call.args;
-  const images = [];
-  for (const name of call.images) {
-    images.push(await toFile(fs.readFileSync(path.join(fixturesDir, "inputs", name)), name));
-  }
   const request = {
-    model, image: images.length === 1 ? images[0] : images, prompt: args.prompt,
+    model, image: await callImages(call), prompt: args.prompt,
     response_format: "b64_json", seed: call.seed, num_inference_steps: args.num_inference_steps,
   };
   if (typeof args.negative_prompt === "string") {
@@ -484,11 +480,7 @@ async function qwenParity(client, model, inputs) {
   }
   if (args.height) request.size = `${args.width}x${args.height}`;
   if (args.max_sequence_length !== undefined) request.max_sequence_length = args.max_sequence_length;
-  const res = await client.images.edit(request);
-  const png = decodePng(Buffer.from(res.data[0].b64_json, "base64"));
-  const ref = readSafetensor(path.join(fixturesDir, "qwen_edit_reference.safetensors"),
-                             `${callName}.image`);
-  compareToReference(png, ref);
+  await editMatchesReference(client, request, "qwen_edit_reference.safetensors");
 }
 
 // "parity" mode: one fixture call through client.images.edit against diffusers' image.
@@ -497,22 +489,32 @@ async function parity(client, model) {
   const call = calls.calls[callName];
   if (!call) throw new Error(`image_calls.json has no call ${callName}`);
   const args = call.args;
-  const images = [];
-  for (const name of call.images) {
-    images.push(await toFile(fs.readFileSync(path.join(fixturesDir, "inputs", name)), name));
-  }
   const request = {
-    model, image: images.length === 1 ? images[0] : images, prompt: args.prompt,
+    model, image: await callImages(call), prompt: args.prompt,
     response_format: "b64_json", seed: call.seed, num_inference_steps: args.num_inference_steps,
     guidance_scale: args.guidance_scale, max_sequence_length: args.max_sequence_length,
   };
   if (args.height) request.size = `${args.width}x${args.height}`;
   if (args.strength !== undefined) request.strength = args.strength;
+  await editMatchesReference(client, request, "image_reference.safetensors");
+}
+
+// A fixture call's input images (fixturesDir/inputs/), as the request's `image` field: one file,
+// or an array for several.
+async function callImages(call) {
+  const images = [];
+  for (const name of call.images) {
+    images.push(await toFile(fs.readFileSync(path.join(fixturesDir, "inputs", name)), name));
+  }
+  return images.length === 1 ? images[0] : images;
+}
+
+// client.images.edit(request): its PNG against diffusers' `${callName}.image` in the fixtures'
+// `referenceFile`.
+async function editMatchesReference(client, request, referenceFile) {
   const res = await client.images.edit(request);
   const png = decodePng(Buffer.from(res.data[0].b64_json, "base64"));
-  const ref = readSafetensor(path.join(fixturesDir, "image_reference.safetensors"),
-                             `${callName}.image`);
-  compareToReference(png, ref);
+  compareToReference(png, readSafetensor(path.join(fixturesDir, referenceFile), `${callName}.image`));
 }
 
 // The PNG against a reference (H, W, 3) float32 image in [0, 1]: diffusers' (x * 255).round(),
