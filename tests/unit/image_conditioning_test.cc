@@ -161,8 +161,8 @@ TEST(ImageConditioning, QwenImageImageToImageRunsFromTheStrengthsStep) {
   job.items[0].negative_prompt = " ";
   job.items[0].true_cfg_scale = 4.0f;
   job.items[0].images = {RandomImage(32, 48, 7)};
-  const ModelCard card = ExpectImageToImageFromTheStrengthsStep(
-      FixturesDir() + "/qwenimage-tiny", job, RandomImage(32, 48, 8));
+  const ModelCard card = ExpectImageToImageFromTheStrengthsStep(FixturesDir() + "/qwenimage-tiny",
+                                                                job, RandomImage(32, 48, 8));
   EXPECT_EQ(card.image_inputs.size_multiple, 8);  // the tiny VAE's factor 4, packed 2x2
 }
 

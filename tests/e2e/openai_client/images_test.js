@@ -514,7 +514,8 @@ async function callImages(call) {
 async function editMatchesReference(client, request, referenceFile) {
   const res = await client.images.edit(request);
   const png = decodePng(Buffer.from(res.data[0].b64_json, "base64"));
-  compareToReference(png, readSafetensor(path.join(fixturesDir, referenceFile), `${callName}.image`));
+  const ref = readSafetensor(path.join(fixturesDir, referenceFile), `${callName}.image`);
+  compareToReference(png, ref);
 }
 
 // The PNG against a reference (H, W, 3) float32 image in [0, 1]: diffusers' (x * 255).round(),
