@@ -67,6 +67,17 @@ absl::StatusOr<ImageSize> Qwen2VlSmartResize(int width, int height, int factor, 
   return size;
 }
 
+absl::StatusOr<std::array<int64_t, 3>> Qwen2VlGridThw(int width, int height,
+                                                       const Qwen2VlImageConfig& config) {
+  if (auto s = CheckConfig(config); !s.ok()) return s;
+  auto size = Qwen2VlSmartResize(width, height, config.patch_size * config.merge_size,
+                                 config.min_pixels, config.max_pixels);
+  if (!size.ok()) return size.status();
+  // One picture is one temporal patch (its frame repeated temporal_patch_size times).
+  return std::array<int64_t, 3>{1, size->height / config.patch_size,
+                                size->width / config.patch_size};
+}
+
 absl::StatusOr<RgbImage> Qwen2VlResizeImage(const RgbImage& image,
                                             const Qwen2VlImageConfig& config) {
   if (auto s = CheckConfig(config); !s.ok()) return s;

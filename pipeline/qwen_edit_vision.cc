@@ -73,23 +73,19 @@ absl::StatusOr<QwenEditVision> QwenEditVision::Load(const std::string& processor
 absl::StatusOr<std::vector<std::array<int64_t, 3>>> QwenEditVision::Grids(
     const std::vector<torch::Tensor>& condition_images) const {
   std::vector<std::array<int64_t, 3>> grids;
-  const int factor = image_config_.patch_size * image_config_.merge_size;
   for (size_t i = 0; i < condition_images.size(); ++i) {
     const torch::Tensor& t = condition_images[i];
     if (!t.defined() || t.dim() != 3 || t.size(0) < 1 || t.size(1) < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("condition_images[", i, "] must be a (H, W, 3) image"));
     }
-    absl::StatusOr<imaging::ImageSize> size =
-        imaging::Qwen2VlSmartResize(static_cast<int>(t.size(1)), static_cast<int>(t.size(0)),
-                                    factor, image_config_.min_pixels, image_config_.max_pixels);
-    if (!size.ok()) {
+    absl::StatusOr<std::array<int64_t, 3>> grid = imaging::Qwen2VlGridThw(
+        static_cast<int>(t.size(1)), static_cast<int>(t.size(0)), image_config_);
+    if (!grid.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("condition_images[", i, "]: ", size.status().message()));
+          absl::StrCat("condition_images[", i, "]: ", grid.status().message()));
     }
-    // One picture: one temporal patch (its frame repeated temporal_patch_size times).
-    grids.push_back(
-        {1, size->height / image_config_.patch_size, size->width / image_config_.patch_size});
+    grids.push_back(*grid);
   }
   return grids;
 }

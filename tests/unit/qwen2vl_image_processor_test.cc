@@ -300,6 +300,10 @@ void CheckProcess(const std::vector<std::string>& c, const std::vector<RgbImage>
     for (int j = 0; j < 3; ++j) {
       EXPECT_EQ(pv->grid_thw[i][j], std::stoll(c[k + 1 + 3 * i + j])) << c[1] << " image " << i;
     }
+    // The grid from the image's size alone (what the tokenizing ranks use) is transformers' too.
+    auto grid = Qwen2VlGridThw(images[i].width, images[i].height, CaseConfig());
+    ASSERT_TRUE(grid.ok()) << grid.status();
+    EXPECT_EQ(*grid, pv->grid_thw[i]) << c[1] << " image " << i;
   }
   k += 1 + 3 * n;
   ASSERT_EQ(c[k], "rows");
