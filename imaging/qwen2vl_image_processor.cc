@@ -68,7 +68,7 @@ absl::StatusOr<ImageSize> Qwen2VlSmartResize(int width, int height, int factor, 
 }
 
 absl::StatusOr<std::array<int64_t, 3>> Qwen2VlGridThw(int width, int height,
-                                                       const Qwen2VlImageConfig& config) {
+                                                      const Qwen2VlImageConfig& config) {
   if (auto s = CheckConfig(config); !s.ok()) return s;
   auto size = Qwen2VlSmartResize(width, height, config.patch_size * config.merge_size,
                                  config.min_pixels, config.max_pixels);

@@ -78,7 +78,7 @@ absl::StatusOr<ImageSize> Qwen2VlSmartResize(int width, int height, int factor, 
 // image_grid_thw of one width x height image, from its size alone (step 1, then step 4's grid):
 // (1, h_bar / patch_size, w_bar / patch_size). What Qwen2VlPreprocess gives for the image.
 absl::StatusOr<std::array<int64_t, 3>> Qwen2VlGridThw(int width, int height,
-                                                       const Qwen2VlImageConfig& config);
+                                                      const Qwen2VlImageConfig& config);
 
 // Steps 1-2: the image at its smart size, as the processor resizes it (uint8).
 absl::StatusOr<RgbImage> Qwen2VlResizeImage(const RgbImage& image,
