@@ -44,6 +44,10 @@ absl::Status DiffusionPipeline::LoadComponents(const sharding::PipelineIndex* in
                                                std::string transformer_dir,
                                                const PipelineOptions& options,
                                                comm::Communicator* comm) {
+  if (!parse_transformer_ || !load_vae_) {
+    return absl::InternalError(
+        absl::StrCat(family_.display_name, ": the family registered no transformer config or VAE"));
+  }
   comm_ = comm;
   device_ = options.device;
   dtype_ = options.dtype;
@@ -69,7 +73,7 @@ absl::Status DiffusionPipeline::LoadTransformerAndLoras(const std::string& dir,
                                                         const PipelineOptions& options) {
   ASSIGN_OR_RETURN(LoadedTransformer t,
                    LoadTransformer(dir, options, comm_, [this](const nlohmann::json& config) {
-                     absl::StatusOr<TransformerShape> shape = ParseTransformerConfig(config);
+                     absl::StatusOr<TransformerShape> shape = parse_transformer_(config);
                      if (shape.ok()) shape_ = *shape;
                      return shape.status();
                    }));
@@ -97,7 +101,7 @@ absl::Status DiffusionPipeline::LoadVaeIfAny(const sharding::PipelineIndex* inde
           ? index->ComponentDir("vae")
           : absl::NotFoundError(absl::StrCat(root_, ": not a pipeline folder, no VAE"));
   if (!vae_dir.ok()) return family_.requires_vae ? vae_dir.status() : absl::OkStatus();
-  ASSIGN_OR_RETURN(vae_scale_factor_, LoadVae(*vae_dir, options));
+  ASSIGN_OR_RETURN(vae_scale_factor_, load_vae_(*vae_dir, options));
   has_vae_ = true;
   ASSIGN_OR_RETURN(std::unique_ptr<sharding::ComponentCheckpoint> checkpoint,
                    sharding::ComponentCheckpoint::Open(*vae_dir));

@@ -3,15 +3,17 @@
 // shard, LoRA adapters, scheduler configuration, rank 0's VAE), the ModelCard, and a job's flow
 // (checks, text conditioning, image conditioning, the agreed preparation with LoRA activation,
 // seeded noise and schedule, the denoising loop, rank 0's decode into the result). A family
-// supplies only what differs, through the protected hooks: its transformer config, VAE and text
-// encoders, its card fields, its text conditioning, its latent layout and position ids, how
-// guidance combines, and its decode.
+// supplies only what differs: its transformer config and VAE (registered by its constructor:
+// UseTransformerConfig, UseVae), and through the protected hooks its text encoders, its card
+// fields, its text conditioning, its latent layout and position ids, how guidance combines, and its
+// decode.
 //
 // Load (Create<Family> constructs it, then calls LoadComponents once on every rank):
-//   1. transformer: config.json read by the family (ParseTransformerConfig, before any weight),
+//   1. transformer: config.json read by the family's parser (UseTransformerConfig, before any
+//   weight),
 //      this rank's shard through the built-in plan; 2. the LoRA adapters (options.loras);
 //   3. the scheduler configuration: the folder's, or the family's published one for a transformer
-//      folder alone; 4. the VAE when the folder has one (LoadVae: its config on every rank, since
+//      folder alone; 4. the VAE when the folder has one (UseVae's: its config on every rank, since
 //      it sets the latent grid; its weights on rank 0 only); 5. the text side (LoadTextSide);
 //   6. the ModelCard (shared fields here, the family's in FillCard). Loading runs no collective
 //      except what a sharded text encoder's own load does (the same on every rank).
@@ -119,6 +121,17 @@ struct ImageConditioning {
   std::vector<std::vector<int64_t>> drawn_before_noise;
 };
 
+// How a family reads its VAE (DiffusionPipeline::UseVae): the config loader (config.json's path),
+// the channels one transformer token holds from the latents (`channels_what` says how, for the
+// message) and the image pixels per latent pixel.
+template <typename Config>
+struct VaeSpec {
+  absl::StatusOr<Config> (*load_config)(const std::string& config_path);
+  int64_t (*channels_per_token)(const Config& config);
+  const char* channels_what;
+  int64_t (*scale_factor)(const Config& config);
+};
+
 class DiffusionPipeline : public Pipeline {
  public:
   const ModelCard& Card() const final { return card_; }
@@ -151,13 +164,41 @@ class DiffusionPipeline : public Pipeline {
   absl::Status LoadComponents(const sharding::PipelineIndex* index, std::string transformer_dir,
                               const PipelineOptions& options, comm::Communicator* comm);
 
+  // ---- Registered by the family's constructor (both required) ----
+  // The family's transformer config: `parse` (config.json -> StatusOr<Config>) fills *out, a member
+  // of the family, whose in_channels and joint_attention_dim give the transformer's shape. Its
+  // errors get the file's path in front.
+  template <typename Config, typename Parse>
+  void UseTransformerConfig(Parse parse, Config* out) {
+    parse_transformer_ = [parse,
+                          out](const nlohmann::json& json) -> absl::StatusOr<TransformerShape> {
+      absl::StatusOr<Config> parsed = parse(json);
+      if (!parsed.ok()) return parsed.status();
+      *out = *std::move(parsed);
+      return TransformerShape{out->in_channels, out->joint_attention_dim};
+    };
+  }
+  // The family's VAE when the folder has one: its config read from the folder by `spec` on every
+  // rank, its latents' channels a transformer token checked against the transformer's in_channels
+  // (FAILED_PRECONDITION naming both otherwise), loaded on rank 0 into *out (LoadOnRank0; `out`
+  // outlives the pipeline's loading: a member of the family), its scale factor kept.
+  template <typename Component, typename Config>
+  void UseVae(const VaeSpec<Config>& spec, std::optional<Component>* out) {
+    load_vae_ = [this, spec, out](const std::string& vae_dir,
+                                  const PipelineOptions& options) -> absl::StatusOr<int64_t> {
+      ASSIGN_OR_RETURN(const Config config, spec.load_config(vae_dir + "/config.json"));
+      const int64_t channels = spec.channels_per_token(config);
+      if (channels != shape_.in_channels) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            root_, ": the VAE's ", spec.channels_what, " (", channels,
+            ") do not match the transformer's in_channels (", shape_.in_channels, ")"));
+      }
+      RETURN_IF_ERROR(LoadOnRank0(vae_dir, config, options, out));
+      return spec.scale_factor(config);
+    };
+  }
+
   // ---- Load hooks (called once, in LoadComponents' order, on every rank) ----
-  // Reads the family's typed transformer config (its errors get the file's path in front).
-  virtual absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) = 0;
-  // The VAE in `vae_dir`: checks it against the transformer, loads it on rank 0 (LoadOnRank0);
-  // returns its scale factor (image pixels per latent pixel) on every rank.
-  virtual absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
-                                          const PipelineOptions& options) = 0;
   // The text encoders, where the family places them. `index` as in LoadComponents.
   virtual absl::Status LoadTextSide(const sharding::PipelineIndex* index,
                                     const PipelineOptions& options) = 0;
@@ -197,33 +238,6 @@ class DiffusionPipeline : public Pipeline {
                                                const LatentGrid& grid) const = 0;
 
   // ---- For the hooks ----
-  // ParseTransformerConfig's body: the family's `parsed` config kept in *out, its shape returned.
-  template <typename Config>
-  static absl::StatusOr<TransformerShape> KeepConfig(absl::StatusOr<Config> parsed, Config* out) {
-    if (!parsed.ok()) return parsed.status();
-    *out = *std::move(parsed);
-    return TransformerShape{out->in_channels, out->joint_attention_dim};
-  }
-  // LoadVae's body: the family's VAE config read from `vae_dir` (`config`), whose latents give
-  // `channels_per_token` (`what` says how, for the message) channels a transformer token, must
-  // match the transformer's in_channels (FAILED_PRECONDITION naming both otherwise); rank 0 loads
-  // the VAE into *out (LoadOnRank0); returns `scale_factor` (image pixels per latent pixel).
-  template <typename Component, typename Config>
-  absl::StatusOr<int64_t> KeepVae(absl::StatusOr<Config> config,
-                                  int64_t (*channels_per_token)(const Config&), const char* what,
-                                  int64_t (*scale_factor)(const Config&),
-                                  const std::string& vae_dir, const PipelineOptions& options,
-                                  std::optional<Component>* out) {
-    if (!config.ok()) return config.status();
-    const int64_t channels = channels_per_token(*config);
-    if (channels != shape_.in_channels) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(root_, ": the VAE's ", what, " (", channels,
-                       ") do not match the transformer's in_channels (", shape_.in_channels, ")"));
-    }
-    RETURN_IF_ERROR(LoadOnRank0(vae_dir, *config, options, out));
-    return scale_factor(*config);
-  }
   // Rank 0's copy of a component built whole from `dir` by Component::Create(config, state dict)
   // (a VAE) into *out, its bytes counted; the other ranks leave *out empty.
   template <typename Component, typename Config>
@@ -304,6 +318,8 @@ class DiffusionPipeline : public Pipeline {
                                         bool negative);
 
   const PipelineFamily family_;
+  std::function<absl::StatusOr<TransformerShape>(const nlohmann::json&)> parse_transformer_;
+  std::function<absl::StatusOr<int64_t>(const std::string&, const PipelineOptions&)> load_vae_;
   ModelCard card_;
   comm::Communicator* comm_ = nullptr;
   torch::Device device_ = torch::kCPU;

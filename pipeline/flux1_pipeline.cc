@@ -16,22 +16,18 @@ constexpr PipelineFamily kFlux1{"FLUX.1", "flux1", /*requires_vae=*/true,
 // FluxImg2ImgPipeline.__call__'s default strength.
 constexpr double kDefaultStrength = 0.6;
 
+// AutoencoderKL, with its encoder when the checkpoint has one (image to image, Kontext): its
+// latents 2x2-packed into the transformer's tokens.
+using VaeConfig = vae::AutoencoderKLConfig;
+const VaeSpec<VaeConfig> kVae{
+    &vae::LoadAutoencoderKLConfig, [](const VaeConfig& c) { return c.latent_channels * 4; },
+    "latent channels x 4 (2x2 packed)", [](const VaeConfig& c) { return c.scale_factor(); }};
+
 }  // namespace
 
-Flux1Pipeline::Flux1Pipeline() : DiffusionPipeline(kFlux1) {}
-
-absl::StatusOr<TransformerShape> Flux1Pipeline::ParseTransformerConfig(
-    const nlohmann::json& config) {
-  return KeepConfig(models::flux1::ParseFluxTransformerConfig(config), &config_);
-}
-
-absl::StatusOr<int64_t> Flux1Pipeline::LoadVae(const std::string& vae_dir,
-                                               const PipelineOptions& options) {
-  using Config = vae::AutoencoderKLConfig;
-  return KeepVae(
-      vae::LoadAutoencoderKLConfig(vae_dir + "/config.json"),
-      +[](const Config& c) { return c.latent_channels * 4; }, "latent channels x 4 (2x2 packed)",
-      +[](const Config& c) { return c.scale_factor(); }, vae_dir, options, &vae_);
+Flux1Pipeline::Flux1Pipeline() : DiffusionPipeline(kFlux1) {
+  UseTransformerConfig(&models::flux1::ParseFluxTransformerConfig, &config_);
+  UseVae(kVae, &vae_);
 }
 
 absl::Status Flux1Pipeline::LoadTextSide(const sharding::PipelineIndex* index,

@@ -41,11 +41,6 @@ class Flux1Pipeline final : public DiffusionPipeline {
   // A FluxKontextPipeline folder (model_index.json): its input image is the condition image.
   bool kontext() const { return pipeline_class() == "FluxKontextPipeline"; }
 
-  // FluxTransformer2DModel's config (3-axis RoPE, the pooled CLIP projection).
-  absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
-  // AutoencoderKL, with its encoder when the checkpoint has one (image to image, Kontext).
-  absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
-                                  const PipelineOptions& options) override;
   // CLIP and T5 on rank 0 (Flux1PromptEncoder), which encodes every job and broadcasts.
   absl::Status LoadTextSide(const sharding::PipelineIndex* index,
                             const PipelineOptions& options) override;
@@ -66,6 +61,7 @@ class Flux1Pipeline final : public DiffusionPipeline {
   absl::StatusOr<ImageConditioning> ImageToImage(const GenerationJob& job, const LatentGrid& grid);
   absl::StatusOr<ImageConditioning> Kontext(const GenerationJob& job);
 
+  // FluxTransformer2DModel's config (3-axis RoPE, the pooled CLIP projection).
   models::flux1::FluxTransformerConfig config_;
   std::unique_ptr<Flux1PromptEncoder> encoder_;  // rank 0 only
   std::optional<vae::AutoencoderKL> vae_;        // rank 0 only

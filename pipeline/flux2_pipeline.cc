@@ -26,23 +26,19 @@ constexpr PipelineFamily kFlux2{
         "base_shift": 0.5, "max_shift": 1.15, "base_image_seq_len": 256,
         "max_image_seq_len": 4096})"};
 
+// AutoencoderKLFlux2: its latents patchified (2x2) into the transformer's tokens, which its
+// batch-norm statistics normalise.
+using VaeConfig = vae::AutoencoderKLFlux2Config;
+const VaeSpec<VaeConfig> kVae{
+    &vae::LoadAutoencoderKLFlux2Config, [](const VaeConfig& c) { return c.patchified_channels(); },
+    "patchified latent channels", [](const VaeConfig& c) { return c.pipeline_vae_scale_factor(); }};
+
 }  // namespace
 
 Flux2Pipeline::Flux2Pipeline()
-    : LlmTextPipeline(kFlux2, &Flux2PromptEncoder::embed_width, "3 x the encoder's hidden_size") {}
-
-absl::StatusOr<TransformerShape> Flux2Pipeline::ParseTransformerConfig(
-    const nlohmann::json& config) {
-  return KeepConfig(models::flux2::ParseFlux2TransformerConfig(config), &config_);
-}
-
-absl::StatusOr<int64_t> Flux2Pipeline::LoadVae(const std::string& vae_dir,
-                                               const PipelineOptions& options) {
-  using Config = vae::AutoencoderKLFlux2Config;
-  return KeepVae(
-      vae::LoadAutoencoderKLFlux2Config(vae_dir + "/config.json"),
-      +[](const Config& c) { return c.patchified_channels(); }, "patchified latent channels",
-      +[](const Config& c) { return c.pipeline_vae_scale_factor(); }, vae_dir, options, &vae_);
+    : LlmTextPipeline(kFlux2, &Flux2PromptEncoder::embed_width, "3 x the encoder's hidden_size") {
+  UseTransformerConfig(&models::flux2::ParseFlux2TransformerConfig, &config_);
+  UseVae(kVae, &vae_);
 }
 
 void Flux2Pipeline::FillCard(ModelCard* card) const {

@@ -36,11 +36,6 @@ class Flux2Pipeline final : public LlmTextPipeline<Flux2PromptEncoder> {
   friend DiffusionPipeline;  // Create constructs it
   Flux2Pipeline();
 
-  // Flux2Transformer2DModel's config (4-axis RoPE, the shared modulations).
-  absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
-  // AutoencoderKLFlux2 (its batch-norm statistics normalise the packed latents).
-  absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
-                                  const PipelineOptions& options) override;
   // Up to kMaxReferenceImages reference images when the VAE has its encoder.
   void FillCard(ModelCard* card) const override;
 
@@ -58,6 +53,7 @@ class Flux2Pipeline final : public LlmTextPipeline<Flux2PromptEncoder> {
   absl::StatusOr<torch::Tensor> Decode(const torch::Tensor& latents,
                                        const LatentGrid& grid) const override;
 
+  // Flux2Transformer2DModel's config (4-axis RoPE, the shared modulations).
   models::flux2::Flux2TransformerConfig config_;
   std::optional<vae::AutoencoderKLFlux2> vae_;   // rank 0 only, when the folder has one
 };

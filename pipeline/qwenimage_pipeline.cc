@@ -41,23 +41,20 @@ TextConditioning MaskedConditioning(const torch::Tensor& embeds, const torch::Te
   return out;
 }
 
+// AutoencoderKLQwenImage, decoding one frame of its causal 3-D convolutions (and encoding, when
+// the checkpoint has its encoder): its latents 2x2-packed into the transformer's tokens.
+using VaeConfig = vae::AutoencoderKLQwenImageConfig;
+const VaeSpec<VaeConfig> kVae{
+    &vae::LoadAutoencoderKLQwenImageConfig, [](const VaeConfig& c) { return c.z_dim * 4; },
+    "z_dim x 4 (2x2 packed)", [](const VaeConfig& c) { return c.scale_factor(); }};
+
 }  // namespace
 
 QwenImagePipeline::QwenImagePipeline()
-    : LlmTextPipeline(kQwenImage, &QwenImagePromptEncoder::hidden_size, "the encoder's hidden_size") {}
-
-absl::StatusOr<TransformerShape> QwenImagePipeline::ParseTransformerConfig(
-    const nlohmann::json& config) {
-  return KeepConfig(models::qwenimage::ParseQwenImageTransformerConfig(config), &config_);
-}
-
-absl::StatusOr<int64_t> QwenImagePipeline::LoadVae(const std::string& vae_dir,
-                                                   const PipelineOptions& options) {
-  using Config = vae::AutoencoderKLQwenImageConfig;
-  return KeepVae(
-      vae::LoadAutoencoderKLQwenImageConfig(vae_dir + "/config.json"),
-      +[](const Config& c) { return c.z_dim * 4; }, "z_dim x 4 (2x2 packed)",
-      +[](const Config& c) { return c.scale_factor(); }, vae_dir, options, &vae_);
+    : LlmTextPipeline(kQwenImage, &QwenImagePromptEncoder::hidden_size,
+                      "the encoder's hidden_size") {
+  UseTransformerConfig(&models::qwenimage::ParseQwenImageTransformerConfig, &config_);
+  UseVae(kVae, &vae_);
 }
 
 absl::Status QwenImagePipeline::LoadTextSide(const sharding::PipelineIndex* index,

@@ -64,12 +64,6 @@ class QwenImagePipeline final : public LlmTextPipeline<QwenImagePromptEncoder> {
   bool edit_plus() const { return pipeline_class() == "QwenImageEditPlusPipeline"; }
   bool edit() const { return edit_plus() || pipeline_class() == "QwenImageEditPipeline"; }
 
-  // QwenImageTransformer2DModel's config (the 3-D video RoPE over frame, height, width).
-  absl::StatusOr<TransformerShape> ParseTransformerConfig(const nlohmann::json& config) override;
-  // AutoencoderKLQwenImage, decoding one frame of its causal 3-D convolutions (and encoding,
-  // when the checkpoint has its encoder).
-  absl::StatusOr<int64_t> LoadVae(const std::string& vae_dir,
-                                  const PipelineOptions& options) override;
   // The text encoder; for editing also the processor's settings and tokenizer on the ranks that
   // hold the encoder, and the vision tower on rank 0.
   absl::Status LoadTextSide(const sharding::PipelineIndex* index,
@@ -110,6 +104,7 @@ class QwenImagePipeline final : public LlmTextPipeline<QwenImagePromptEncoder> {
   absl::StatusOr<torch::Tensor> Decode(const torch::Tensor& latents,
                                        const LatentGrid& grid) const override;
 
+  // QwenImageTransformer2DModel's config (the 3-D video RoPE over frame, height, width).
   models::qwenimage::QwenImageTransformerConfig config_;
   std::optional<vae::AutoencoderKLQwenImage> vae_;  // rank 0 only, when the folder has one
   // Editing, on the ranks that hold the text encoder (the tower itself on rank 0 only).

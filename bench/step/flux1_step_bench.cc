@@ -43,6 +43,20 @@ struct BenchOptions {
   CommonBenchOptions common;
 };
 
+void AddFlags(FlagParser* p, BenchOptions* o) {
+  p->AddInt("single-layers", &o->single_layers, "single-stream blocks");
+  p->AddInt("pooled-dim", &o->pooled_dim, "pooled_projection_dim (CLIP width)");
+  p->AddBool("no-guidance", &o->no_guidance, "no guidance embedder (schnell)");
+  p->AddInt("lora-rank", &o->lora_rank,
+            "> 0: time the step with and without a random LoRA of this rank on every block linear, "
+            "and switching adapters");
+}
+
+absl::Status Run(const BenchOptions& o);
+
+const StepBenchProgram<BenchOptions> kProgram{"ditserve-flux1-bench", "FLUX.1",
+                                              "double-stream blocks", &AddFlags, &Run};
+
 absl::Status Run(const BenchOptions& o) {
   FluxTransformerConfig c;
   RETURN_IF_ERROR(ApplyTransformerShape(o.shape, &c));
@@ -94,7 +108,7 @@ absl::Status Run(const BenchOptions& o) {
     };
   }
   return RunStepBench<FluxTransformer2DModel>(
-      c, in, target, a, o.common,
+      c, in, target, a, o.common, nullptr,
       [&] {
         std::printf(
             "FLUX.1 transformer: %lld double + %lld single blocks, %lld heads x %lld, %.3f B "
@@ -113,17 +127,5 @@ absl::Status Run(const BenchOptions& o) {
 }  // namespace ditserve::models::flux1
 
 int main(int argc, char** argv) {
-  using ditserve::models::flux1::BenchOptions;
-  BenchOptions o;
-  ditserve::FlagParser p("ditserve-flux1-bench",
-                         "Median ms per FLUX.1 transformer forward with random weights.");
-  ditserve::bench::AddTransformerShapeFlags(&p, &o.shape, "double-stream blocks");
-  p.AddInt("single-layers", &o.single_layers, "single-stream blocks");
-  p.AddInt("pooled-dim", &o.pooled_dim, "pooled_projection_dim (CLIP width)");
-  p.AddBool("no-guidance", &o.no_guidance, "no guidance embedder (schnell)");
-  p.AddInt("lora-rank", &o.lora_rank,
-           "> 0: time the step with and without a random LoRA of this rank on every block linear, "
-           "and switching adapters");
-  ditserve::bench::AddCommonBenchFlags(&p, &o.common);
-  return ditserve::bench::BenchMain(argc, argv, p, [&] { return ditserve::models::flux1::Run(o); });
+  return ditserve::bench::StepBenchMain(argc, argv, ditserve::models::flux1::kProgram);
 }

@@ -46,10 +46,27 @@ struct BenchOptions {
   int64_t single_layers = 48, timestep_channels = 256;
   double mlp_ratio = 3.0, rope_theta = 2000;
   bool no_guidance = false;
-  int64_t reference_images = 0;
-  std::string reference_size = "1024x1024";  // WIDTHxHEIGHT, pixels
+  ReferenceImageOptions references;
   CommonBenchOptions common;
 };
+
+void AddFlags(FlagParser* p, BenchOptions* o) {
+  p->AddInt("single-layers", &o->single_layers, "single-stream blocks");
+  p->AddInt("timestep-channels", &o->timestep_channels, "timestep_guidance_channels");
+  p->AddDouble("mlp-ratio", &o->mlp_ratio, "mlp_ratio (Mh = int(D * ratio))");
+  p->AddDouble("rope-theta", &o->rope_theta, "rope_theta");
+  p->AddBool("no-guidance", &o->no_guidance, "no guidance embedder (Klein)");
+  AddReferenceImageFlags(
+      p, &o->references,
+      "FLUX.2 editing: N reference images' tokens appended to the image tokens each step, as "
+      "Flux2Pipeline (0..10)",
+      "each reference image's size");
+}
+
+absl::Status Run(const BenchOptions& o);
+
+const StepBenchProgram<BenchOptions> kProgram{"ditserve-flux2-bench", "FLUX.2",
+                                              "double-stream blocks", &AddFlags, &Run};
 
 // FLUX.2 has one token per 16x16 pixels: the VAE's 8x downsampling, then 2x2 patchified latents
 // (the pipeline's vae_scale_factor * 2).
@@ -112,76 +129,35 @@ absl::Status Run(const BenchOptions& o) {
   // FLUX.2 editing: N references' tokens after the generated ones, their ids (10 + 10 i, y, x, 0)
   // after the image's; every step appends them to the latents and narrows the velocity back, as
   // DiffusionPipeline::Forward does.
-  if (o.reference_images < 0 || o.reference_images > 10) {
-    return absl::InvalidArgumentError("--reference-images must be in 0..10 (FLUX.2 takes 10)");
-  }
-  ASSIGN_OR_RETURN(const auto grid, ParseReferenceGrid(o.reference_size, kPixelsPerToken));
-  const int64_t per_reference = grid.first * grid.second;
-  const int64_t reference_tokens = o.reference_images * per_reference;
-  torch::Tensor references;
-  BenchForward<Flux2Transformer2DModel, Flux2ForwardArgs> forward;
-  if (o.reference_images > 0) {
+  ASSIGN_OR_RETURN(ReferenceTokens refs,
+                   MakeReferenceTokens(o.references, 10, "FLUX.2 takes 10", kPixelsPerToken, b,
+                                       c.in_channels, opts));
+  refs.detail = "ids t = 10.." + std::to_string(10 * refs.count);
+  if (refs.count > 0) {
     std::vector<torch::Tensor> ids = {a.img_ids};
-    for (int64_t i = 0; i < o.reference_images; ++i) {
-      ids.push_back(TokenIds(10 + 10 * i, grid.first, grid.second, axes));
+    for (int64_t i = 0; i < refs.count; ++i) {
+      ids.push_back(TokenIds(10 + 10 * i, refs.rows, refs.cols, axes));
     }
     a.img_ids = torch::cat(ids, 0);
-    references = torch::randn({b, reference_tokens, c.in_channels}, opts);
-    forward = [&references](Flux2Transformer2DModel& model,
-                            const Flux2ForwardArgs& x) -> absl::StatusOr<torch::Tensor> {
-      Flux2ForwardArgs joined = x;
-      joined.hidden_states = torch::cat({x.hidden_states, references}, 1);
-      ASSIGN_OR_RETURN(torch::Tensor velocity, model.Forward(joined));
-      return velocity.narrow(1, 0, x.hidden_states.size(1));
-    };
   }
   a.img_ids = a.img_ids.to(device);
   a.txt_ids = a.txt_ids.to(device);
 
-  return RunStepBench<Flux2Transformer2DModel>(
-      c, in, target, a, o.common,
-      [&] {
-        std::printf(
-            "FLUX.2 transformer: %lld double + %lld single blocks, %lld heads x %lld, mlp %lld, "
-            "%lld params (%.2f B), %s %s, batch %lld, %lld image + %lld text tokens\n",
-            static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
-            static_cast<long long>(c.num_attention_heads),
-            static_cast<long long>(c.attention_head_dim),
-            static_cast<long long>(c.mlp_hidden_dim()), static_cast<long long>(params),
-            params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(),
-            static_cast<long long>(b), static_cast<long long>(n), static_cast<long long>(t));
-        if (o.reference_images > 0) {
-          std::printf(
-              "editing: + %lld reference images of %s (%lld tokens each, ids t = 10..%lld): "
-              "%lld + %lld = %lld image tokens a forward, velocity narrowed to %lld\n",
-              static_cast<long long>(o.reference_images), o.reference_size.c_str(),
-              static_cast<long long>(per_reference),
-              static_cast<long long>(10 * o.reference_images), static_cast<long long>(n),
-              static_cast<long long>(reference_tokens),
-              static_cast<long long>(n + reference_tokens), static_cast<long long>(n));
-        }
-      },
-      nullptr, forward);
+  return RunStepBench<Flux2Transformer2DModel>(c, in, target, a, o.common, &refs, [&] {
+    std::printf(
+        "FLUX.2 transformer: %lld double + %lld single blocks, %lld heads x %lld, mlp %lld, "
+        "%lld params (%.2f B), %s %s, batch %lld, %lld image + %lld text tokens\n",
+        static_cast<long long>(c.num_layers), static_cast<long long>(c.num_single_layers),
+        static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.attention_head_dim),
+        static_cast<long long>(c.mlp_hidden_dim()), static_cast<long long>(params), params / 1e9,
+        o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
+        static_cast<long long>(n), static_cast<long long>(t));
+  });
 }
 
 }  // namespace
 }  // namespace ditserve::models::flux2
 
 int main(int argc, char** argv) {
-  ditserve::models::flux2::BenchOptions o;
-  ditserve::FlagParser p("ditserve-flux2-bench",
-                         "Median ms per FLUX.2 transformer forward with random weights.");
-  ditserve::bench::AddTransformerShapeFlags(&p, &o.shape, "double-stream blocks");
-  p.AddInt("single-layers", &o.single_layers, "single-stream blocks");
-  p.AddInt("timestep-channels", &o.timestep_channels, "timestep_guidance_channels");
-  p.AddDouble("mlp-ratio", &o.mlp_ratio, "mlp_ratio (Mh = int(D * ratio))");
-  p.AddDouble("rope-theta", &o.rope_theta, "rope_theta");
-  p.AddBool("no-guidance", &o.no_guidance, "no guidance embedder (Klein)");
-  p.AddInt("reference-images", &o.reference_images,
-           "FLUX.2 editing: N reference images' tokens appended to the image tokens each step, "
-           "as Flux2Pipeline (0..10)");
-  p.AddString("reference-size", &o.reference_size,
-              "each reference image's size, WIDTHxHEIGHT pixels (one token per 16x16)");
-  ditserve::bench::AddCommonBenchFlags(&p, &o.common);
-  return ditserve::bench::BenchMain(argc, argv, p, [&] { return ditserve::models::flux2::Run(o); });
+  return ditserve::bench::StepBenchMain(argc, argv, ditserve::models::flux2::kProgram);
 }

@@ -51,10 +51,26 @@ struct BenchOptions {
   TransformerShapeOptions shape{60, 24, 128, 3584, 64, "16,56,56"};
   int64_t out_channels = 16, patch_size = 2;
   int64_t masked_text_tokens = 0;
-  int64_t reference_images = 0;
-  std::string reference_size = "1024x1024";  // WIDTHxHEIGHT, pixels
+  ReferenceImageOptions references;
   CommonBenchOptions common;
 };
+
+void AddFlags(FlagParser* p, BenchOptions* o) {
+  p->AddInt("out-channels", &o->out_channels, "out_channels (proj_out gives patch^2 x this)");
+  p->AddInt("patch-size", &o->patch_size, "patch_size");
+  p->AddInt("masked-text-tokens", &o->masked_text_tokens,
+            "trailing text tokens masked out (0: no mask)");
+  AddReferenceImageFlags(
+      p, &o->references,
+      "Qwen-Image-Edit-2509: N input images' tokens appended to the image tokens each step, as "
+      "QwenImageEditPlusPipeline (0..3)",
+      "each input image's VAE size");
+}
+
+absl::Status Run(const BenchOptions& o);
+
+const StepBenchProgram<BenchOptions> kProgram{"ditserve-qwenimage-bench", "Qwen-Image",
+                                              "transformer blocks", &AddFlags, &Run};
 
 // Qwen-Image has one token per 16x16 pixels: the VAE's 8x downsampling, then 2x2 packed latents
 // (the pipeline's vae_scale_factor * 2).
@@ -95,76 +111,34 @@ absl::Status Run(const BenchOptions& o) {
 
   // Qwen-Image-Edit-Plus: N images' tokens after the output's, img_shapes (B, 1 + N, 3); every step
   // appends them to the latents and narrows the velocity back, as DiffusionPipeline::Forward does.
-  if (o.reference_images < 0 || o.reference_images > kMaxReferenceImages) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--reference-images must be in 0..", kMaxReferenceImages, " (the edit pipeline's limit)"));
-  }
-  ASSIGN_OR_RETURN(const auto grid, ParseReferenceGrid(o.reference_size, kPixelsPerToken));
-  const int64_t per_reference = grid.first * grid.second;
-  const int64_t reference_tokens = o.reference_images * per_reference;
-  torch::Tensor references;
-  BenchForward<QwenImageTransformer2DModel, QwenImageForwardArgs> forward;
-  if (o.reference_images > 0) {
+  ASSIGN_OR_RETURN(
+      ReferenceTokens refs,
+      MakeReferenceTokens(o.references, kMaxReferenceImages, "the edit pipeline's limit",
+                          kPixelsPerToken, b, c.in_channels, opts));
+  refs.detail = "img_shapes 1 + " + std::to_string(refs.count) + " entries";
+  if (refs.count > 0) {
     std::vector<int64_t> shapes = {1, n / cols, cols};
-    for (int64_t i = 0; i < o.reference_images; ++i) {
-      shapes.insert(shapes.end(), {1, grid.first, grid.second});
-    }
-    const int64_t k = 1 + o.reference_images;
+    for (int64_t i = 0; i < refs.count; ++i) shapes.insert(shapes.end(), {1, refs.rows, refs.cols});
+    const int64_t k = 1 + refs.count;
     a.img_shapes =
         torch::tensor(shapes, torch::kInt64).view({1, k, 3}).expand({b, k, 3}).contiguous();
-    references = torch::randn({b, reference_tokens, c.in_channels}, opts);
-    forward = [&references](QwenImageTransformer2DModel& model,
-                            const QwenImageForwardArgs& x) -> absl::StatusOr<torch::Tensor> {
-      QwenImageForwardArgs joined = x;
-      joined.hidden_states = torch::cat({x.hidden_states, references}, 1);
-      ASSIGN_OR_RETURN(torch::Tensor velocity, model.Forward(joined));
-      return velocity.narrow(1, 0, x.hidden_states.size(1));
-    };
   }
 
-  return RunStepBench<QwenImageTransformer2DModel>(
-      c, in, target, a, o.common,
-      [&] {
-        std::printf(
-            "Qwen-Image transformer: %lld blocks, %lld heads x %lld, %lld params (%.2f B), %s "
-            "%s, batch %lld, %lld image (%lld x %lld) + %lld text tokens (%lld masked)\n",
-            static_cast<long long>(c.num_layers), static_cast<long long>(c.num_attention_heads),
-            static_cast<long long>(c.attention_head_dim), static_cast<long long>(params),
-            params / 1e9, o.common.device.c_str(), o.common.dtype.c_str(),
-            static_cast<long long>(b), static_cast<long long>(n), static_cast<long long>(n / cols),
-            static_cast<long long>(cols), static_cast<long long>(t),
-            static_cast<long long>(o.masked_text_tokens));
-        if (o.reference_images > 0) {
-          std::printf(
-              "editing: + %lld input images of %s (%lld tokens each, img_shapes 1 + %lld "
-              "entries): %lld + %lld = %lld image tokens a forward, velocity narrowed to %lld\n",
-              static_cast<long long>(o.reference_images), o.reference_size.c_str(),
-              static_cast<long long>(per_reference), static_cast<long long>(o.reference_images),
-              static_cast<long long>(n), static_cast<long long>(reference_tokens),
-              static_cast<long long>(n + reference_tokens), static_cast<long long>(n));
-        }
-      },
-      nullptr, forward);
+  return RunStepBench<QwenImageTransformer2DModel>(c, in, target, a, o.common, &refs, [&] {
+    std::printf(
+        "Qwen-Image transformer: %lld blocks, %lld heads x %lld, %lld params (%.2f B), %s "
+        "%s, batch %lld, %lld image (%lld x %lld) + %lld text tokens (%lld masked)\n",
+        static_cast<long long>(c.num_layers), static_cast<long long>(c.num_attention_heads),
+        static_cast<long long>(c.attention_head_dim), static_cast<long long>(params), params / 1e9,
+        o.common.device.c_str(), o.common.dtype.c_str(), static_cast<long long>(b),
+        static_cast<long long>(n), static_cast<long long>(n / cols), static_cast<long long>(cols),
+        static_cast<long long>(t), static_cast<long long>(o.masked_text_tokens));
+  });
 }
 
 }  // namespace
 }  // namespace ditserve::models::qwenimage
 
 int main(int argc, char** argv) {
-  ditserve::models::qwenimage::BenchOptions o;
-  ditserve::FlagParser p("ditserve-qwenimage-bench",
-                         "Median ms per Qwen-Image transformer forward with random weights.");
-  ditserve::bench::AddTransformerShapeFlags(&p, &o.shape, "transformer blocks");
-  p.AddInt("out-channels", &o.out_channels, "out_channels (proj_out gives patch^2 x this)");
-  p.AddInt("patch-size", &o.patch_size, "patch_size");
-  p.AddInt("masked-text-tokens", &o.masked_text_tokens,
-           "trailing text tokens masked out (0: no mask)");
-  p.AddInt("reference-images", &o.reference_images,
-           "Qwen-Image-Edit-2509: N input images' tokens appended to the image tokens each step, "
-           "as QwenImageEditPlusPipeline (0..3)");
-  p.AddString("reference-size", &o.reference_size,
-              "each input image's VAE size, WIDTHxHEIGHT pixels (one token per 16x16)");
-  ditserve::bench::AddCommonBenchFlags(&p, &o.common);
-  return ditserve::bench::BenchMain(argc, argv, p,
-                                    [&] { return ditserve::models::qwenimage::Run(o); });
+  return ditserve::bench::StepBenchMain(argc, argv, ditserve::models::qwenimage::kProgram);
 }

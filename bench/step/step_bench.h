@@ -175,21 +175,72 @@ inline void AddTransformerShapeFlags(FlagParser* p, TransformerShapeOptions* o,
   p->AddString("axes", &o->axes, "axes_dims_rope, comma-separated (sum = head dim)");
 }
 
-// The editing benchmarks' --reference-size "WIDTHxHEIGHT" (pixels) -> (rows, cols) of one input
-// image's token grid at `pixels_per_token` a side (FLUX.2, Qwen-Image: 16, the VAE's 8x and the
-// 2x2 packing). INVALID_ARGUMENT unless both sides are positive multiples of it.
-inline absl::StatusOr<std::pair<int64_t, int64_t>> ParseReferenceGrid(const std::string& size,
-                                                                      int64_t pixels_per_token) {
-  std::vector<std::string> parts = absl::StrSplit(size, 'x');
+// The editing benchmarks' input images: --reference-images N of --reference-size "WIDTHxHEIGHT"
+// pixels (FLUX.2's references, Qwen-Image-Edit-2509's images), whose tokens every step appends to
+// the latents' as the pipelines do (DiffusionPipeline::Forward).
+struct ReferenceImageOptions {
+  int64_t count = 0;
+  std::string size = "1024x1024";  // WIDTHxHEIGHT, pixels
+};
+
+// `images_doc` says what the images are and the family's limit, `size_doc` what the size is of.
+inline void AddReferenceImageFlags(FlagParser* p, ReferenceImageOptions* o,
+                                   const std::string& images_doc, const std::string& size_doc) {
+  p->AddInt("reference-images", &o->count, images_doc);
+  p->AddString("reference-size", &o->size,
+               size_doc + ", WIDTHxHEIGHT pixels (one token per 16x16)");
+}
+
+// The input images' tokens, validated: `count` images of a rows x cols token grid each, random
+// latents (batch, total, channels) in `tokens` (undefined when count is 0).
+struct ReferenceTokens {
+  int64_t count = 0, rows = 0, cols = 0;
+  int64_t per_image = 0, total = 0;
+  torch::Tensor tokens;
+  std::string size;    // as --reference-size gave it
+  std::string detail;  // how the family places them, for the description (the family sets it)
+};
+
+// INVALID_ARGUMENT unless o.count is in 0..max_images (`limit` says whose limit, for the message)
+// and both sides of o.size are positive multiples of `pixels_per_token` (FLUX.2, Qwen-Image: 16,
+// the VAE's 8x and the 2x2 packing).
+inline absl::StatusOr<ReferenceTokens> MakeReferenceTokens(
+    const ReferenceImageOptions& o, int64_t max_images, const std::string& limit,
+    int64_t pixels_per_token, int64_t batch, int64_t channels, const torch::TensorOptions& opts) {
+  if (o.count < 0 || o.count > max_images) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reference-images must be in 0..", max_images, " (", limit, ")"));
+  }
+  std::vector<std::string> parts = absl::StrSplit(o.size, 'x');
   int64_t w = 0, h = 0;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &w) || !absl::SimpleAtoi(parts[1], &h) ||
       w < pixels_per_token || h < pixels_per_token || w % pixels_per_token != 0 ||
       h % pixels_per_token != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--reference-size must be WIDTHxHEIGHT, each a positive multiple of ", pixels_per_token,
-        " pixels (one token per ", pixels_per_token, "x", pixels_per_token, "); got '", size, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reference-size must be WIDTHxHEIGHT, each a positive multiple of ",
+                     pixels_per_token, " pixels (one token per ", pixels_per_token, "x",
+                     pixels_per_token, "); got '", o.size, "'"));
   }
-  return std::make_pair(h / pixels_per_token, w / pixels_per_token);
+  ReferenceTokens r;
+  r.count = o.count;
+  r.rows = h / pixels_per_token;
+  r.cols = w / pixels_per_token;
+  r.per_image = r.rows * r.cols;
+  r.total = r.count * r.per_image;
+  r.size = o.size;
+  if (r.count > 0) r.tokens = torch::randn({batch, r.total, channels}, opts);
+  return r;
+}
+
+// The editing line of a benchmark's description (nothing without images).
+inline void PrintReferenceTokens(const ReferenceTokens& r, int64_t image_tokens) {
+  if (r.count == 0) return;
+  std::printf(
+      "editing: + %lld input images of %s (%lld tokens each, %s): %lld + %lld = %lld image "
+      "tokens a forward, velocity narrowed to %lld\n",
+      static_cast<long long>(r.count), r.size.c_str(), static_cast<long long>(r.per_image),
+      r.detail.c_str(), static_cast<long long>(image_tokens), static_cast<long long>(r.total),
+      static_cast<long long>(image_tokens + r.total), static_cast<long long>(image_tokens));
 }
 
 // What the common flags resolve to, validated.
@@ -355,6 +406,21 @@ inline double RelativeDifference(const torch::Tensor& y, const torch::Tensor& re
 template <typename Model, typename Args>
 using BenchForward = std::function<absl::StatusOr<torch::Tensor>(Model&, const Args&)>;
 
+// The editing step: `references`' tokens (ReferenceTokens::tokens, which must outlive the returned
+// function) appended to the latents, the velocity narrowed back to the latents' tokens; an empty
+// function (the plain step) without references.
+template <typename Model, typename Args>
+BenchForward<Model, Args> AppendReferences(const ReferenceTokens& references) {
+  if (references.count == 0) return {};
+  const torch::Tensor* tokens = &references.tokens;
+  return [tokens](Model& model, const Args& x) -> absl::StatusOr<torch::Tensor> {
+    Args joined = x;
+    joined.hidden_states = torch::cat({x.hidden_states, *tokens}, 1);
+    ASSIGN_OR_RETURN(torch::Tensor velocity, model.Forward(joined));
+    return velocity.narrow(1, 0, x.hidden_states.size(1));
+  };
+}
+
 template <typename Model, typename Config, typename Args>
 absl::StatusOr<ModelDtypeReference> ModelDtypeStep(const Config& config, const BenchModelInputs& in,
                                                    const BenchTarget& target, const Args& args,
@@ -393,20 +459,25 @@ inline absl::Status ReportAgainstModelDtype(
 // and its forward arguments `a`: with --weights fp8 the same weights' step in the model dtype first
 // (loading the FP8 model quantizes and releases them), then the model is loaded, `describe` prints
 // what is being measured, and the step is checked against the model-dtype one and timed
-// (TimeAndReport). `instead`, when set, replaces the check and the timing (FLUX.1's --lora-rank).
-// `forward`, when set, is the step instead of model->Forward(a), in the check and the timing
-// (FLUX.2's --reference-images).
+// (TimeAndReport). `references`, when set, are input images' tokens the step appends to the
+// latents (AppendReferences: the editing step of FLUX.2 and Qwen-Image-Edit), in the check and the
+// timing, described after `describe`. `instead`, when set, replaces the check and the timing
+// (FLUX.1's --lora-rank).
 template <typename Model, typename Config, typename Args>
 absl::Status RunStepBench(
     const Config& c, const BenchModelInputs& in, const BenchTarget& target, const Args& a,
-    const CommonBenchOptions& o, const std::function<void()>& describe,
+    const CommonBenchOptions& o, const ReferenceTokens* references,
+    const std::function<void()>& describe,
     const std::function<absl::Status(
-        const Model&, const std::function<absl::StatusOr<torch::Tensor>()>&)>& instead = nullptr,
-    const BenchForward<Model, Args>& forward = {}) {
+        const Model&, const std::function<absl::StatusOr<torch::Tensor>()>&)>& instead = nullptr) {
+  const BenchForward<Model, Args> forward = references != nullptr
+                                                ? AppendReferences<Model, Args>(*references)
+                                                : BenchForward<Model, Args>();
   ASSIGN_OR_RETURN(const ModelDtypeReference dtype_out,
                    (ModelDtypeStep<Model>(c, in, target, a, forward)));
   ASSIGN_OR_RETURN(auto model, Model::Load(c, in.weights, in.comm.get(), target.load));
   describe();
+  if (references != nullptr) PrintReferenceTokens(*references, a.hidden_states.size(1));
   const std::function<absl::StatusOr<torch::Tensor>()> step = [&] {
     return forward ? forward(*model, a) : model->Forward(a);
   };
@@ -527,6 +598,31 @@ inline int BenchMain(int argc, char** argv, FlagParser& parser,
     return 1;
   }
   return 0;
+}
+
+// A transformer step benchmark's program: its name, the transformer's name for the help text
+// ("FLUX.2"), what --layers counts, its own flags (`add_flags`, beside the shape's and the common
+// ones) and its Run.
+template <typename Options>
+struct StepBenchProgram {
+  const char* program;
+  const char* model;
+  const char* blocks_doc;
+  void (*add_flags)(FlagParser* parser, Options* options);
+  absl::Status (*run)(const Options& options);
+};
+
+// main() of a step benchmark: the flags parsed into one Options (its `shape` and `common` members
+// get the shared flags), then BenchMain with the program's run.
+template <typename Options>
+int StepBenchMain(int argc, char** argv, const StepBenchProgram<Options>& program) {
+  Options o;
+  FlagParser p(program.program, std::string("Median ms per ") + program.model +
+                                    " transformer forward with random weights.");
+  AddTransformerShapeFlags(&p, &o.shape, program.blocks_doc);
+  program.add_flags(&p, &o);
+  AddCommonBenchFlags(&p, &o.common);
+  return BenchMain(argc, argv, p, [&] { return program.run(o); });
 }
 
 }  // namespace ditserve::bench
