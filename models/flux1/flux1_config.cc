@@ -6,21 +6,14 @@
 #include "absl/strings/str_join.h"
 #include "common/config_json.h"
 #include "common/status_macros.h"
+#include "models/common/transformer_config_fields.h"
 
 namespace ditserve::models::flux1 {
 
 absl::StatusOr<FluxTransformerConfig> ParseFluxTransformerConfig(const nlohmann::json& j) {
-  if (!j.is_object()) return absl::InvalidArgumentError("transformer config is not a JSON object");
   FluxTransformerConfig c;
-  RETURN_IF_ERROR(ReadPositiveInt(j, "patch_size", &c.patch_size));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "in_channels", &c.in_channels));
-  c.out_channels = c.in_channels;
-  RETURN_IF_ERROR(ReadPositiveInt(j, "out_channels", &c.out_channels));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "num_layers", &c.num_layers));
+  RETURN_IF_ERROR(ReadTransformerSizes(j, /*out_channels_default=*/-1, &c));
   RETURN_IF_ERROR(ReadPositiveInt(j, "num_single_layers", &c.num_single_layers));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "attention_head_dim", &c.attention_head_dim));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "num_attention_heads", &c.num_attention_heads));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "joint_attention_dim", &c.joint_attention_dim));
   RETURN_IF_ERROR(ReadPositiveInt(j, "pooled_projection_dim", &c.pooled_projection_dim));
   RETURN_IF_ERROR(ReadBool(j, "guidance_embeds", &c.guidance_embeds));
   RETURN_IF_ERROR(ReadPositiveEvenIntList(j, "axes_dims_rope", &c.axes_dims_rope));

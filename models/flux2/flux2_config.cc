@@ -7,6 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "common/config_json.h"
 #include "common/status_macros.h"
+#include "models/common/transformer_config_fields.h"
 
 namespace ditserve::models::flux2 {
 namespace {
@@ -18,17 +19,9 @@ absl::Status Bad(const char* key, absl::string_view what) {
 }  // namespace
 
 absl::StatusOr<Flux2TransformerConfig> ParseFlux2TransformerConfig(const nlohmann::json& j) {
-  if (!j.is_object()) return absl::InvalidArgumentError("transformer config is not a JSON object");
   Flux2TransformerConfig c;
-  RETURN_IF_ERROR(ReadPositiveInt(j, "patch_size", &c.patch_size));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "in_channels", &c.in_channels));
-  c.out_channels = c.in_channels;
-  RETURN_IF_ERROR(ReadPositiveInt(j, "out_channels", &c.out_channels));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "num_layers", &c.num_layers));
+  RETURN_IF_ERROR(ReadTransformerSizes(j, /*out_channels_default=*/-1, &c));
   RETURN_IF_ERROR(ReadPositiveInt(j, "num_single_layers", &c.num_single_layers));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "attention_head_dim", &c.attention_head_dim));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "num_attention_heads", &c.num_attention_heads));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "joint_attention_dim", &c.joint_attention_dim));
   RETURN_IF_ERROR(ReadPositiveInt(j, "timestep_guidance_channels", &c.timestep_guidance_channels));
   RETURN_IF_ERROR(ReadPositiveDouble(j, "mlp_ratio", &c.mlp_ratio));
   RETURN_IF_ERROR(ReadPositiveDouble(j, "rope_theta", &c.rope_theta));
@@ -55,21 +48,14 @@ absl::StatusOr<Flux2TransformerConfig> ParseFlux2TransformerConfig(const nlohman
 }
 
 nlohmann::json Flux2ConfigToJson(const Flux2TransformerConfig& c) {
-  return nlohmann::json{{"_class_name", "Flux2Transformer2DModel"},
-                        {"patch_size", c.patch_size},
-                        {"in_channels", c.in_channels},
-                        {"out_channels", c.out_channels},
-                        {"num_layers", c.num_layers},
-                        {"num_single_layers", c.num_single_layers},
-                        {"attention_head_dim", c.attention_head_dim},
-                        {"num_attention_heads", c.num_attention_heads},
-                        {"joint_attention_dim", c.joint_attention_dim},
-                        {"timestep_guidance_channels", c.timestep_guidance_channels},
-                        {"mlp_ratio", c.mlp_ratio},
-                        {"axes_dims_rope", c.axes_dims_rope},
-                        {"rope_theta", c.rope_theta},
-                        {"eps", c.eps},
-                        {"guidance_embeds", c.guidance_embeds}};
+  nlohmann::json j = TransformerSizesToJson("Flux2Transformer2DModel", c);
+  j["num_single_layers"] = c.num_single_layers;
+  j["timestep_guidance_channels"] = c.timestep_guidance_channels;
+  j["mlp_ratio"] = c.mlp_ratio;
+  j["rope_theta"] = c.rope_theta;
+  j["eps"] = c.eps;
+  j["guidance_embeds"] = c.guidance_embeds;
+  return j;
 }
 
 }  // namespace ditserve::models::flux2

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/config_json.h"
 #include "common/status_macros.h"
+#include "models/common/transformer_config_fields.h"
 
 namespace ditserve::models::qwenimage {
 namespace {
@@ -16,18 +17,12 @@ absl::Status Bad(const char* key, const char* what) {
 
 }  // namespace
 
-absl::StatusOr<QwenImageTransformerConfig> ParseQwenImageTransformerConfig(const nlohmann::json& j) {
-  if (!j.is_object()) return absl::InvalidArgumentError("transformer config is not a JSON object");
+absl::StatusOr<QwenImageTransformerConfig> ParseQwenImageTransformerConfig(
+    const nlohmann::json& j) {
   QwenImageTransformerConfig c;
-  RETURN_IF_ERROR(ReadPositiveInt(j, "patch_size", &c.patch_size));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "in_channels", &c.in_channels));
-  // Absent: the class default 16; null: `out_channels or in_channels`.
-  c.out_channels = j.contains("out_channels") ? c.in_channels : 16;
-  RETURN_IF_ERROR(ReadPositiveInt(j, "out_channels", &c.out_channels));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "num_layers", &c.num_layers));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "attention_head_dim", &c.attention_head_dim));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "num_attention_heads", &c.num_attention_heads));
-  RETURN_IF_ERROR(ReadPositiveInt(j, "joint_attention_dim", &c.joint_attention_dim));
+  // out_channels absent: the class default 16; null: `out_channels or in_channels`.
+  const bool has_out_channels = j.is_object() && j.contains("out_channels");
+  RETURN_IF_ERROR(ReadTransformerSizes(j, has_out_channels ? -1 : 16, &c));
   for (const char* flag : {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"}) {
     bool on = false;
     RETURN_IF_ERROR(ReadBool(j, flag, &on));
@@ -44,19 +39,12 @@ absl::StatusOr<QwenImageTransformerConfig> ParseQwenImageTransformerConfig(const
 }
 
 nlohmann::json QwenImageConfigToJson(const QwenImageTransformerConfig& c) {
-  return nlohmann::json{{"_class_name", "QwenImageTransformer2DModel"},
-                        {"patch_size", c.patch_size},
-                        {"in_channels", c.in_channels},
-                        {"out_channels", c.out_channels},
-                        {"num_layers", c.num_layers},
-                        {"attention_head_dim", c.attention_head_dim},
-                        {"num_attention_heads", c.num_attention_heads},
-                        {"joint_attention_dim", c.joint_attention_dim},
-                        {"axes_dims_rope", c.axes_dims_rope},
-                        {"guidance_embeds", false},
-                        {"zero_cond_t", false},
-                        {"use_additional_t_cond", false},
-                        {"use_layer3d_rope", false}};
+  nlohmann::json j = TransformerSizesToJson("QwenImageTransformer2DModel", c);
+  for (const char* flag :
+       {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"}) {
+    j[flag] = false;
+  }
+  return j;
 }
 
 }  // namespace ditserve::models::qwenimage
