@@ -8,23 +8,18 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "models/common/transformer_config_fields.h"
 
 namespace ditserve::models::flux1 {
 
-struct FluxTransformerConfig {
-  int64_t patch_size = 1;
-  int64_t in_channels = 64;
-  int64_t out_channels = 64;  // null in the file → in_channels
-  int64_t num_layers = 19;
+struct FluxTransformerConfig : TransformerSizes {
+  // diffusers' class defaults: patch_size, in_channels, out_channels, num_layers,
+  // attention_head_dim, num_attention_heads, joint_attention_dim, axes_dims_rope.
+  FluxTransformerConfig() : TransformerSizes{1, 64, 64, 19, 128, 24, 4096, {16, 56, 56}} {}
+
   int64_t num_single_layers = 38;
-  int64_t attention_head_dim = 128;
-  int64_t num_attention_heads = 24;
-  int64_t joint_attention_dim = 4096;
   int64_t pooled_projection_dim = 768;
   bool guidance_embeds = false;
-  std::vector<int64_t> axes_dims_rope = {16, 56, 56};
-
-  int64_t inner_dim() const { return num_attention_heads * attention_head_dim; }
 };
 
 // INVALID_ARGUMENT naming the key for a wrong type or an inconsistent value (axes_dims_rope not

@@ -8,26 +8,21 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "models/common/transformer_config_fields.h"
 
 namespace ditserve::models::flux2 {
 
-struct Flux2TransformerConfig {
-  int64_t patch_size = 1;
-  int64_t in_channels = 128;
-  int64_t out_channels = 128;  // null in the file → in_channels
-  int64_t num_layers = 8;
+struct Flux2TransformerConfig : TransformerSizes {
+  // diffusers' class defaults: patch_size, in_channels, out_channels, num_layers,
+  // attention_head_dim, num_attention_heads, joint_attention_dim, axes_dims_rope.
+  Flux2TransformerConfig() : TransformerSizes{1, 128, 128, 8, 128, 48, 15360, {32, 32, 32, 32}} {}
+
   int64_t num_single_layers = 48;
-  int64_t attention_head_dim = 128;
-  int64_t num_attention_heads = 48;
-  int64_t joint_attention_dim = 15360;
   int64_t timestep_guidance_channels = 256;
   double mlp_ratio = 3.0;
-  std::vector<int64_t> axes_dims_rope = {32, 32, 32, 32};
   double rope_theta = 2000;
   double eps = 1e-6;
   bool guidance_embeds = true;
-
-  int64_t inner_dim() const { return num_attention_heads * attention_head_dim; }
   // int(inner_dim * mlp_ratio), as Python truncates (Mh; 18432 for FLUX.2-dev).
   int64_t mlp_hidden_dim() const {
     return static_cast<int64_t>(static_cast<double>(inner_dim()) * mlp_ratio);

@@ -10,23 +10,18 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "models/common/transformer_config_fields.h"
 
 namespace ditserve::models::qwenimage {
 
-struct QwenImageTransformerConfig {
-  int64_t patch_size = 2;
-  int64_t in_channels = 64;   // per token (already packed 2×2 latents)
-  int64_t out_channels = 16;  // null in the file → in_channels; proj_out gives patch² × this
-  int64_t num_layers = 60;
-  int64_t attention_head_dim = 128;
-  int64_t num_attention_heads = 24;
-  int64_t joint_attention_dim = 3584;
-  std::vector<int64_t> axes_dims_rope = {16, 56, 56};
+struct QwenImageTransformerConfig : TransformerSizes {
+  // diffusers' class defaults: patch_size, in_channels, out_channels, num_layers,
+  // attention_head_dim, num_attention_heads, joint_attention_dim, axes_dims_rope.
+  QwenImageTransformerConfig() : TransformerSizes{2, 64, 16, 60, 128, 24, 3584, {16, 56, 56}} {}
+
   // Fixed in diffusers (not config keys): RoPE θ, scale_rope, every eps.
   static constexpr double kRopeTheta = 10000.0;
   static constexpr double kEps = 1e-6;
-
-  int64_t inner_dim() const { return num_attention_heads * attention_head_dim; }
   int64_t proj_out_channels() const { return patch_size * patch_size * out_channels; }
 };
 
