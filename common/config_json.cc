@@ -159,6 +159,27 @@ absl::Status ReadBool(const nlohmann::json& j, const char* key, bool* out, const
   return absl::OkStatus();
 }
 
+absl::Status ReadPositiveIntList(const nlohmann::json& j, const char* key,
+                                 std::vector<int64_t>* out, const char* context) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_array() || it->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": '", key, "' must be a non-empty list, got ",
+                     it->is_array() ? "an empty one" : JsonTypePhrase(*it)));
+  }
+  std::vector<int64_t> values;
+  for (const auto& v : *it) {
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(context, ": '", key, "' must hold positive integers, got ", it->dump()));
+    }
+    values.push_back(v.get<int64_t>());
+  }
+  *out = std::move(values);
+  return absl::OkStatus();
+}
+
 absl::Status ReadPositiveEvenIntList(const nlohmann::json& j, const char* key,
                                      std::vector<int64_t>* out, const char* context) {
   auto it = j.find(key);

@@ -193,6 +193,11 @@ absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double
 // Optional boolean (absent or null: *out keeps its default).
 absl::Status ReadBool(const nlohmann::json& j, const char* key, bool* out,
                       const char* context = "transformer config");
+// Optional non-empty list of positive integers (absent or null: *out keeps its default; the VAE
+// configs' channel lists): INVALID_ARGUMENT "<context>: 'key' must be a non-empty list, got ..." /
+// "must hold positive integers, got <the list>".
+absl::Status ReadPositiveIntList(const nlohmann::json& j, const char* key,
+                                 std::vector<int64_t>* out, const char* context);
 // Optional non-empty list of positive even integers, each at most kMaxConfigInt (RoPE axis widths).
 absl::Status ReadPositiveEvenIntList(const nlohmann::json& j, const char* key,
                                      std::vector<int64_t>* out,

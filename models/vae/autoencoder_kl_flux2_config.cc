@@ -34,25 +34,6 @@ absl::Status FieldError(const char* key, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(kContext, ": '", key, "' ", what));
 }
 
-// A non-empty list of positive integers, or `fallback` when absent or null.
-absl::StatusOr<std::vector<int64_t>> PositiveIntList(const nlohmann::json& j, const char* key,
-                                                     std::vector<int64_t> fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_array() || it->empty()) {
-    return FieldError(key, absl::StrCat("must be a non-empty list, got ",
-                                        it->is_array() ? "an empty one" : JsonTypePhrase(*it)));
-  }
-  std::vector<int64_t> out;
-  for (const auto& v : *it) {
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
-      return FieldError(key, absl::StrCat("must hold positive integers, got ", it->dump()));
-    }
-    out.push_back(v.get<int64_t>());
-  }
-  return out;
-}
-
 }  // namespace
 
 absl::StatusOr<AutoencoderKLFlux2Config> ParseAutoencoderKLFlux2Config(
@@ -60,9 +41,8 @@ absl::StatusOr<AutoencoderKLFlux2Config> ParseAutoencoderKLFlux2Config(
   ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(json_text));
   AutoencoderKLFlux2Config c;
 
-  ASSIGN_OR_RETURN(c.block_out_channels,
-                   PositiveIntList(j, "block_out_channels", c.block_out_channels));
-  ASSIGN_OR_RETURN(c.patch_size, PositiveIntList(j, "patch_size", c.patch_size));
+  RETURN_IF_ERROR(ReadPositiveIntList(j, "block_out_channels", &c.block_out_channels, kContext));
+  RETURN_IF_ERROR(ReadPositiveIntList(j, "patch_size", &c.patch_size, kContext));
   if (c.patch_size != std::vector<int64_t>{2, 2}) {
     return FieldError("patch_size",
                       absl::StrCat("must be [2, 2] (the pipeline un-patchifies 2x2), got [",
@@ -85,7 +65,8 @@ absl::StatusOr<AutoencoderKLFlux2Config> ParseAutoencoderKLFlux2Config(
   auto dbo = j.find("decoder_block_out_channels");
   const bool separate_decoder_channels = dbo != j.end() && !dbo->is_null();
   if (separate_decoder_channels) {
-    ASSIGN_OR_RETURN(auto channels, PositiveIntList(j, "decoder_block_out_channels", {}));
+    std::vector<int64_t> channels;
+    RETURN_IF_ERROR(ReadPositiveIntList(j, "decoder_block_out_channels", &channels, kContext));
     dec["block_out_channels"] = channels;
   }
   auto decoder = ParseAutoencoderKLConfig(dec.dump());

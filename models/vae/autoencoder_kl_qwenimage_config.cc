@@ -15,24 +15,6 @@ absl::Status FieldError(const char* key, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(kContext, ": '", key, "' ", what));
 }
 
-absl::StatusOr<std::vector<int64_t>> PositiveIntList(const nlohmann::json& j, const char* key,
-                                                     std::vector<int64_t> fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_array() || it->empty()) {
-    return FieldError(key, absl::StrCat("must be a non-empty list, got ",
-                                        it->is_array() ? "an empty one" : JsonTypePhrase(*it)));
-  }
-  std::vector<int64_t> out;
-  for (const auto& v : *it) {
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
-      return FieldError(key, absl::StrCat("must hold positive integers, got ", it->dump()));
-    }
-    out.push_back(v.get<int64_t>());
-  }
-  return out;
-}
-
 absl::StatusOr<std::vector<double>> NumberList(const nlohmann::json& j, const char* key,
                                                std::vector<double> fallback) {
   auto it = j.find(key);
@@ -91,7 +73,7 @@ absl::StatusOr<AutoencoderKLQwenImageConfig> ParseAutoencoderKLQwenImageConfig(
   RETURN_IF_ERROR(ReadPositiveInt(j, "z_dim", &c.z_dim, kContext));
   RETURN_IF_ERROR(ReadPositiveInt(j, "num_res_blocks", &c.num_res_blocks, kContext));
   RETURN_IF_ERROR(ReadPositiveInt(j, "input_channels", &c.input_channels, kContext));
-  ASSIGN_OR_RETURN(c.dim_mult, PositiveIntList(j, "dim_mult", c.dim_mult));
+  RETURN_IF_ERROR(ReadPositiveIntList(j, "dim_mult", &c.dim_mult, kContext));
   ASSIGN_OR_RETURN(c.temperal_downsample,
                    BoolList(j, "temperal_downsample", c.temperal_downsample));
   ASSIGN_OR_RETURN(c.latents_mean, NumberList(j, "latents_mean", c.latents_mean));
