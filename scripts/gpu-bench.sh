@@ -438,87 +438,124 @@ if build ditserve-flux1-bench; then
 fi
 }
 
-stage13() {
-local parts="${EDIT_PARTS:-step diffusers e2e}" refs="${EDIT_REFS:-1 3}" steps="${EDIT_STEPS:-28}"
-local size="${EDIT_SIZE:-1024}"  # the output's sides (the dry run's tiny model: 64)
-local n res mode nsteps
-log "stage 13: FLUX.2 editing, ${size}x${size} with $refs reference images ($parts)"
-# "build": every binary of the parts, built and nothing run (a first call builds for later calls).
-if [[ " $parts " == *" build "* ]]; then
-  build ditserve-flux2-bench ditserve-frontend ditserve-worker ditserve-cli && log "stage 13: built"
-fi
-if [[ " $parts " == *" step "* ]] && build ditserve-flux2-bench; then
-  for n in $refs; do
-    log "stage 13: our step with $n reference image(s)"
-    # shellcheck disable=SC2086  # EDIT_STEP_ARGS: the dry run's tiny shapes
-    "$bin/bench/ditserve-flux2-bench" --device "$device" --runs 5 --warmup 2 \
-      --reference-images "$n" ${EDIT_STEP_ARGS:-} > "$out/edit_step_ours_${n}ref.txt" 2>&1
-    grep -E "^editing|median|graphs|Error|error" "$out/edit_step_ours_${n}ref.txt" | sed "s/^/ours, $n ref: /"
-  done
-fi
-if [[ " $parts " == *" diffusers "* ]]; then
-  if [ ! -d "$diffusers_src" ]; then
-    log "no diffusers source at $diffusers_src: diffusers' editing step skipped"
-  else
+# The editing benchmark of stages 13 (FLUX.2) and 18 (Qwen-Image-Edit-2509), set up by them in
+# locals it reads: stage (13, 18), model (flux2, qwenimage: the step benchmark's and
+# diffusers_step.py's), family (released_size_pipeline.py's: flux2, qwenimage_edit), prefix (the
+# result files': edit, qedit), what ("reference image(s)", "input image(s)"), parts, refs, steps,
+# size, model_dir and images (EDIT_MODEL / QEDIT_MODEL, EDIT_IMAGES / QEDIT_IMAGES), step_args
+# (the dry run's tiny shapes), cli_args (generate's flags beyond the prompt, size, seed, steps and
+# images: true CFG's), and text_tokens (a function of the image count giving --text-tokens, or "").
+editing_parts() {
+  local n res mode nsteps tt
+  # "build": every binary of the parts, built and nothing run (a first call builds for later calls).
+  if [[ " $parts " == *" build "* ]]; then
+    build "ditserve-$model-bench" ditserve-frontend ditserve-worker ditserve-cli && log "stage $stage: built"
+  fi
+  if [[ " $parts " == *" step "* ]] && build "ditserve-$model-bench"; then
     for n in $refs; do
-      for mode in eager compile; do
-        log "stage 13: diffusers' step with $n reference image(s), $mode"
-        res="$out/edit_step_diffusers_${n}ref_$mode"
-        local compile=()
-        [ "$mode" = compile ] && compile=(--compile)
-        PYTHONPATH="$diffusers_src" python3 bench/diffusers_step.py --model flux2 --runs 5 \
-          --warmup 2 --reference-images "$n" "${compile[@]}" --out "$res.json" > "$res.log" 2>&1
-        grep -E "ms/step|failed:" "$res.log" | tail -1
-      done
+      tt=(); [ -n "$text_tokens" ] && tt=(--text-tokens "$($text_tokens "$n")")
+      log "stage $stage: our step with $n $what ${tt[*]}"
+      # shellcheck disable=SC2086  # step_args: the dry run's tiny shapes
+      "$bin/bench/ditserve-$model-bench" --device "$device" --runs 5 --warmup 2 \
+        --reference-images "$n" "${tt[@]}" $step_args > "$out/${prefix}_step_ours_${n}ref.txt" 2>&1
+      grep -E "^editing|median|graphs|Error|error" "$out/${prefix}_step_ours_${n}ref.txt" |
+        sed "s/^/ours, $n image(s): /"
     done
   fi
-fi
-if [[ " $parts " == *" e2e "* ]] && build ditserve-frontend ditserve-worker ditserve-cli; then
-  res="$out/edit_e2e.txt"
+  if [[ " $parts " == *" diffusers "* ]]; then
+    if [ ! -d "$diffusers_src" ]; then
+      log "no diffusers source at $diffusers_src: diffusers' $model editing step skipped"
+    else
+      for n in $refs; do
+        tt=(); [ -n "$text_tokens" ] && tt=(--text-tokens "$($text_tokens "$n")")
+        for mode in eager compile; do
+          log "stage $stage: diffusers' step with $n $what ${tt[*]}, $mode"
+          res="$out/${prefix}_step_diffusers_${n}ref_$mode"
+          local compile=()
+          [ "$mode" = compile ] && compile=(--compile)
+          PYTHONPATH="$diffusers_src" python3 bench/diffusers_step.py --model "$model" --runs 5 \
+            --warmup 2 --reference-images "$n" "${tt[@]}" "${compile[@]}" --out "$res.json" \
+            > "$res.log" 2>&1
+          grep -E "ms/step|failed:" "$res.log" | tail -1
+        done
+      done
+    fi
+  fi
+  [[ " $parts " == *" e2e "* ]] && editing_e2e
+}
+
+# editing_parts' e2e part: released-size random weights (written while the binaries build), ours
+# through frontend + 1 worker and ditserve-cli generate --image x N (a 2-step request first: this
+# shape's first request, its CUDA graphs captured and the encoders' kernels chosen, as diffusers'
+# side runs a 2-step call first; then the timed one), then diffusers' pipeline on the same weights
+# and images in the same call.
+editing_e2e() {
+  local res="$out/${prefix}_e2e.txt" dir="$model_dir" most=0 i n nsteps args
   : > "$res"
-  local dir="${EDIT_MODEL:-}" images="${EDIT_IMAGES:-/tmp/ditserve-edit-images}" most=0 i args
   for n in $refs; do [ "$n" -gt "$most" ] && most=$n; done
-  if [ -z "${EDIT_IMAGES:-}" ]; then
+  if [ -z "$images_given" ]; then
     python3 bench/released_size_pipeline.py images --out "$images" --count "$most" --size 1024 \
       2>&1 | tee -a "$res"
   fi
   local files=()
+  # shellcheck disable=SC2012  # the images' names are ours (ref-<i>.png)
   mapfile -t files < <(ls "$images"/*.png | sort | head -"$most")
-  [ "${#files[@]}" -ge "$most" ] || { log "stage 13: fewer than $most images in $images"; return; }
+  [ "${#files[@]}" -ge "$most" ] || { log "stage $stage: fewer than $most images in $images"; return; }
+  # The weights (~58-118 GB, GPU and disk) are written while the binaries build (CPU): a cold call
+  # saves the write's minute.
+  local wpid=""
   if [ -z "$dir" ]; then
-    dir=$(write_released_weights flux2 "$res") || return
+    write_released_weights "$family" "$res" > "$out/${prefix}_weights_dir.txt" &
+    wpid=$!
+  fi
+  local built=0
+  build ditserve-frontend ditserve-worker ditserve-cli && built=1
+  if [ -n "$wpid" ]; then
+    wait "$wpid" && dir=$(tail -1 "$out/${prefix}_weights_dir.txt")
+    if [ -z "$dir" ] || [ ! -f "$dir/vae/config.json" ]; then log "stage $stage: no weights written"; return; fi
+  fi
+  if [ "$built" = 0 ]; then
+    [ -z "$model_dir" ] && rm -rf "$dir"
+    return
   fi
   local fpid port mport
   if start_frontend "$dir" "$res"; then
     for n in $refs; do
       args=()
       for ((i = 0; i < n; i++)); do args+=(--image "${files[$i]}"); done
-      # A 2-step request first (this shape's first request: its CUDA graph captured, the encoder's
-      # kernels chosen), as diffusers' side runs a 2-step call first; then the timed one.
       for nsteps in 2 "$steps"; do
-        echo "ours, $n reference image(s), $nsteps steps: $("$bin/cli/ditserve-cli" generate \
-          --server "127.0.0.1:$port" --prompt "a lighthouse on a cliff at dawn" --height "$size" \
-          --width "$size" --seed 0 --steps "$nsteps" "${args[@]}" --quiet -o /tmp/ditserve-edit.png 2>&1 |
-          tail -1)" | tee -a "$res"
+        echo "ours, $n $what, $nsteps steps: $("$bin/cli/ditserve-cli" generate \
+          --server "127.0.0.1:$port" --prompt "a lighthouse on a cliff at dawn" "${cli_args[@]}" \
+          --height "$size" --width "$size" --seed 0 --steps "$nsteps" "${args[@]}" --quiet \
+          -o "/tmp/ditserve-$prefix.png" 2>&1 | tail -1)" | tee -a "$res"
       done
     done
     scrape "$mport" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise|load_duration|resident)" |
       tee -a "$res"
     kill "$fpid"; wait "$fpid" 2>/dev/null
   fi
-  log "stage 13: ours done; diffusers next"
+  log "stage $stage: ours done; diffusers next"
   if [ -d "$diffusers_src" ]; then
     args=()
     for ((i = 0; i < most; i++)); do args+=(--image "${files[$i]}"); done
     # shellcheck disable=SC2086  # $refs: the counts
-    PYTHONPATH="$diffusers_src" python3 bench/released_size_pipeline.py run --family flux2 \
-      --dir "$dir" --steps "$steps" "${args[@]}" --reference-counts $refs 2>&1 |
+    PYTHONPATH="$diffusers_src" python3 bench/released_size_pipeline.py run --family "$family" \
+      --dir "$dir" --steps "$steps" --size "$size" "${args[@]}" --reference-counts $refs 2>&1 |
       grep -v -i warn | tee -a "$res"
   else
-    log "no diffusers source at $diffusers_src: diffusers' editing pipeline skipped" | tee -a "$res"
+    log "no diffusers source at $diffusers_src: diffusers' $family pipeline skipped" | tee -a "$res"
   fi
-  [ -z "${EDIT_MODEL:-}" ] && rm -rf "$dir"
-fi
+  [ -z "$model_dir" ] && rm -rf "$dir"
+}
+
+stage13() {
+local stage=13 model=flux2 family=flux2 prefix=edit what="reference image(s)" text_tokens=""
+local parts="${EDIT_PARTS:-step diffusers e2e}" refs="${EDIT_REFS:-1 3}" steps="${EDIT_STEPS:-28}"
+local size="${EDIT_SIZE:-1024}"  # the output's sides (the dry run's tiny model: 64)
+local model_dir="${EDIT_MODEL:-}" images="${EDIT_IMAGES:-/tmp/ditserve-edit-images}"
+local images_given="${EDIT_IMAGES:-}" step_args="${EDIT_STEP_ARGS:-}" cli_args=()
+log "stage 13: FLUX.2 editing, ${size}x${size} with $refs reference images ($parts)"
+editing_parts
 }
 
 stage14() {
@@ -638,108 +675,19 @@ install_fixtures "$qefx" qwen-edit
 # hand from the template, not with the tokenizer (the repository's is the tiny one): an estimate,
 # within a few tokens; the negative prompt " " is 6 shorter.
 qedit_text_tokens() { echo $((203 * $1 + 12)); }
+qedit_text_tokens_given() { echo "$QEDIT_TEXT_TOKENS"; }
 
 stage18() {
+local stage=18 model=qwenimage family=qwenimage_edit prefix=qedit what="input image(s)"
+local text_tokens=qedit_text_tokens
+[ -n "${QEDIT_TEXT_TOKENS:-}" ] && text_tokens=qedit_text_tokens_given
 local parts="${QEDIT_PARTS:-step diffusers e2e}" refs="${QEDIT_REFS:-1 2}" steps="${QEDIT_STEPS:-40}"
 local size="${QEDIT_SIZE:-1024}"  # the output's sides (the dry run's tiny model: 64)
-local n res mode nsteps tt
+local model_dir="${QEDIT_MODEL:-}" images="${QEDIT_IMAGES:-/tmp/ditserve-qedit-images}"
+local images_given="${QEDIT_IMAGES:-}" step_args="${QEDIT_STEP_ARGS:-}"
+local cli_args=(--negative-prompt " " --true-cfg-scale 4)
 log "stage 18: Qwen-Image-Edit-2509, ${size}x${size} with $refs input images, true CFG ($parts)"
-# "build": every binary of the parts, built and nothing run (a first call builds for later calls).
-if [[ " $parts " == *" build "* ]]; then
-  build ditserve-qwenimage-bench ditserve-frontend ditserve-worker ditserve-cli && log "stage 18: built"
-fi
-if [[ " $parts " == *" step "* ]] && build ditserve-qwenimage-bench; then
-  for n in $refs; do
-    tt="${QEDIT_TEXT_TOKENS:-$(qedit_text_tokens "$n")}"
-    log "stage 18: our step with $n input image(s), $tt text tokens"
-    # shellcheck disable=SC2086  # QEDIT_STEP_ARGS: the dry run's tiny shapes
-    "$bin/bench/ditserve-qwenimage-bench" --device "$device" --runs 5 --warmup 2 \
-      --reference-images "$n" --text-tokens "$tt" ${QEDIT_STEP_ARGS:-} > "$out/qedit_step_ours_${n}ref.txt" 2>&1
-    grep -E "^editing|median|graphs|Error|error" "$out/qedit_step_ours_${n}ref.txt" | sed "s/^/ours, $n image(s): /"
-  done
-fi
-if [[ " $parts " == *" diffusers "* ]]; then
-  if [ ! -d "$diffusers_src" ]; then
-    log "no diffusers source at $diffusers_src: diffusers' Qwen-Image-Edit step skipped"
-  else
-    for n in $refs; do
-      tt="${QEDIT_TEXT_TOKENS:-$(qedit_text_tokens "$n")}"
-      for mode in eager compile; do
-        log "stage 18: diffusers' step with $n input image(s), $tt text tokens, $mode"
-        res="$out/qedit_step_diffusers_${n}ref_$mode"
-        local compile=()
-        [ "$mode" = compile ] && compile=(--compile)
-        PYTHONPATH="$diffusers_src" python3 bench/diffusers_step.py --model qwenimage --runs 5 \
-          --warmup 2 --reference-images "$n" --text-tokens "$tt" "${compile[@]}" --out "$res.json" \
-          > "$res.log" 2>&1
-        grep -E "ms/step|failed:" "$res.log" | tail -1
-      done
-    done
-  fi
-fi
-if [[ " $parts " == *" e2e "* ]]; then
-  res="$out/qedit_e2e.txt"
-  : > "$res"
-  local dir="${QEDIT_MODEL:-}" images="${QEDIT_IMAGES:-/tmp/ditserve-qedit-images}" most=0 i args
-  for n in $refs; do [ "$n" -gt "$most" ] && most=$n; done
-  if [ -z "${QEDIT_IMAGES:-}" ]; then
-    python3 bench/released_size_pipeline.py images --out "$images" --count "$most" --size 1024 \
-      2>&1 | tee -a "$res"
-  fi
-  local files=()
-  # shellcheck disable=SC2012  # the images' names are ours (ref-<i>.png)
-  mapfile -t files < <(ls "$images"/*.png | sort | head -"$most")
-  [ "${#files[@]}" -ge "$most" ] || { log "stage 18: fewer than $most images in $images"; return; }
-  # The weights (~58 GB, GPU and disk) are written while the binaries build (CPU): a cold call
-  # saves the write's minute.
-  local wpid=""
-  if [ -z "$dir" ]; then
-    write_released_weights qwenimage_edit "$res" > "$out/qedit_weights_dir.txt" &
-    wpid=$!
-  fi
-  local built=0
-  build ditserve-frontend ditserve-worker ditserve-cli && built=1
-  if [ -n "$wpid" ]; then
-    wait "$wpid" && dir=$(tail -1 "$out/qedit_weights_dir.txt")
-    if [ -z "$dir" ] || [ ! -f "$dir/vae/config.json" ]; then log "stage 18: no weights written"; return; fi
-  fi
-  if [ "$built" = 0 ]; then
-    [ -z "${QEDIT_MODEL:-}" ] && rm -rf "$dir"
-    return
-  fi
-  local fpid port mport
-  if start_frontend "$dir" "$res"; then
-    for n in $refs; do
-      args=()
-      for ((i = 0; i < n; i++)); do args+=(--image "${files[$i]}"); done
-      # A 2-step request first (this shape's first request: its CUDA graphs captured, the vision
-      # tower's and the VAE encoder's kernels chosen), as diffusers' side runs a 2-step call
-      # first; then the timed one.
-      for nsteps in 2 "$steps"; do
-        echo "ours, $n input image(s), $nsteps steps: $("$bin/cli/ditserve-cli" generate \
-          --server "127.0.0.1:$port" --prompt "a lighthouse on a cliff at dawn" \
-          --negative-prompt " " --true-cfg-scale 4 --height "$size" --width "$size" --seed 0 \
-          --steps "$nsteps" "${args[@]}" --quiet -o /tmp/ditserve-qedit.png 2>&1 | tail -1)" |
-          tee -a "$res"
-      done
-    done
-    scrape "$mport" | grep -E "^ditserve_worker_(device_memory|weight_bytes|denoise|load_duration|resident)" |
-      tee -a "$res"
-    kill "$fpid"; wait "$fpid" 2>/dev/null
-  fi
-  log "stage 18: ours done; diffusers next"
-  if [ -d "$diffusers_src" ]; then
-    args=()
-    for ((i = 0; i < most; i++)); do args+=(--image "${files[$i]}"); done
-    # shellcheck disable=SC2086  # $refs: the counts
-    PYTHONPATH="$diffusers_src" python3 bench/released_size_pipeline.py run --family qwenimage_edit \
-      --dir "$dir" --steps "$steps" --size "$size" "${args[@]}" --reference-counts $refs 2>&1 |
-      grep -v -i warn | tee -a "$res"
-  else
-    log "no diffusers source at $diffusers_src: diffusers' Qwen-Image-Edit pipeline skipped" | tee -a "$res"
-  fi
-  [ -z "${QEDIT_MODEL:-}" ] && rm -rf "$dir"
-fi
+editing_parts
 }
 
 bg_build=""
