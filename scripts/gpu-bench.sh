@@ -608,17 +608,28 @@ run_requires_tests() {
     "$result" | tail -40
 }
 
+# A fixture script of tests/fixtures ($2) run with diffusers (CPU float32, then its
+# --bf16-device cuda run) into a scratch folder, its log in $out/$5 (lines matching $4 shown), and
+# its folder $3 installed (install_fixtures); 1, said, when diffusers is missing or the script made
+# no $3/<$3's reference file> ($6). $1: the stage, for the messages.
+diffusers_fixtures() {
+  local stage="$1" script="$2" name="$3" pattern="$4" res="$out/$5" reference="$6"
+  local scratch="/tmp/ditserve-fx-$name"
+  [ -d "$diffusers_src" ] || { log "no diffusers source at $diffusers_src: stage $stage skipped"; return 1; }
+  rm -rf "$scratch"
+  PYTHONPATH="$diffusers_src" PYTHONUNBUFFERED=1 python3 "tests/fixtures/$script" \
+    --out "$scratch" --bf16-device cuda > "$res" 2>&1
+  local rc=$?
+  grep -E "$pattern" "$res" | tail -40
+  [ -f "$scratch/$name/$reference" ] || { log "$script failed ($rc)"; return 1; }
+  log "fixtures made (exit status $rc)"
+  install_fixtures "$scratch" "$name"
+}
+
 stage15() {
 log "stage 15: step-cache fixtures (diffusers: CPU float32 + CUDA bf16), then their test"
-[ -d "$diffusers_src" ] || { log "no diffusers source at $diffusers_src: stage 15 skipped"; return; }
-local scfx=/tmp/ditserve-scfx res="$out/step_cache_fixtures.txt"
-rm -rf "$scfx"
-PYTHONPATH="$diffusers_src" PYTHONUNBUFFERED=1 python3 tests/fixtures/make_step_cache_fixtures.py \
-  --out "$scfx" --bf16-device cuda > "$res" 2>&1
-local rc=$?
-grep -E "cached|WARN|warn|check" "$res" | tail -30
-[ -f "$scfx/step-cache/step_cache_reference.safetensors" ] || { log "make_step_cache_fixtures.py failed ($rc)"; return; }
-install_fixtures "$scfx" step-cache
+diffusers_fixtures 15 make_step_cache_fixtures.py step-cache "cached|WARN|warn|check" \
+  step_cache_fixtures.txt step_cache_reference.safetensors || return
 run_requires_tests "StepCacheParity" "$out/step_cache_tests.txt" tests/unit/step_cache_parity_test
 }
 
@@ -655,16 +666,9 @@ kill "$fpid"; wait "$fpid" 2>/dev/null
 
 stage17() {
 log "stage 17: Qwen-Image-Edit fixtures (diffusers: CPU float32 + CUDA bf16)"
-[ -d "$diffusers_src" ] || { log "no diffusers source at $diffusers_src: stage 17 skipped"; return; }
-local qefx=/tmp/ditserve-qefx res="$out/qwen_edit_fixtures.txt"
-rm -rf "$qefx"
-PYTHONPATH="$diffusers_src" PYTHONUNBUFFERED=1 python3 tests/fixtures/make_qwen_edit_fixtures.py \
-  --out "$qefx" --bf16-device cuda > "$res" 2>&1
-local rc=$?
-grep -E "^(edit_|img2img|qwenimage-edit|processor|note|WARNING|CHECK|  )|checks|wrote" "$res" | tail -40
-[ -f "$qefx/qwen-edit/qwen_edit_reference.safetensors" ] || { log "make_qwen_edit_fixtures.py failed ($rc)"; return; }
-log "fixtures made (exit status $rc)"
-install_fixtures "$qefx" qwen-edit
+diffusers_fixtures 17 make_qwen_edit_fixtures.py qwen-edit \
+  "^(edit_|img2img|qwenimage-edit|processor|note|WARNING|CHECK|  )|checks|wrote" \
+  qwen_edit_fixtures.txt qwen_edit_reference.safetensors
 }
 
 # The text length of stage 18's prompt ("a lighthouse on a cliff at dawn") with N ($1) images,
