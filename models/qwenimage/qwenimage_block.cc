@@ -40,6 +40,37 @@ std::pair<Mod, Mod> Modulation(const LinearLayer& linear, const ModulationSource
   return {Mod{a[0], a[1], a[2]}, Mod{b[0], b[1], b[2]}};
 }
 
+// zero_cond_t: the first B rows of each part (the step's embedding) and, for the image stream, the
+// last B (the timestep-0 one).
+Mod Rows(const Mod& m, int64_t begin, int64_t count) {
+  return Mod{m.shift.narrow(0, begin, count), m.scale.narrow(0, begin, count),
+             m.gate.narrow(0, begin, count)};
+}
+
+// The image stream's modulated LN and gated residual, with tokens [0, cond_from) under `step` and
+// the rest under `cond` when cond_from >= 0 (else all under `step`).
+torch::Tensor ModulateSplit(const torch::Tensor& x, const Mod& step, const Mod& cond,
+                            int64_t cond_from, double eps) {
+  if (cond_from < 0) return NormModulate(x, step.scale, step.shift, eps);
+  const int64_t n = x.size(1);
+  auto head = NormModulate(x.narrow(1, 0, cond_from).contiguous(), step.scale, step.shift, eps);
+  if (cond_from == n) return head;
+  auto tail =
+      NormModulate(x.narrow(1, cond_from, n - cond_from).contiguous(), cond.scale, cond.shift, eps);
+  return torch::cat({head, tail}, 1);
+}
+
+torch::Tensor GatedResidualSplit(const torch::Tensor& x, const Mod& step, const Mod& cond,
+                                 const torch::Tensor& y, int64_t cond_from) {
+  if (cond_from < 0) return GatedResidual(x, step.gate, y);
+  const int64_t n = x.size(1);
+  auto head = GatedResidual(x.narrow(1, 0, cond_from), step.gate, y.narrow(1, 0, cond_from));
+  if (cond_from == n) return head;
+  auto tail = GatedResidual(x.narrow(1, cond_from, n - cond_from), cond.gate,
+                            y.narrow(1, cond_from, n - cond_from));
+  return torch::cat({head, tail}, 1);
+}
+
 }  // namespace
 
 absl::StatusOr<QwenImageBlock> QwenImageBlock::Load(const ModuleLoader& loader,
@@ -54,22 +85,30 @@ absl::StatusOr<QwenImageBlock> QwenImageBlock::Load(const ModuleLoader& loader,
                         std::move(txt_mlp), eps);
 }
 
-std::pair<torch::Tensor, torch::Tensor> QwenImageBlock::Forward(const torch::Tensor& hidden,
-                                                                const torch::Tensor& context,
-                                                                const torch::Tensor& temb,
-                                                                const QwenRopeFreqs& rope,
-                                                                const torch::Tensor& mask) const {
-  const auto [img1, img2] = Modulation(*img_mod_, img_source_, temb);
-  const auto [txt1, txt2] = Modulation(*txt_mod_, txt_source_, temb);
+std::pair<torch::Tensor, torch::Tensor> QwenImageBlock::Forward(
+    const torch::Tensor& hidden, const torch::Tensor& context, const torch::Tensor& temb,
+    const QwenRopeFreqs& rope, const torch::Tensor& mask, int64_t cond_from) const {
+  auto [img1, img2] = Modulation(*img_mod_, img_source_, temb);
+  auto [txt1, txt2] = Modulation(*txt_mod_, txt_source_, temb);
+  Mod cond1, cond2;  // zero_cond_t: the input images' (timestep 0)
+  if (cond_from >= 0) {
+    const int64_t b = hidden.size(0);
+    cond1 = Rows(img1, b, b);
+    cond2 = Rows(img2, b, b);
+    img1 = Rows(img1, 0, b);
+    img2 = Rows(img2, 0, b);
+    txt1 = Rows(txt1, 0, b);
+    txt2 = Rows(txt2, 0, b);
+  }
 
-  auto nh = NormModulate(hidden, img1.scale, img1.shift, eps_);
+  auto nh = ModulateSplit(hidden, img1, cond1, cond_from, eps_);
   auto nc = NormModulate(context, txt1.scale, txt1.shift, eps_);
   auto [attn_img, attn_txt] = attn_.Forward(nh, nc, rope, mask);
-  auto h = GatedResidual(hidden, img1.gate, attn_img);
+  auto h = GatedResidualSplit(hidden, img1, cond1, attn_img, cond_from);
   auto c = GatedResidual(context, txt1.gate, attn_txt);
 
-  h = GatedResidual(h, img2.gate,
-                    img_mlp_.Forward(NormModulate(h, img2.scale, img2.shift, eps_)));
+  h = GatedResidualSplit(
+      h, img2, cond2, img_mlp_.Forward(ModulateSplit(h, img2, cond2, cond_from, eps_)), cond_from);
   c = GatedResidual(c, txt2.gate,
                     txt_mlp_.Forward(NormModulate(c, txt2.scale, txt2.shift, eps_)));
   if (h.scalar_type() == torch::kFloat16) {

@@ -23,7 +23,8 @@ absl::StatusOr<QwenImageTransformerConfig> ParseQwenImageTransformerConfig(
   // out_channels absent: the class default 16; null: `out_channels or in_channels`.
   const bool has_out_channels = j.is_object() && j.contains("out_channels");
   RETURN_IF_ERROR(ReadTransformerSizes(j, has_out_channels ? -1 : 16, &c));
-  for (const char* flag : {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"}) {
+  RETURN_IF_ERROR(ReadBool(j, "zero_cond_t", &c.zero_cond_t));
+  for (const char* flag : {"guidance_embeds", "use_additional_t_cond", "use_layer3d_rope"}) {
     bool on = false;
     RETURN_IF_ERROR(ReadBool(j, flag, &on));
     if (on) {
@@ -40,10 +41,10 @@ absl::StatusOr<QwenImageTransformerConfig> ParseQwenImageTransformerConfig(
 
 nlohmann::json QwenImageConfigToJson(const QwenImageTransformerConfig& c) {
   nlohmann::json j = TransformerSizesToJson("QwenImageTransformer2DModel", c);
-  for (const char* flag :
-       {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"}) {
+  for (const char* flag : {"guidance_embeds", "use_additional_t_cond", "use_layer3d_rope"}) {
     j[flag] = false;
   }
+  j["zero_cond_t"] = c.zero_cond_t;
   return j;
 }
 

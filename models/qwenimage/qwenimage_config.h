@@ -1,7 +1,8 @@
-// QwenImageTransformer2DModel's config.json (diffusers transformer_qwenimage.py). Every size comes from the file; the
-// defaults are diffusers' class defaults (Qwen-Image), used only for keys the file leaves out.
-// The variants' switches (guidance_embeds, zero_cond_t, use_additional_t_cond, use_layer3d_rope)
-// must be false: Parse refuses them (UNIMPLEMENTED) rather than run a different model.
+// QwenImageTransformer2DModel's config.json (diffusers transformer_qwenimage.py). Every size comes
+// from the file; the defaults are diffusers' class defaults (Qwen-Image), used only for keys the
+// file leaves out. zero_cond_t (Qwen-Image-Edit-2511) is read; the other variants' switches
+// (guidance_embeds, use_additional_t_cond, use_layer3d_rope) must be false: Parse refuses them
+// (UNIMPLEMENTED) rather than run a different model.
 #pragma once
 
 #include <cstdint>
@@ -22,11 +23,16 @@ struct QwenImageTransformerConfig : TransformerSizes {
   // Fixed in diffusers (not config keys): RoPE θ, scale_rope, every eps.
   static constexpr double kRopeTheta = 10000.0;
   static constexpr double kEps = 1e-6;
+  // Qwen-Image-Edit-2511: the image stream's tokens after the output's (the input images') are
+  // modulated with the timestep-0 embedding (diffusers' modulate_index); the text stream and
+  // norm_out keep the step's.
+  bool zero_cond_t = false;
   int64_t proj_out_channels() const { return patch_size * patch_size * out_channels; }
 };
 
 // INVALID_ARGUMENT naming the key for a wrong type or an inconsistent value (axes_dims_rope not 3
-// even widths summing to attention_head_dim, non-positive sizes); UNIMPLEMENTED for a variant.
+// even widths summing to attention_head_dim, non-positive sizes); UNIMPLEMENTED for a variant
+// other than zero_cond_t.
 absl::StatusOr<QwenImageTransformerConfig> ParseQwenImageTransformerConfig(const nlohmann::json& config);
 
 nlohmann::json QwenImageConfigToJson(const QwenImageTransformerConfig& config);

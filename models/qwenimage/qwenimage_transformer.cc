@@ -65,8 +65,18 @@ absl::Status QwenImageTransformer2DModel::LoadLayers(const ModuleLoader& loader,
     modulation.push_back({b.txt_mod(), [&b](ModulationSource s) { b.set_txt_modulation_source(std::move(s)); }});
   }
   AdaLayerNormContinuous& norm_out = *norm_out_;
-  modulation.push_back(
-      {norm_out.linear(), [&norm_out](ModulationSource s) { norm_out.set_modulation_source(std::move(s)); }});
+  // zero_cond_t: the step's temb rows go in twice as many (the step's, then timestep 0's); norm_out
+  // takes the first half of its output, the step's.
+  const bool zero_cond_t = config.zero_cond_t;
+  modulation.push_back({norm_out.linear(), [&norm_out, zero_cond_t](ModulationSource s) {
+                          if (zero_cond_t) {
+                            s = [all = std::move(s)](const torch::Tensor& temb) {
+                              torch::Tensor out = all(temb);
+                              return out.narrow(0, 0, out.size(0) / 2);
+                            };
+                          }
+                          norm_out.set_modulation_source(std::move(s));
+                        }});
   RETURN_IF_ERROR(tp::ShareModulation(modulation, comm, model_name()));
   ASSIGN_OR_RETURN(proj_out_,
                    LoadFullWidthLinear(loader, "proj_out", d, config.proj_out_channels()));
@@ -154,6 +164,12 @@ QwenImageTransformer2DModel::Pass QwenImageTransformer2DModel::Prologue(
   TimestepProjectionOptions proj;
   proj.num_channels = kTimeProjChannels;
   proj.scale = kTimeProjScale;
+  if (config_.zero_cond_t) {
+    // Qwen-Image-Edit-2511: the input images' tokens see timestep 0 (diffusers' cat([t, t * 0])).
+    timestep = torch::cat({timestep, timestep * 0}, 0);
+    const ImageShape& out = rope_cache_->shapes.front();
+    pass.cond_from = out.frames * out.height * out.width;
+  }
   pass.temb = timestep_embedder_->Forward(TimestepProjection(timestep, proj).to(dtype_));
 
   // Keys: [text mask, all image tokens]; (B, 1, 1, T + N) broadcast over heads and queries.
@@ -170,7 +186,7 @@ void QwenImageTransformer2DModel::RunBlocks(size_t begin, size_t end, Pass& pass
   const QwenRopeFreqs& rope = rope_cache_->freqs;
   for (size_t i = begin; i < end && i < blocks_.size(); ++i) {
     std::tie(pass.h, pass.context) =
-        blocks_[i].Forward(pass.h, pass.context, pass.temb, rope, pass.mask);
+        blocks_[i].Forward(pass.h, pass.context, pass.temb, rope, pass.mask, pass.cond_from);
   }
 }
 

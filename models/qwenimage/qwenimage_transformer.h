@@ -64,6 +64,9 @@ class QwenImageTransformer2DModel
   struct Pass {
     torch::Tensor h, context, temb;
     torch::Tensor mask;  // (B, 1, 1, T + N) keys, or undefined
+    // zero_cond_t: temb has 2B rows (the step's, then timestep 0's) and the image tokens from
+    // cond_from on (the input images') take the second's modulation; -1 otherwise.
+    int64_t cond_from = -1;
   };
   Pass Prologue(const QwenImageForwardArgs& args) const;
   void HeadBlock(Pass& pass) const;

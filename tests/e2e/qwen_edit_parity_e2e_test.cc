@@ -149,7 +149,8 @@ TEST_P(QwenEditParityE2E, TheCliGetsDiffusersImageAtEveryDegree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Calls, QwenEditParityE2E,
-                         ::testing::Values("edit_one", "edit_two", "edit_v1", "img2img"));
+                         ::testing::Values("edit_one", "edit_two", "edit_v1", "edit_2511",
+                                           "img2img"));
 
 }  // namespace
 }  // namespace ditserve::testing

@@ -245,7 +245,7 @@ TEST_P(QwenEditGpuTest, ImageMatchesDiffusersAndReplays) {
 
 INSTANTIATE_TEST_SUITE_P(Calls, QwenEditGpuTest,
                          ::testing::Combine(::testing::Values("edit_one", "edit_two", "edit_v1",
-                                                              "img2img"),
+                                                              "edit_2511", "img2img"),
                                             FixtureParityCases()),
                          CallCaseName);
 

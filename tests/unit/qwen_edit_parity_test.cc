@@ -2,7 +2,8 @@
 // against QwenImageEditPipeline: every edit call of tests/fixtures/qwen-edit/qwen_edit_calls.json
 // (make_qwen_edit_fixtures.py with the real diffusers + transformers, float32 on the CPU:
 // edit_one and edit_two on qwen-edit/qwenimage-edit-tiny/, edit_v1 on qwen-edit/
-// qwenimage-edit-v1-tiny/, the same components under _class_name QwenImageEditPipeline;
+// qwenimage-edit-v1-tiny/, the same components under _class_name QwenImageEditPipeline, edit_2511
+// on qwen-edit/qwenimage-edit-2511-tiny/, the transformer's zero_cond_t on (Qwen-Image-Edit-2511);
 // tests/fixtures/QWEN_EDIT.md) from the saved input PNGs, as the frontend prepares them (at the
 // call's condition area: ~384² for the plus pipeline, ~1024² for QwenImageEditPipeline), through
 // each stage of ours, with the call's own folder:
@@ -365,7 +366,7 @@ TEST_P(QwenEditParity, ImageAtTp1And2) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Calls, QwenEditParity,
-                         ::testing::Values("edit_one", "edit_two", "edit_v1"));
+                         ::testing::Values("edit_one", "edit_two", "edit_v1", "edit_2511"));
 
 // QwenImageImg2ImgPipeline on qwenimage-tiny: only where the Qwen-Image card offers image to image.
 TEST(QwenImg2ImgParity, ImageAtTp1And2) {

@@ -4,13 +4,14 @@
 // the built-in plan), img_shapes handling, the mask, the factory and the argument checks.
 #include <gtest/gtest.h>
 
+#include "comm/local_communicator.h"
+#include "common/status_macros.h"
 #include "models/qwenimage/qwenimage_state_dict_shapes.h"
 #include "models/qwenimage/qwenimage_transformer.h"
 #include "models/transformer_factory.h"
 #include "sharding/tp_plan.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/transformer_harness.h"
-#include "comm/local_communicator.h"
 
 namespace ditserve {
 namespace {
@@ -21,7 +22,9 @@ using testing::RelativeError;
 
 constexpr testing::FixtureTransformer kQwenImage{"qwenimage-tiny", "QwenImageTransformer2DModel"};
 
-nlohmann::json Config() { return testing::TransformerConfig(kQwenImage); }
+nlohmann::json Config() {
+  return testing::TransformerConfig(kQwenImage);
+}
 const sharding::ShardedStateDict& FullWeights() {
   return testing::TransformerFullWeights(kQwenImage);
 }
@@ -50,7 +53,8 @@ TEST(QwenImageTransformer, StateDictShapesMatchTheCheckpoint) {
                                     FullWeights());
 }
 
-// The default config is Qwen-Image: diffusers transformer_qwenimage.py's parameter count (what the benchmark allocates).
+// The default config is Qwen-Image: diffusers transformer_qwenimage.py's parameter count (what the
+// benchmark allocates).
 TEST(QwenImageTransformer, DefaultShapesAreQwenImage) {
   EXPECT_EQ(testing::ParameterCount(models::qwenimage::QwenImageStateDictShapes({})),
             20430401088LL);
@@ -81,14 +85,16 @@ TEST(QwenImageTransformer, ExplicitImgShapesInEveryLayout) {
 // another grid, another text length, then the first again answers exactly as fresh models do.
 TEST(QwenImageTransformer, CachedRopeTablesFollowTheShapes) {
   auto comm = comm::MakeSingleRankCommunicator();
-  auto model = models::qwenimage::QwenImageTransformer2DModel::Load(Parsed(), FullWeights(), comm.get());
+  auto model =
+      models::qwenimage::QwenImageTransformer2DModel::Load(Parsed(), FullWeights(), comm.get());
   ASSERT_TRUE(model.ok()) << model.status();
   auto square = Inputs();
   auto wide = Inputs();
   wide["img_shapes"] = torch::tensor({{1, 4, 16}});
   auto shorter = Inputs();
   shorter["encoder_hidden_states"] = shorter["encoder_hidden_states"].narrow(1, 0, 5).contiguous();
-  shorter["encoder_hidden_states_mask"] = shorter["encoder_hidden_states_mask"].narrow(1, 0, 5).contiguous();
+  shorter["encoder_hidden_states_mask"] =
+      shorter["encoder_hidden_states_mask"].narrow(1, 0, 5).contiguous();
   for (const auto* args : {&square, &wide, &shorter, &square, &square}) {
     auto out = (*model)->Forward(*args);
     ASSERT_TRUE(out.ok()) << out.status();
@@ -140,8 +146,12 @@ void RunTensorParallel(int world) {
       });
 }
 
-TEST(QwenImageTransformer, Tp2MatchesDiffusersAndTp1) { RunTensorParallel(2); }
-TEST(QwenImageTransformer, Tp4MatchesDiffusersAndTp1) { RunTensorParallel(4); }
+TEST(QwenImageTransformer, Tp2MatchesDiffusersAndTp1) {
+  RunTensorParallel(2);
+}
+TEST(QwenImageTransformer, Tp4MatchesDiffusersAndTp1) {
+  RunTensorParallel(4);
+}
 
 TEST(QwenImageTransformer, Bfloat16RunsCloseToReference) {
   testing::ExpectBfloat16CloseToReference(kQwenImage, Inputs(), Ref("qwenimage.out"));
@@ -182,9 +192,12 @@ TEST(QwenImageTransformer, ConfigChecks) {
   EXPECT_EQ(c.proj_out_channels(), 16);
   EXPECT_EQ(c.in_channels, 16);
   auto config = Config();
-  config["zero_cond_t"] = true;
+  config["use_layer3d_rope"] = true;
   EXPECT_EQ(testing::CreateTransformerStatus(config, FullWeights()).code(),
             absl::StatusCode::kUnimplemented);
+  config = Config();
+  config["zero_cond_t"] = true;  // Qwen-Image-Edit-2511: served
+  EXPECT_TRUE(testing::CreateTransformerStatus(config, FullWeights()).ok());
   config = Config();
   config["axes_dims_rope"] = {4, 6, 8};
   EXPECT_EQ(testing::CreateTransformerStatus(config, FullWeights()).code(),
@@ -197,6 +210,72 @@ TEST(QwenImageTransformer, ConfigChecks) {
   config["num_layers"] = 3;
   EXPECT_EQ(testing::CreateTransformerStatus(config, FullWeights()).code(),
             absl::StatusCode::kNotFound);
+}
+
+// Qwen-Image-Edit-2511's zero_cond_t on the fixture's weights. Its own diffusers parity needs a
+// fixture made with the switch on (not made yet); these are the properties that hold without one.
+
+// The reference call's latents with two input images' tokens after them: img_shapes (1, 3, 3), the
+// 8 x 8 output, then 4 x 4 and 4 x 8 images; the given timestep.
+std::map<std::string, torch::Tensor> EditInputs(double timestep) {
+  auto a = Inputs();
+  torch::manual_seed(2511);
+  a["hidden_states"] = torch::cat({a["hidden_states"], torch::randn({1, 16 + 32, 16})}, 1);
+  a["img_shapes"] = torch::tensor({1, 8, 8, 1, 4, 4, 1, 4, 8}, torch::kInt64).view({1, 3, 3});
+  a["timestep"] = torch::full({1}, timestep);
+  return a;
+}
+
+// The model of `c` at tp = `world` (rank 0's output; every rank's must agree), the modulation
+// sharded as served when `shard_modulation`.
+torch::Tensor RunConfig(const models::qwenimage::QwenImageTransformerConfig& c,
+                        const std::map<std::string, torch::Tensor>& args, int world = 1,
+                        bool shard_modulation = false) {
+  std::vector<torch::Tensor> out(world);
+  const absl::Status s = comm::RunLocalGroup(world, [&](comm::Communicator& comm) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        auto sd, testing::LoadTransformerShard(kQwenImage, comm.rank(), world, shard_modulation));
+    ASSIGN_OR_RETURN(auto model, QwenImageTransformer2DModel::Load(c, sd, &comm));
+    ASSIGN_OR_RETURN(out[comm.rank()], model->Forward(args));
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+  for (int r = 1; r < world && s.ok(); ++r) EXPECT_TRUE(torch::equal(out[r], out[0])) << r;
+  return out[0];
+}
+
+models::qwenimage::QwenImageTransformerConfig ZeroCondT() {
+  auto c = Parsed();
+  c.zero_cond_t = true;
+  return c;
+}
+
+TEST(QwenImageTransformer, ZeroCondTIsThePlainModelWhereBothTimestepsAgree) {
+  // Without input images every token is the output's: the step's modulation, as the plain model.
+  auto plain = RunConfig(Parsed(), Inputs());
+  EXPECT_LT(RelativeError(RunConfig(ZeroCondT(), Inputs()), plain), 1e-6);
+  // At timestep 0 both embeddings are the same: the plain model on the same tokens.
+  EXPECT_LT(
+      RelativeError(RunConfig(ZeroCondT(), EditInputs(0.0)), RunConfig(Parsed(), EditInputs(0.0))),
+      1e-6);
+}
+
+TEST(QwenImageTransformer, ZeroCondTModulatesTheInputImagesAtTimestepZero) {
+  const auto args = EditInputs(0.7);
+  const auto plain = RunConfig(Parsed(), args);
+  const auto zero = RunConfig(ZeroCondT(), args);
+  ASSERT_EQ(zero.sizes(), plain.sizes());
+  EXPECT_GT(RelativeError(zero, plain), 1e-3);  // the input images' tokens moved the output's
+  // The input images' tokens at timestep 0.7 under zero_cond_t see timestep 0's modulation: with
+  // the output's tokens' modulation at 0.7 too, they are not the plain model's at 0.7 or at 0.
+  EXPECT_GT(RelativeError(zero, RunConfig(Parsed(), EditInputs(0.0))), 1e-3);
+  // Sharded (tp 2, 4; the modulation replicated and sharded as served): tp 1's output.
+  for (int world : {2, 4}) {
+    for (bool shard_modulation : {false, true}) {
+      EXPECT_LT(RelativeError(RunConfig(ZeroCondT(), args, world, shard_modulation), zero), 1e-5)
+          << world << (shard_modulation ? " modulation sharded" : "");
+    }
+  }
 }
 
 TEST(QwenImageTransformer, RefusesShardedModulation) {
