@@ -3,15 +3,19 @@
 // qwen_edit_tiny_folder.h), driven by `ditserve-cli generate --image a.png --image b.png
 // --negative-prompt " "`: every degree gives the same image, the text encoder sharded or on rank
 // 0; without a size the output takes about 1024 x 1024 at the last image's aspect ratio; the
-// images are used in order; ModelInfo says what the model takes; no image, too many images and a
+// images are used in order; ModelInfo says what the model takes; a Qwen-Image-Edit-2511 folder
+// (zero_cond_t) serves at every degree; no image, too many images and a
 // bad image are INVALID_ARGUMENT naming the field, and the group serves on. Parity with diffusers'
 // QwenImageEditPlusPipeline is qwen_edit_parity_e2e_test's (tests/fixtures/qwen-edit).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "ditserve/v1/ditserve.grpc.pb.h"
 #include "sharding/torch_tensor.h"
@@ -50,6 +54,21 @@ const std::string& EditV1Folder() {
         WriteQwenEditTinyFolder(TempPath("model-v1"), 11, "QwenImageEditPipeline");
     EXPECT_TRUE(written.ok()) << written.status();
     return TempPath("model-v1");
+  }();
+  return dir;
+}
+
+// The same tiny model as a Qwen-Image-Edit-2511 folder: the transformer's zero_cond_t on.
+const std::string& Edit2511Folder() {
+  static const std::string dir = [] {
+    const std::string d = TempPath("model-2511");
+    absl::StatusOr<std::string> written = WriteQwenEditTinyFolder(d, 11);
+    EXPECT_TRUE(written.ok()) << written.status();
+    nlohmann::json config;
+    std::ifstream(d + "/transformer/config.json") >> config;
+    config["zero_cond_t"] = true;
+    std::ofstream(d + "/transformer/config.json") << config.dump(2);
+    return d;
   }();
   return dir;
 }
@@ -194,6 +213,29 @@ TEST(QwenEditE2E, QwenImageEditTakesOneImageAtEveryDegree) {
   ProcessResult r = RunCli(two, {"--image", a, "--image", a}, TempPath("v1-two.safetensors"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("at most 1 input image"), std::string::npos) << r.err;
+}
+
+// Qwen-Image-Edit-2511 (zero_cond_t) serves at every degree, and the switch reaches the model: the
+// same weights and request without it (the -2509 folder) give another image.
+TEST(QwenEditE2E, QwenImageEdit2511ServesAtEveryDegree) {
+  ServerProcess* one = servers->Get({"--model", Edit2511Folder(), "--spawn-workers", "1"});
+  ServerProcess* two = servers->Get(
+      {"--model", Edit2511Folder(), "--spawn-workers", "2", "--text-encoder-placement", "sharded"});
+  ServerProcess* plus = ServerFor(1);
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  ASSERT_NE(plus, nullptr);
+  const std::string a = WritePng("2511-a.png", 45, 61, 1);
+  const std::string b = WritePng("2511-b.png", 80, 36, 2);
+  const std::vector<std::string> extra = {"--image",  a,    "--image", b,
+                                          "--height", "64", "--width", "96"};
+  torch::Tensor x1 = Generate(one, extra, TempPath("2511-tp1.safetensors"));
+  torch::Tensor x2 = Generate(two, extra, TempPath("2511-tp2.safetensors"));
+  torch::Tensor x2509 = Generate(plus, extra, TempPath("2511-as-2509.safetensors"));
+  ASSERT_TRUE(x1.defined() && x2.defined() && x2509.defined());
+  const double degrees = RelativeError(x2, x1);
+  EXPECT_LT(degrees, 1e-5);
+  EXPECT_GT(RelativeError(x1, x2509), 20 * std::max(degrees, 1e-7));
 }
 
 TEST(QwenEditE2E, WithoutASizeTheOutputFollowsTheLastImage) {
