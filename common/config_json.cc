@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -122,7 +123,8 @@ absl::Status ReadPositiveInt(const nlohmann::json& j, const char* key, int64_t* 
         absl::StrCat(context, ": '", key, "' must be at most ", kMaxConfigInt));
   }
   const int64_t value = it->get<int64_t>();
-  if (value <= 0) return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be positive"));
+  if (value <= 0)
+    return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be positive"));
   if (value > kMaxConfigInt) {
     return absl::InvalidArgumentError(
         absl::StrCat(context, ": '", key, "' must be at most ", kMaxConfigInt));
@@ -141,9 +143,11 @@ absl::Status ReadPositiveDouble(const nlohmann::json& j, const char* key, double
   }
   const double value = it->get<double>();
   if (!std::isfinite(value)) {
-    return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be a finite number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": '", key, "' must be a finite number"));
   }
-  if (!(value > 0)) return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be positive"));
+  if (!(value > 0))
+    return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' must be positive"));
   *out = value;
   return absl::OkStatus();
 }
@@ -159,8 +163,14 @@ absl::Status ReadBool(const nlohmann::json& j, const char* key, bool* out, const
   return absl::OkStatus();
 }
 
-absl::Status ReadPositiveIntList(const nlohmann::json& j, const char* key,
-                                 std::vector<int64_t>* out, const char* context) {
+namespace {
+
+// The list readers' shared part: absent or null keeps *out; otherwise a non-empty array whose
+// entries are all integers passing `ok`, or INVALID_ARGUMENT with `complaint(entry)` after
+// "<context>: 'key' ".
+absl::Status ReadIntList(const nlohmann::json& j, const char* key, std::vector<int64_t>* out,
+                         const char* context, const std::function<bool(int64_t)>& ok,
+                         const std::function<std::string(const nlohmann::json&)>& complaint) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_array() || it->empty()) {
@@ -170,9 +180,8 @@ absl::Status ReadPositiveIntList(const nlohmann::json& j, const char* key,
   }
   std::vector<int64_t> values;
   for (const auto& v : *it) {
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(context, ": '", key, "' must hold positive integers, got ", it->dump()));
+    if (!v.is_number_integer() || !ok(v.get<int64_t>())) {
+      return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' ", complaint(v)));
     }
     values.push_back(v.get<int64_t>());
   }
@@ -180,27 +189,25 @@ absl::Status ReadPositiveIntList(const nlohmann::json& j, const char* key,
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status ReadPositiveIntList(const nlohmann::json& j, const char* key,
+                                 std::vector<int64_t>* out, const char* context) {
+  return ReadIntList(
+      j, key, out, context, [](int64_t v) { return v > 0; },
+      [&](const nlohmann::json&) {
+        return absl::StrCat("must hold positive integers, got ", j.at(key).dump());
+      });
+}
+
 absl::Status ReadPositiveEvenIntList(const nlohmann::json& j, const char* key,
                                      std::vector<int64_t>* out, const char* context) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_array() || it->empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(context, ": '", key, "' must be a non-empty list, got ",
-                     it->is_array() ? "an empty one" : JsonTypePhrase(*it)));
-  }
-  std::vector<int64_t> values;
-  for (const auto& v : *it) {
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() % 2 != 0 ||
-        v.get<int64_t>() > kMaxConfigInt) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(context, ": '", key, "' entries must be positive even integers up to ",
-                       kMaxConfigInt, ", got ", v.is_number() ? v.dump() : JsonTypePhrase(v)));
-    }
-    values.push_back(v.get<int64_t>());
-  }
-  *out = std::move(values);
-  return absl::OkStatus();
+  return ReadIntList(
+      j, key, out, context, [](int64_t v) { return v > 0 && v % 2 == 0 && v <= kMaxConfigInt; },
+      [](const nlohmann::json& v) {
+        return absl::StrCat("entries must be positive even integers up to ", kMaxConfigInt,
+                            ", got ", v.is_number() ? v.dump() : JsonTypePhrase(v));
+      });
 }
 
 absl::Status CheckAxesDimsRopeSum(const std::vector<int64_t>& axes, int64_t attention_head_dim) {
