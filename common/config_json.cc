@@ -166,11 +166,12 @@ absl::Status ReadBool(const nlohmann::json& j, const char* key, bool* out, const
 namespace {
 
 // The list readers' shared part: absent or null keeps *out; otherwise a non-empty array whose
-// entries are all integers passing `ok`, or INVALID_ARGUMENT with `complaint(entry)` after
+// entries are all integers passing `ok`, or INVALID_ARGUMENT with `complaint(entry, list)` after
 // "<context>: 'key' ".
 absl::Status ReadIntList(const nlohmann::json& j, const char* key, std::vector<int64_t>* out,
                          const char* context, const std::function<bool(int64_t)>& ok,
-                         const std::function<std::string(const nlohmann::json&)>& complaint) {
+                         const std::function<std::string(const nlohmann::json& entry,
+                                                         const nlohmann::json& list)>& complaint) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_array() || it->empty()) {
@@ -181,7 +182,7 @@ absl::Status ReadIntList(const nlohmann::json& j, const char* key, std::vector<i
   std::vector<int64_t> values;
   for (const auto& v : *it) {
     if (!v.is_number_integer() || !ok(v.get<int64_t>())) {
-      return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' ", complaint(v)));
+      return absl::InvalidArgumentError(absl::StrCat(context, ": '", key, "' ", complaint(v, *it)));
     }
     values.push_back(v.get<int64_t>());
   }
@@ -195,8 +196,8 @@ absl::Status ReadPositiveIntList(const nlohmann::json& j, const char* key,
                                  std::vector<int64_t>* out, const char* context) {
   return ReadIntList(
       j, key, out, context, [](int64_t v) { return v > 0; },
-      [&](const nlohmann::json&) {
-        return absl::StrCat("must hold positive integers, got ", j.at(key).dump());
+      [](const nlohmann::json&, const nlohmann::json& list) {
+        return absl::StrCat("must hold positive integers, got ", list.dump());
       });
 }
 
@@ -204,7 +205,7 @@ absl::Status ReadPositiveEvenIntList(const nlohmann::json& j, const char* key,
                                      std::vector<int64_t>* out, const char* context) {
   return ReadIntList(
       j, key, out, context, [](int64_t v) { return v > 0 && v % 2 == 0 && v <= kMaxConfigInt; },
-      [](const nlohmann::json& v) {
+      [](const nlohmann::json& v, const nlohmann::json&) {
         return absl::StrCat("entries must be positive even integers up to ", kMaxConfigInt,
                             ", got ", v.is_number() ? v.dump() : JsonTypePhrase(v));
       });
