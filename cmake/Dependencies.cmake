@@ -44,7 +44,12 @@ endif()
 # the Debian packages come from an extracted bundle (GPU host), put its include dir before Torch's.
 set(DITSERVE_DEPS_PREFIX "" CACHE PATH "Root of an extracted Debian package bundle (GPU host)")
 if(DITSERVE_DEPS_PREFIX)
-  include_directories(BEFORE SYSTEM ${DITSERVE_DEPS_PREFIX}/usr/include)
+  # Debian keeps some of a library's headers in the multiarch folder (libjpeg-turbo's jconfig.h,
+  # which defines JPEG_LIB_VERSION): without it the compiler takes the host's own jconfig.h, and a
+  # host whose libjpeg is another ABI (Ubuntu's 8.0) builds a decoder that the bundle's libjpeg.so.62
+  # refuses at run time ("Wrong JPEG library version: library is 62, caller expects 80").
+  include_directories(BEFORE SYSTEM ${DITSERVE_DEPS_PREFIX}/usr/include
+                      ${DITSERVE_DEPS_PREFIX}/usr/include/x86_64-linux-gnu)
 endif()
 
 # Reuse the shared precompiled LibTorch header (defined in common/) in a LibTorch target.

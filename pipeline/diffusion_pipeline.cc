@@ -427,7 +427,8 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::Forward(JobState* state,
   const uint32_t full_before = context != nullptr ? context->full_passes() : 0;
   ASSIGN_OR_RETURN(torch::Tensor velocity, transformer_->Forward(args, context));
   if (context != nullptr) {
-    state->cache_decisions.push_back({negative, context->full_passes() > full_before});
+    state->cache_decisions.push_back(
+        {negative, context->full_passes() > full_before, context->last_compared()});
   }
   if (!state->references.defined()) return velocity;
   return velocity.narrow(1, 0, latents.size(1));  // diffusers: noise_pred[:, : latents.size(1)]

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,6 +95,9 @@ struct GenerationResult {
   struct CacheDecision {
     bool negative = false;  // the negative prompt's context ("uncond")
     bool computed = false;  // the remaining blocks ran
+    // The value rank 0 compared with the threshold (FirstBlockCache::last_compared): NaN on a
+    // context's first pass.
+    double compared = std::numeric_limits<double>::quiet_NaN();
   };
   std::vector<CacheDecision> cache_decisions;
 };

@@ -1,24 +1,34 @@
 #include "models/common/first_block_cache.h"
 
+#include <limits>
 #include <utility>
 
 #include "comm/agree.h"
 
 namespace ditserve::models {
 
-bool FirstBlockCache::ShouldComputeLocally(const torch::Tensor& head_residual) const {
-  if (!head_residual_.defined()) return true;
+double FirstBlockCache::Compare(const torch::Tensor& head_residual) const {
+  if (!head_residual_.defined()) return std::numeric_limits<double>::quiet_NaN();
   // diffusers' _should_compute_remaining_blocks, op for op: both means and the quotient in the
   // residuals' dtype, then .item() to a double compared with the threshold.
   const torch::Tensor absmean = (head_residual - head_residual_).abs().mean();
   const torch::Tensor prev_absmean = head_residual_.abs().mean();
-  const double diff = (absmean / prev_absmean).item<double>();
-  return diff > threshold_;
+  return (absmean / prev_absmean).item<double>();
+}
+
+bool FirstBlockCache::ShouldComputeLocally(const torch::Tensor& head_residual) const {
+  if (!head_residual_.defined()) return true;
+  return Compare(head_residual) > threshold_;  // NaN (0 / 0) caches, as in diffusers
 }
 
 absl::StatusOr<bool> FirstBlockCache::Decide(const torch::Tensor& head_residual,
-                                             comm::Communicator& comm) const {
-  const bool local = comm.rank() == 0 ? ShouldComputeLocally(head_residual) : true;
+                                             comm::Communicator& comm) {
+  last_compared_ = std::numeric_limits<double>::quiet_NaN();
+  bool local = true;
+  if (comm.rank() == 0) {
+    last_compared_ = Compare(head_residual);
+    local = !head_residual_.defined() || last_compared_ > threshold_;
+  }
   if (comm.world_size() == 1) return local;
   return comm::FlagOfRank(comm, local, /*root=*/0, head_residual.device());
 }

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include <torch/torch.h>
 
@@ -41,13 +42,20 @@ class FirstBlockCache {
 
   double threshold() const { return threshold_; }
 
+  // The value diffusers compares with the threshold for `head_residual` (diff above), without any
+  // collective; NaN on the context's first pass (there is no r_prev: the pass computes).
+  double Compare(const torch::Tensor& head_residual) const;
   // The context's local decision for `head_residual` (see above), without any collective.
   bool ShouldComputeLocally(const torch::Tensor& head_residual) const;
 
   // Whether this pass runs the remaining blocks: rank 0's ShouldComputeLocally, broadcast to every
   // rank of `comm` (a collective: every rank calls it at the same point of the same pass).
   // UNAVAILABLE when the group broke. May throw what torch throws (the forward's guard catches).
-  absl::StatusOr<bool> Decide(const torch::Tensor& head_residual, comm::Communicator& comm) const;
+  // Rank 0 keeps the value it compared (last_compared()).
+  absl::StatusOr<bool> Decide(const torch::Tensor& head_residual, comm::Communicator& comm);
+  // What the last Decide compared with the threshold: rank 0's Compare; NaN on the other ranks and
+  // on the context's first pass. For reports and tests (GenerationResult::CacheDecision).
+  double last_compared() const { return last_compared_; }
 
   // After a pass that ran every block: r_prev = `head_residual`, t = `tail_residual`.
   void Computed(torch::Tensor head_residual, torch::Tensor tail_residual);
@@ -66,6 +74,7 @@ class FirstBlockCache {
   torch::Tensor tail_residual_;  // t
   uint32_t full_passes_ = 0;
   uint32_t cached_passes_ = 0;
+  double last_compared_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 }  // namespace ditserve::models

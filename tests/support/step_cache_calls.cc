@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "sharding/torch_tensor.h"
@@ -94,6 +95,24 @@ std::string OurDecisions(const pipeline::GenerationResult& result) {
     s += d.negative ? (d.computed ? 'C' : 'c') : (d.computed ? 'F' : 'f');
   }
   return s;
+}
+
+std::vector<double> DiffusersCompared(const std::string& prefix) {
+  const torch::Tensor diffs = StepCacheRef(prefix + ".diffs");
+  std::vector<double> out;
+  if (!diffs.defined()) return out;
+  const torch::Tensor d = diffs.to(torch::kFloat64).contiguous();
+  for (int64_t i = 0; i < d.numel(); ++i) {
+    const double v = d[i].item<double>();
+    out.push_back(v < 0 ? std::numeric_limits<double>::quiet_NaN() : v);  // -1: nothing compared
+  }
+  return out;
+}
+
+std::vector<double> OurCompared(const pipeline::GenerationResult& result) {
+  std::vector<double> out;
+  for (const auto& d : result.cache_decisions) out.push_back(d.compared);
+  return out;
 }
 
 }  // namespace ditserve::testing

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -29,5 +30,9 @@ pipeline::GenerationJob StepCacheJob(const nlohmann::json& call);
 // prompt's: diffusers' (`prefix` is "<call>" or "<call>.bf16") and ours.
 std::string DiffusersDecisions(const std::string& prefix);
 std::string OurDecisions(const pipeline::GenerationResult& result);
+// Per pass, the value compared with the threshold (NaN on a context's first pass, which computes
+// without comparing): diffusers' (`<prefix>.diffs`) and ours (rank 0's CacheDecision::compared).
+std::vector<double> DiffusersCompared(const std::string& prefix);
+std::vector<double> OurCompared(const pipeline::GenerationResult& result);
 
 }  // namespace ditserve::testing

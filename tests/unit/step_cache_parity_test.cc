@@ -2,12 +2,15 @@
 // tests/fixtures/step-cache/step_cache_calls.json (made by make_step_cache_fixtures.py with the
 // real diffusers: FluxPipeline and QwenImagePipeline on the tiny fixtures, enable_cache(
 // FirstBlockCacheConfig(threshold)), float32 on the CPU) runs through our pipeline at tp 1 and 2:
-// the same decisions in the same order (per pass: which context, computed or cached) and the image
-// within 1e-3; the calls without a cache give diffusers' image too. Registered only once the
-// fixtures exist (tests/unit/CMakeLists.txt, REQUIRES).
+// the same decisions in the same order (per pass: which context, computed or cached), the value
+// each pass compared with the threshold within 1e-4 of diffusers', and the image within 1e-3; the
+// calls without a cache give diffusers' image too. Registered only once the fixtures exist
+// (tests/unit/CMakeLists.txt, REQUIRES).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "tests/support/fixtures.h"
 #include "tests/support/pipeline_group.h"
@@ -16,8 +19,10 @@
 namespace ditserve {
 namespace {
 
+using testing::DiffusersCompared;
 using testing::DiffusersDecisions;
 using testing::FixturesDir;
+using testing::OurCompared;
 using testing::OurDecisions;
 using testing::RelativeError;
 using testing::StepCacheCalls;
@@ -47,6 +52,16 @@ TEST(StepCacheParity, EveryCallDecidesAndDrawsAsDiffusers) {
       }
       const std::string theirs = DiffusersDecisions(name);
       EXPECT_EQ(OurDecisions(r), theirs);
+      // The value each pass compared with the threshold, diffusers' to float32's precision.
+      const std::vector<double> ours_d = OurCompared(r), theirs_d = DiffusersCompared(name);
+      ASSERT_EQ(ours_d.size(), theirs_d.size());
+      for (size_t i = 0; i < ours_d.size(); ++i) {
+        if (std::isnan(theirs_d[i])) {
+          EXPECT_TRUE(std::isnan(ours_d[i])) << "pass " << i << " compared " << ours_d[i];
+          continue;
+        }
+        EXPECT_NEAR(ours_d[i], theirs_d[i], 1e-5 + 1e-4 * theirs_d[i]) << "pass " << i;
+      }
       std::printf("%s tp %d: decisions %s, image relative error %.3g\n", name.c_str(), world,
                   theirs.c_str(), err);
     }

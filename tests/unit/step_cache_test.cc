@@ -73,6 +73,11 @@ TEST(FirstBlockCache, RankZeroDecidesForTheGroup) {
       EXPECT_EQ(cache.ShouldComputeLocally(mine), computes_here);
       absl::StatusOr<bool> d = cache.Decide(mine, c);
       if (!d.ok()) return d.status();
+      if (c.rank() == 0) {
+        EXPECT_DOUBLE_EQ(cache.last_compared(), rank0_computes ? 2.0 : 0.0);  // |3r - r| / |r|
+      } else {
+        EXPECT_TRUE(std::isnan(cache.last_compared())) << "only rank 0 compares";
+      }
       decided[c.rank()] = *d ? 1 : 0;
       return absl::OkStatus();
     });
