@@ -86,7 +86,7 @@
 #   6. the rest of the CUDA build and the gpu-labelled tests (ctest -L gpu: NCCL, the tiny
 #      pipeline and transformers on the GPU in float32 / bfloat16, frontend + 1 CUDA worker)
 #                                                                            -> gpu_tests.txt
-# Usage: [STAGES="5 6 1"] scripts/gpu-bench.sh BUNDLE_TGZ OUT_DIR [FIXTURES_DIR]
+# Usage: [STAGES="5 6 1"] scripts/gpu-bench.sh BUNDLE_ARCHIVE OUT_DIR [FIXTURES_DIR]
 #   STAGES: which stages to run, in the given order (default "1 2 3 4 5"; FULL=1 adds 6).
 #   FIXTURES_DIR defaults to tests/fixtures. GPU_TESTS: a ctest -R regex narrowing stage 6's gpu tests.
 #   Stage 13's CPU dry run of its plumbing (no GPU, no diffusers; the CPU build in BIN_DIR, nothing
@@ -103,7 +103,7 @@ bundle_tgz="$1"
 out="$2"
 fixtures="${3:-$(pwd)/tests/fixtures}"
 mkdir -p "$out" /tmp/ditserve-deps
-tar xzf "$bundle_tgz" -C /tmp/ditserve-deps
+tar xf "$bundle_tgz" -C /tmp/ditserve-deps  # .tar.xz (gpu-bundle.sh) or .tar.gz
 bundle=$(ls -d /tmp/ditserve-deps/*/ | head -1)
 fixtures=$(cd "$fixtures" && pwd)
 # diffusers' source for the reference side of stage 8 (carried: git archive of a diffusers commit).

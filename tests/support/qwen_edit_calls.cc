@@ -7,6 +7,8 @@
 #include <sstream>
 #include <utility>
 
+#include <openssl/evp.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "imaging/decode.h"
@@ -125,6 +127,16 @@ absl::StatusOr<imaging::RgbImage> QwenEditInput(const std::string& file) {
   bytes << in.rdbuf();
   ASSIGN_OR_RETURN(imaging::DecodedImage d, imaging::DecodeImage(bytes.str()));
   return std::move(d.image);
+}
+
+std::string Sha256Hex(const void* data, size_t size) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_Digest(data, size, digest, &length, EVP_sha256(), nullptr) != 1) return "";
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i)
+    absl::StrAppend(&hex, absl::Hex(digest[i], absl::kZeroPad2));
+  return hex;
 }
 
 torch::Tensor RgbTensor(const imaging::RgbImage& image) {

@@ -47,7 +47,7 @@ bool IsQwenEditV1Call(const nlohmann::json& call);
 int64_t QwenEditCallConditionArea(const nlohmann::json& call);
 pipeline::QwenEditImageLabels QwenEditCallLabels(const nlohmann::json& call);
 
-// A tensor of diffusers' runs, as stored (ids int64, condition images uint8, the rest float32):
+// A tensor of diffusers' runs, as stored (ids int64, the rest float32):
 // `<call>.<what>` from qwen_edit_reference.safetensors, `<call>.bf16.<what>` from
 // qwen_edit_reference_bf16.safetensors. Undefined (and a test failure) when missing.
 torch::Tensor QwenEditRef(const std::string& key);
@@ -56,6 +56,10 @@ bool HasQwenEditRef(const std::string& key);
 
 // qwen-edit/inputs/<file>, decoded as the frontend decodes it (imaging::DecodeImage).
 absl::StatusOr<imaging::RgbImage> QwenEditInput(const std::string& file);
+// The lowercase hex SHA-256 of `size` bytes: the fixtures keep diffusers' condition images
+// (results.<c>.cond_image_sha256, uint8 H x W x 3) and processor patches (pixel_values_sha256,
+// float32) as the hashes of their values, both compared exactly.
+std::string Sha256Hex(const void* data, size_t size);
 // An RgbImage as the uint8 (H, W, 3) CPU tensor a JobItem holds.
 torch::Tensor RgbTensor(const imaging::RgbImage& image);
 
