@@ -108,9 +108,11 @@ bundle=$(ls -d /tmp/ditserve-deps/*/ | head -1)
 fixtures=$(cd "$fixtures" && pwd)
 # diffusers' source for the reference side of stage 8 (carried: git archive of a diffusers commit).
 diffusers_src="${DIFFUSERS_SRC:-$(pwd)/.carry/diffusers-src/src}"
-if [ ! -d "$diffusers_src" ] && [ -f .carry/diffusers-src.tar.gz ]; then  # carried packed (smaller)
-  tar xzf .carry/diffusers-src.tar.gz -C /tmp && diffusers_src=/tmp/diffusers-src/src
-fi
+for packed in .carry/diffusers-src.tar.xz .carry/diffusers-src.tar.gz; do  # carried packed (smaller)
+  if [ ! -d "$diffusers_src" ] && [ -f "$packed" ]; then
+    tar xf "$packed" -C /tmp && diffusers_src=/tmp/diffusers-src/src
+  fi
+done
 stages="${STAGES:-1 2 3 4 5}"
 bin="${BIN_DIR:-build-cuda}"  # stage 13's and 18's binaries (a dry run points it at a CPU build)
 device="${DEVICE:-cuda}"      # stage 13's and 18's device (cpu: the dry run)
