@@ -16,9 +16,12 @@ double FirstBlockCache::Compare(const torch::Tensor& head_residual) const {
   return (absmean / prev_absmean).item<double>();
 }
 
+bool FirstBlockCache::ComputesAt(double compared) const {
+  return !head_residual_.defined() || compared > threshold_;  // NaN (0 / 0) caches, as in diffusers
+}
+
 bool FirstBlockCache::ShouldComputeLocally(const torch::Tensor& head_residual) const {
-  if (!head_residual_.defined()) return true;
-  return Compare(head_residual) > threshold_;  // NaN (0 / 0) caches, as in diffusers
+  return ComputesAt(Compare(head_residual));
 }
 
 absl::StatusOr<bool> FirstBlockCache::Decide(const torch::Tensor& head_residual,
@@ -27,7 +30,7 @@ absl::StatusOr<bool> FirstBlockCache::Decide(const torch::Tensor& head_residual,
   bool local = true;
   if (comm.rank() == 0) {
     last_compared_ = Compare(head_residual);
-    local = !head_residual_.defined() || last_compared_ > threshold_;
+    local = ComputesAt(last_compared_);
   }
   if (comm.world_size() == 1) return local;
   return comm::FlagOfRank(comm, local, /*root=*/0, head_residual.device());

@@ -69,6 +69,9 @@ class FirstBlockCache {
   uint32_t cached_passes() const { return cached_passes_; }
 
  private:
+  // The decision for a value Compare returned: no r_prev yet, or the value above the threshold.
+  bool ComputesAt(double compared) const;
+
   double threshold_;
   torch::Tensor head_residual_;  // r_prev
   torch::Tensor tail_residual_;  // t

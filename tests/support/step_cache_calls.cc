@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -113,6 +116,57 @@ std::vector<double> OurCompared(const pipeline::GenerationResult& result) {
   std::vector<double> out;
   for (const auto& d : result.cache_decisions) out.push_back(d.compared);
   return out;
+}
+
+// Walks the passes while ours and diffusers' took the same path (the same decisions so far): each
+// pass's compared value must be diffusers' within the tolerance, and a decision may differ only
+// in bfloat16, at a pass whose value agrees that well (the two then part: later passes are not
+// compared). float32: 1e-4 relative, and every decision equal. bfloat16: the tolerance is what
+// bfloat16 does to diffusers' own value in this call: twice the largest |bf16 - float32| of
+// diffusers' two runs over the passes where they took the same path (plus 1 % of the threshold).
+// Returns whether every decision was diffusers'.
+bool ExpectComparedAsDiffusers(const std::string& name, const std::string& prefix, bool f32,
+                               double threshold, const pipeline::GenerationResult& r, int world) {
+  const std::string ours = OurDecisions(r), theirs = DiffusersDecisions(prefix);
+  const std::vector<double> ours_d = OurCompared(r), theirs_d = DiffusersCompared(prefix);
+  double tolerance_of_threshold = 0;
+  if (!f32) {
+    const std::string f32_theirs = DiffusersDecisions(name);
+    const std::vector<double> f32_d = DiffusersCompared(name);
+    double spread = 0;
+    for (size_t i = 0; i < theirs_d.size() && i < f32_d.size(); ++i) {
+      if (!std::isnan(theirs_d[i]) && !std::isnan(f32_d[i])) {
+        spread = std::max(spread, std::abs(theirs_d[i] - f32_d[i]));
+      }
+      if (f32_theirs[i] != theirs[i]) break;
+    }
+    tolerance_of_threshold = 2 * spread + 0.01 * threshold;
+    std::printf("%s tp %d bfloat16: diffusers' own bf16 - float32 spread %.4f, tolerance %.4f\n",
+                name.c_str(), world, spread, tolerance_of_threshold);
+  }
+  double worst = 0;
+  bool same = true;
+  for (size_t i = 0; i < ours.size() && i < ours_d.size() && i < theirs_d.size(); ++i) {
+    if (std::isnan(theirs_d[i])) {
+      EXPECT_TRUE(std::isnan(ours_d[i])) << "pass " << i << " compared " << ours_d[i];
+    } else {
+      const double tol = f32 ? 1e-5 + 1e-4 * theirs_d[i] : tolerance_of_threshold;
+      worst = std::max(worst, std::abs(ours_d[i] - theirs_d[i]));
+      EXPECT_NEAR(ours_d[i], theirs_d[i], tol)
+          << "pass " << i << " (threshold " << threshold << ")";
+    }
+    if (ours[i] == theirs[i]) continue;
+    EXPECT_FALSE(f32) << "pass " << i << ": ours " << ours[i] << ", diffusers' " << theirs[i];
+    std::printf(
+        "%s tp %d %s: pass %zu decided differently: ours %.4f, diffusers %.4f, threshold "
+        "%.2f; the paths part here\n",
+        name.c_str(), world, f32 ? "float32" : "bfloat16", i, ours_d[i], theirs_d[i], threshold);
+    same = false;
+    break;
+  }
+  std::printf("%s tp %d %s: compared values within %.2g of diffusers' on the common path\n",
+              name.c_str(), world, f32 ? "float32" : "bfloat16", worst);
+  return same;
 }
 
 }  // namespace ditserve::testing

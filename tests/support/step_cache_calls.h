@@ -34,5 +34,14 @@ std::string OurDecisions(const pipeline::GenerationResult& result);
 // without comparing): diffusers' (`<prefix>.diffs`) and ours (rank 0's CacheDecision::compared).
 std::vector<double> DiffusersCompared(const std::string& prefix);
 std::vector<double> OurCompared(const pipeline::GenerationResult& result);
+// Walks the passes of call `name` while ours (`result`, at tp `world`) and diffusers' (`prefix`:
+// "<call>" or "<call>.bf16") took the same path: each compared value must be diffusers' within
+// the tolerance (float32: 1e-4 relative; bfloat16: twice the largest |bf16 - float32| of
+// diffusers' own two runs on their common path, plus 1 % of `threshold`), and a decision may
+// differ only in bfloat16 (the runs then part: later passes are not compared). gtest
+// expectations; prints what it compared. Returns whether every decision was diffusers'.
+bool ExpectComparedAsDiffusers(const std::string& name, const std::string& prefix, bool f32,
+                               double threshold, const pipeline::GenerationResult& result,
+                               int world);
 
 }  // namespace ditserve::testing

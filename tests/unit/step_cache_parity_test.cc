@@ -8,9 +8,7 @@
 // (tests/unit/CMakeLists.txt, REQUIRES).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
-#include <vector>
 
 #include "tests/support/fixtures.h"
 #include "tests/support/pipeline_group.h"
@@ -53,15 +51,9 @@ TEST(StepCacheParity, EveryCallDecidesAndDrawsAsDiffusers) {
       const std::string theirs = DiffusersDecisions(name);
       EXPECT_EQ(OurDecisions(r), theirs);
       // The value each pass compared with the threshold, diffusers' to float32's precision.
-      const std::vector<double> ours_d = OurCompared(r), theirs_d = DiffusersCompared(name);
-      ASSERT_EQ(ours_d.size(), theirs_d.size());
-      for (size_t i = 0; i < ours_d.size(); ++i) {
-        if (std::isnan(theirs_d[i])) {
-          EXPECT_TRUE(std::isnan(ours_d[i])) << "pass " << i << " compared " << ours_d[i];
-          continue;
-        }
-        EXPECT_NEAR(ours_d[i], theirs_d[i], 1e-5 + 1e-4 * theirs_d[i]) << "pass " << i;
-      }
+      ASSERT_EQ(OurCompared(r).size(), DiffusersCompared(name).size());
+      EXPECT_TRUE(testing::ExpectComparedAsDiffusers(name, name, /*f32=*/true,
+                                                     call["threshold"].get<double>(), r, world));
       std::printf("%s tp %d: decisions %s, image relative error %.3g\n", name.c_str(), world,
                   theirs.c_str(), err);
     }
