@@ -25,6 +25,7 @@ absl::StatusOr<int32_t> OneElementCollective(
 }  // namespace
 
 absl::StatusOr<int32_t> AgreeOnMax(Communicator& comm, int32_t local_value, torch::Device device) {
+  if (comm.world_size() == 1) return local_value;  // nothing to agree on, nothing to wait for
   return OneElementCollective("AgreeOnMax", local_value, device,
                               [&](torch::Tensor& t) { return comm.AllReduceMax(t); });
 }
@@ -35,6 +36,7 @@ absl::StatusOr<bool> AgreeOnFlag(Communicator& comm, bool local_flag, torch::Dev
 }
 
 absl::StatusOr<bool> FlagOfRank(Communicator& comm, bool flag, int root, torch::Device device) {
+  if (comm.world_size() == 1 && root == 0) return flag;
   ASSIGN_OR_RETURN(int32_t value,
                    OneElementCollective("FlagOfRank", flag ? 1 : 0, device,
                                         [&](torch::Tensor& t) { return comm.Broadcast(t, root); }));

@@ -3,6 +3,8 @@
 // Contract: every rank of the group calls AgreeOnFlag at the same point (the step loop calls it
 // at every step boundary, before starting the next step), so all ranks stop at the same step and
 // none is left inside a collective alone. The communicator's usual rules apply (job thread only).
+// A group of one answers on the host without touching the communicator or the device (so a step
+// loop of one rank never waits for its device here).
 #pragma once
 
 #include "absl/status/statusor.h"

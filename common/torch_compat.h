@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -14,7 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/torch_guard.h"
 
+#include <optional>
+
 #ifdef DITSERVE_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
@@ -38,6 +43,47 @@ inline at::Generator SeededCpuGenerator(uint64_t seed) {
 inline void SynchronizeDevice(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
+
+// A point in the work queued so far on `device`'s current stream. Wait() blocks the host until the
+// device has done that work; SecondsSince(earlier) is the device's time from `earlier` to this mark
+// (CUDA event timing: not moved by when the host gets round to waiting). On the CPU, work is done
+// when it is queued: the mark is the host's clock at construction and Wait() returns at once. Lets
+// a loop queue step i+1 before waiting for step i (a SynchronizeDevice would wait for both) and
+// still time each step. Not thread-safe; make, wait on and compare marks on the thread that
+// queues the work, marks of one device.
+class DeviceMark {
+ public:
+  explicit DeviceMark(const torch::Device& device) : host_time_(std::chrono::steady_clock::now()) {
+#ifdef DITSERVE_WITH_CUDA
+    if (device.is_cuda()) {
+      event_.emplace(cudaEventDefault);  // with timing
+      event_->record(at::cuda::getCurrentCUDAStream(device.index()));
+    }
+#else
+    (void)device;
+#endif
+  }
+  void Wait() {
+#ifdef DITSERVE_WITH_CUDA
+    if (event_.has_value()) event_->synchronize();
+#endif
+  }
+  // Both marks waited for (on CUDA).
+  double SecondsSince(const DeviceMark& earlier) const {
+#ifdef DITSERVE_WITH_CUDA
+    if (event_.has_value() && earlier.event_.has_value()) {
+      return static_cast<double>(earlier.event_->elapsed_time(*event_)) / 1000.0;
+    }
+#endif
+    return std::chrono::duration<double>(host_time_ - earlier.host_time_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point host_time_;
+#ifdef DITSERVE_WITH_CUDA
+  std::optional<at::cuda::CUDAEvent> event_;
+#endif
+};
 
 // Scaled dot-product attention on (B, heads, S, hd) tensors with the default scale 1/sqrt(hd).
 // `mask` is empty or a boolean mask broadcastable to (B, heads, S, S) (true = attend).

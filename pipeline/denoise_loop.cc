@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -11,6 +13,58 @@
 #include "common/torch_compat.h"
 
 namespace ditserve::pipeline {
+
+namespace {
+
+// A step whose work is queued on the device but maybe not done yet.
+struct QueuedStep {
+  compat::DeviceMark done;
+  StepEvent event;                 // seconds filled in when it is reported
+  int index = 0;                   // the scheduler's step
+  torch::Tensor sample, velocity;  // for its preview; undefined without one
+  int preview_index = -1;
+};
+
+// Reports queued steps in order, each once the device has done it. A step's time is the device's
+// from the end of the previous step (or the loop's start, or the previous step's preview) to the
+// step's own end (compat::DeviceMark), so it stays the step's own however late the host waits for
+// it; a preview's decode is in no step's time.
+class StepReporter {
+ public:
+  StepReporter(const FlowMatchEulerScheduler& scheduler, const LoopPreviews* previews,
+               const std::function<void(const StepEvent&)>& on_step, torch::Device device)
+      : scheduler_(scheduler), previews_(previews), on_step_(on_step), since_(device) {}
+
+  void Report(QueuedStep& step) {
+    step.done.Wait();
+    step.event.seconds = step.done.SecondsSince(since_);
+    if (step.preview_index >= 0) {
+      const torch::Tensor sigma =
+          scheduler_.sigmas()[step.index].to(step.velocity.device(), step.velocity.scalar_type());
+      absl::StatusOr<std::vector<torch::Tensor>> images =
+          previews_->decode(step.sample - sigma * step.velocity);
+      if (images.ok()) {
+        step.event.previews = *std::move(images);
+        step.event.preview_index = step.preview_index;
+      } else {
+        spdlog::warn("preview after step {} of {} skipped: {}", step.event.step, step.event.total,
+                     images.status().ToString());
+      }
+      since_ = compat::DeviceMark(step.velocity.device());  // after the decode's work
+    } else {
+      since_ = std::move(step.done);
+    }
+    if (on_step_) on_step_(step.event);
+  }
+
+ private:
+  const FlowMatchEulerScheduler& scheduler_;
+  const LoopPreviews* previews_;
+  const std::function<void(const StepEvent&)>& on_step_;
+  compat::DeviceMark since_;
+};
+
+}  // namespace
 
 absl::StatusOr<torch::Tensor> RunDenoiseLoop(const FlowMatchEulerScheduler& scheduler,
                                              torch::Tensor latents, const VelocityFn& velocity,
@@ -24,38 +78,44 @@ absl::StatusOr<torch::Tensor> RunDenoiseLoop(const FlowMatchEulerScheduler& sche
         absl::StrCat("the first step ", first_step, " is outside the schedule's ", last, " steps"));
   }
   const int steps = last - first_step;
+  StepReporter reporter(scheduler, previews, on_step, latents.device());
+  std::optional<QueuedStep> queued;  // the step before this one, while the device may still run it
   for (int i = first_step; i < last; ++i) {
     const int done = i - first_step;
-    const auto start = std::chrono::steady_clock::now();
     const bool local_cancel = cancel_requested && cancel_requested();
+    // A group of one agrees with itself on the host; a larger group's all-reduce reads its result
+    // back, which waits for the queued step.
     ASSIGN_OR_RETURN(bool stop, comm::AgreeOnFlag(comm, local_cancel, latents.device()));
     if (stop) {
+      if (queued) reporter.Report(*queued);
       return absl::CancelledError(absl::StrCat("cancelled before step ", done + 1, " of ", steps));
     }
     ASSIGN_OR_RETURN(torch::Tensor v, velocity(latents, i));
     const torch::Tensor sample = latents;
     ASSIGN_OR_RETURN(latents, scheduler.Step(v, i, latents));
-    compat::SynchronizeDevice(latents.device());  // so the step time is real
-    StepEvent event{
-        static_cast<uint32_t>(done + 1), static_cast<uint32_t>(steps),
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+    QueuedStep step{compat::DeviceMark(latents.device()), StepEvent{}, i, {}, {}, -1};
+    step.event.step = static_cast<uint32_t>(done + 1);
+    step.event.total = static_cast<uint32_t>(steps);
     if (previews != nullptr && comm.rank() == 0) {
       const auto& after = previews->after_steps;
       const auto it = std::find(after.begin(), after.end(), done + 1);
       if (it != after.end()) {
-        const torch::Tensor sigma = scheduler.sigmas()[i].to(v.device(), v.scalar_type());
-        absl::StatusOr<std::vector<torch::Tensor>> images = previews->decode(sample - sigma * v);
-        if (images.ok()) {
-          event.previews = *std::move(images);
-          event.preview_index = static_cast<int>(it - after.begin());
-        } else {
-          spdlog::warn("preview after step {} of {} skipped: {}", done + 1, steps,
-                       images.status().ToString());
-        }
+        step.sample = sample;
+        step.velocity = v;
+        step.preview_index = static_cast<int>(it - after.begin());
       }
     }
-    if (on_step) on_step(event);
+    if (queued) reporter.Report(*queued);
+    queued.reset();
+    // A preview's decode waits for its step before the next one is queued, so that the next
+    // step's time does not take in the decode.
+    if (step.preview_index >= 0) {
+      reporter.Report(step);
+    } else {
+      queued.emplace(std::move(step));
+    }
   }
+  if (queued) reporter.Report(*queued);
   return latents;
 }
 
@@ -68,10 +128,9 @@ std::vector<int> PreviewSteps(int steps, int count) {
   return out;
 }
 
-torch::Tensor ModelTimestep(const FlowMatchEulerScheduler& scheduler, int index, int64_t batch,
-                            torch::ScalarType dtype, torch::Device device) {
-  torch::Tensor t = scheduler.timesteps()[index].expand({batch}).to(device, dtype);
-  return t / 1000;
+torch::Tensor ModelTimestep(const torch::Tensor& timesteps, int index, int64_t batch,
+                            torch::ScalarType dtype) {
+  return timesteps[index].expand({batch}).to(dtype) / 1000;
 }
 
 }  // namespace ditserve::pipeline

@@ -1,6 +1,13 @@
 // The denoising loop shared by every pipeline: for each scheduler step, agree collectively on
 // cancellation, call the model for the velocity, take the Euler step, report progress.
 //
+// Queue ahead: step i+1 is queued on the device before the host waits for step i to report it
+// (compat::DeviceMark), so the device does not idle while the host launches a step. A step's
+// reported time is the device's, from the end of the previous step to its own end; a step with a
+// preview is waited for (and its preview decoded) before the next is queued, and the decode is in
+// no step's time. In a group of one, cancellation is agreed on the host; a larger group's per-step
+// all-reduce reads its flag back, which waits for the queued step.
+//
 // Call order across ranks: every rank runs the loop with the same scheduler and latents shape;
 // the per-step AgreeOnFlag all-reduce comes before the model call, so all ranks stop at the same
 // boundary (CANCELLED) and nobody is left inside the model's all-reduces.
@@ -48,7 +55,9 @@ absl::StatusOr<torch::Tensor> RunDenoiseLoop(const FlowMatchEulerScheduler& sche
 
 // The model's timestep argument for step `index` as the FLUX pipelines build it:
 // t.expand(B).to(dtype) / 1000, the division done in `dtype` (diffusers pipeline_flux.py).
-torch::Tensor ModelTimestep(const FlowMatchEulerScheduler& scheduler, int index, int64_t batch,
-                            torch::ScalarType dtype, torch::Device device);
+// `timesteps` is the scheduler's timesteps() moved to the model's device once per job, so that a
+// step makes no host-to-device copy (one waits for the device: the loop could not run ahead).
+torch::Tensor ModelTimestep(const torch::Tensor& timesteps, int index, int64_t batch,
+                            torch::ScalarType dtype);
 
 }  // namespace ditserve::pipeline

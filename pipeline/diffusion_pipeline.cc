@@ -388,8 +388,11 @@ absl::StatusOr<torch::Tensor> DiffusionPipeline::Denoise(const GenerationJob& jo
                                                          const CancelPredicate& cancel_requested) {
   const int64_t batch = static_cast<int64_t>(job.items.size());
   const bool true_cfg = job.true_cfg();
+  ASSIGN_OR_RETURN(const torch::Tensor timesteps, GuardTorch("timesteps", [&] {
+                     return state->scheduler.timesteps().to(device_);
+                   }));
   auto velocity = [&](const torch::Tensor& x, int index) -> absl::StatusOr<torch::Tensor> {
-    const torch::Tensor t = ModelTimestep(state->scheduler, index, batch, dtype_, device_);
+    const torch::Tensor t = ModelTimestep(timesteps, index, batch, dtype_);
     ASSIGN_OR_RETURN(torch::Tensor v, Forward(state, x, t, cond, /*negative=*/false));
     if (!true_cfg) return v;
     ASSIGN_OR_RETURN(torch::Tensor nv, Forward(state, x, t, neg, /*negative=*/true));

@@ -136,8 +136,9 @@ absl::StatusOr<torch::Tensor> FlowMatchEulerScheduler::Step(const torch::Tensor&
   return GuardTorch("scheduler step", [&] {
     // dt rounded to v's dtype, product in v's dtype, sum in float32 (diffusers
     // scheduling_flow_match_euler_discrete.py).
-    auto dt_t = torch::scalar_tensor(dt, torch::TensorOptions().dtype(torch::kFloat32))
-                    .to(v.device(), v.scalar_type());
+    // Made on v's device (a fill, not a host-to-device copy, which would wait for the device).
+    auto dt_t =
+        torch::full({}, dt, torch::TensorOptions().dtype(v.scalar_type()).device(v.device()));
     auto prod = dt_t * v;
     return (x.to(torch::kFloat32) + prod.to(torch::kFloat32)).to(v.scalar_type());
   });

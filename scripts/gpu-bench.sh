@@ -66,7 +66,10 @@
 #      with --step-cache (a cached pass: first block + output layers; a full pass through the
 #      cache's path: the head's and the rest's CUDA graphs), then the FLUX.1-dev-size pipeline end to end, 1024x1024 28 steps,
 #      without the cache and at CACHE_THRESHOLDS (default "0.05 0.12 0.25"; the response's
-#      full/cached pass counts)                                   -> step_cache_bench.txt
+#      full/cached pass counts), each request's per-step times (step_cache_<t>_<format>_steps.txt),
+#      the step benchmark just before the server (the server's step against it), and threshold 0
+#      again as raw float32 (the PNG encoder's share). CACHE_PARTS (default "bench e2e")
+#      picks the step benchmarks, the end-to-end part or both   -> step_cache_bench.txt
 #  17. Qwen-Image-Edit fixtures: tests/fixtures/make_qwen_edit_fixtures.py (diffusers, CPU float32 + --bf16-device cuda), qwen-edit/ into FIXTURES_DIR -> qwen_edit_fixtures.txt, qwen-edit.tar.gz
 #  18. Qwen-Image-Edit-2509 editing at released size (issue 34), 1024x1024 output with QEDIT_REFS
 #      (default "1 2") input images of 1024x1024 (4096 tokens each on the VAE side), true CFG
@@ -636,10 +639,10 @@ run_requires_tests "StepCacheParity" "$out/step_cache_tests.txt" tests/unit/step
 }
 
 stage16() {
-log "stage 16: step caching's speed"
+log "stage 16: step caching's speed (${CACHE_PARTS:=bench e2e})"
 local res="$out/step_cache_bench.txt" m t
 : > "$res"
-if build ditserve-flux1-bench ditserve-qwenimage-bench; then
+if [[ " $CACHE_PARTS " == *" bench "* ]] && build ditserve-flux1-bench ditserve-qwenimage-bench; then
   for m in flux1 qwenimage; do
     # shellcheck disable=SC2086  # CACHE_BENCH_ARGS: the dry run's tiny shapes
     "$bin/bench/ditserve-$m-bench" --device "$device" --runs 10 --warmup 3 --step-cache \
@@ -647,22 +650,33 @@ if build ditserve-flux1-bench ditserve-qwenimage-bench; then
       grep -E "transformer:|median|graphs|step cache|rror" | sed "s/^/$m: /" | tee -a "$res"
   done
 fi
-build ditserve-frontend ditserve-worker ditserve-cli ditserve-tool ditserve-spm-train || return
+[[ " $CACHE_PARTS " == *" e2e "* ]] || return 0
+build ditserve-flux1-bench ditserve-frontend ditserve-worker ditserve-cli ditserve-tool \
+  ditserve-spm-train || return
 local dir="${CACHE_MODEL:-/tmp/ditserve-flux1-dev-size}"  # stage 5's, when it ran
 [ -f "$dir/model_index.json" ] || "$bin/tools/ditserve-tool" make-tiny-model "$dir" \
   --preset flux1-dev-size --dtype bfloat16 --transformer-shards 3 --force >> "$res" 2>&1
+# The step alone, just before the server's steps (the server's step should equal it; issue 32).
+# shellcheck disable=SC2086
+"$bin/bench/ditserve-flux1-bench" --device "$device" --runs 10 --warmup 3 ${CACHE_BENCH_ARGS:-} \
+  2>&1 | grep -E "median|graphs" | sed "s/^/step bench: /" | tee -a "$res"
 local fpid port mport
 start_frontend "$dir" "$res" || return
 local size="${CACHE_SIZE:-1024}"  # the dry run's tiny model: 64
 "$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" --prompt "warm-up" --height "$size" \
   --width "$size" --steps 2 --quiet -o /dev/null > /dev/null 2>&1
-# The CLI's --quiet summary is one JSON line: timings with full_steps / cached_steps.
-for t in 0 ${CACHE_THRESHOLDS:-0.05 0.12 0.25}; do
-  echo "threshold $t: $("$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" \
+# The CLI's summary is one JSON line on stdout (timings with full_steps / cached_steps); its
+# progress lines (step i/n step_seconds=...) go to step_cache_<t>_<format>_steps.txt. Threshold 0
+# runs once more with the image as raw float32 (what the PNG encoder costs of the total).
+for t in 0 ${CACHE_THRESHOLDS:-0.05 0.12 0.25} 0:raw; do
+  local thr="${t%%:*}" fmt=png ext=png
+  [ "$t" != "$thr" ] && fmt="${t#*:}" && ext="$fmt"
+  echo "threshold $thr, $fmt: $("$bin/cli/ditserve-cli" generate --server "127.0.0.1:$port" \
     --prompt "a lighthouse on a cliff at dawn" --height "$size" --width "$size" --steps 28 \
-    --seed 0 --cache-threshold "$t" --quiet -o "$out/step_cache_$t.png" 2>&1 | tail -1)" |
-    tee -a "$res"
+    --seed 0 --cache-threshold "$thr" --format "$fmt" -o "$out/step_cache_$thr.$ext" \
+    2> "$out/step_cache_${thr}_${fmt}_steps.txt" | tail -1)" | tee -a "$res"
 done
+scrape "$mport" | grep -E "^ditserve_worker_(denoise|cached)" | tee -a "$res"
 kill "$fpid"; wait "$fpid" 2>/dev/null
 }
 

@@ -1,6 +1,7 @@
 #include "worker/png_encoder.h"
 
 #include <png.h>
+#include <zlib.h>
 
 #include <csetjmp>
 
@@ -20,6 +21,12 @@ bool WritePng(png_structp png, png_infop info, const uint8_t* rgb, uint32_t heig
               png_text* chunks, int num_chunks, std::string* out) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_set_write_fn(png, out, WriteToString, NoFlush);
+  // zlib's run-length strategy after libpng's adaptive row filters: on a 1100x1000 photograph 3x
+  // faster than the default (level 6 string matching: 97 against 293 ms on the 2-core machine) for
+  // the same size (1,973,733 against 1,973,517 bytes); the filtered rows are mostly small
+  // residuals, which the Huffman codes take without string matches. Measured in bench/results/
+  // 2026-12-05-png-encoder.txt.
+  png_set_compression_strategy(png, Z_RLE);
   png_set_IHDR(png, info, width, height, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   if (num_chunks > 0) png_set_text(png, info, chunks, num_chunks);

@@ -364,6 +364,12 @@ absl::StatusOr<CausalLmConfig> ParseCausalLmConfig(const std::string& json_text,
   return Parse(*j, where);
 }
 
+absl::StatusOr<CausalLmConfig> CausalLmConfigFromJson(const nlohmann::json& j,
+                                                      const std::string& where) {
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
+  return Parse(j, where);
+}
+
 absl::StatusOr<CausalLmConfig> LoadCausalLmConfig(const std::string& path) {
   std::error_code ec;
   const std::string file =

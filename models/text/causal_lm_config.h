@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "absl/status/statusor.h"
 
 namespace ditserve::text {
@@ -58,6 +60,10 @@ struct CausalLmConfig {
 // Parses config.json text. `where` (the file) prefixes every error.
 absl::StatusOr<CausalLmConfig> ParseCausalLmConfig(const std::string& json_text,
                                                    const std::string& where = "config.json");
+// The same checks on an already parsed object (what ParseCausalLmConfig does after parsing; the
+// config fuzzer parses an input once for every parser).
+absl::StatusOr<CausalLmConfig> CausalLmConfigFromJson(const nlohmann::json& j,
+                                                      const std::string& where = "config.json");
 // Reads "<component_dir>/config.json" (or a config.json path) and parses it.
 absl::StatusOr<CausalLmConfig> LoadCausalLmConfig(const std::string& path);
 

@@ -8,6 +8,11 @@ namespace ditserve::text {
 
 absl::StatusOr<ClipTextConfig> ParseClipTextConfig(const std::string& json_text) {
   ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(json_text));
+  return ClipTextConfigFromJson(j);
+}
+
+absl::StatusOr<ClipTextConfig> ClipTextConfigFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("CLIP config is not a JSON object");
   ClipTextConfig c;
   ASSIGN_OR_RETURN(c.vocab_size, JsonField<int64_t>(j, "vocab_size", c.vocab_size));
   ASSIGN_OR_RETURN(c.hidden_size, JsonField<int64_t>(j, "hidden_size", c.hidden_size));

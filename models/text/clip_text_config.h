@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "absl/status/statusor.h"
 #include "models/text/activations.h"
 
@@ -28,6 +30,9 @@ struct ClipTextConfig {
 
 // Parses config.json text; INVALID_ARGUMENT on malformed JSON, bad types or inconsistent sizes.
 absl::StatusOr<ClipTextConfig> ParseClipTextConfig(const std::string& json_text);
+// The same checks on an already parsed object (what ParseClipTextConfig does after parsing; the
+// config fuzzer parses an input once for every parser).
+absl::StatusOr<ClipTextConfig> ClipTextConfigFromJson(const nlohmann::json& j);
 // Reads and parses a config.json file (NOT_FOUND if it cannot be read).
 absl::StatusOr<ClipTextConfig> LoadClipTextConfig(const std::string& path);
 

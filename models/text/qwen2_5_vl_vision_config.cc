@@ -153,6 +153,12 @@ absl::StatusOr<Qwen25VlVisionConfig> ParseQwen25VlVisionConfig(const std::string
   return Parse(*j, where);
 }
 
+absl::StatusOr<Qwen25VlVisionConfig> Qwen25VlVisionConfigFromJson(const nlohmann::json& j,
+                                                                  const std::string& where) {
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
+  return Parse(j, where);
+}
+
 absl::StatusOr<Qwen25VlVisionConfig> LoadQwen25VlVisionConfig(const std::string& path) {
   std::error_code ec;
   const std::string file = std::filesystem::is_directory(path, ec) ? path + "/config.json" : path;

@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "absl/status/statusor.h"
 #include "models/text/activations.h"
 
@@ -66,6 +68,10 @@ struct Qwen25VlVisionConfig {
 // "vision_config"). `where` (the file) prefixes every error.
 absl::StatusOr<Qwen25VlVisionConfig> ParseQwen25VlVisionConfig(
     const std::string& json_text, const std::string& where = "config.json");
+// The same checks on an already parsed object (what ParseQwen25VlVisionConfig does after parsing;
+// the config fuzzer parses an input once for every parser).
+absl::StatusOr<Qwen25VlVisionConfig> Qwen25VlVisionConfigFromJson(
+    const nlohmann::json& j, const std::string& where = "config.json");
 // Reads "<component_dir>/config.json" (or a config.json path) and parses it.
 absl::StatusOr<Qwen25VlVisionConfig> LoadQwen25VlVisionConfig(const std::string& path);
 

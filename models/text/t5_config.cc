@@ -9,6 +9,11 @@ namespace ditserve::text {
 
 absl::StatusOr<T5Config> ParseT5Config(const std::string& json_text) {
   ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(json_text));
+  return T5ConfigFromJson(j);
+}
+
+absl::StatusOr<T5Config> T5ConfigFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("T5 config is not a JSON object");
   T5Config c;
   ASSIGN_OR_RETURN(c.vocab_size, JsonField<int64_t>(j, "vocab_size", c.vocab_size));
   ASSIGN_OR_RETURN(c.d_model, JsonField<int64_t>(j, "d_model", c.d_model));

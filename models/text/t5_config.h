@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "absl/status/statusor.h"
 #include "models/text/activations.h"
 
@@ -30,6 +32,9 @@ struct T5Config {
 
 // Parses config.json text; INVALID_ARGUMENT on malformed JSON, bad types or inconsistent sizes.
 absl::StatusOr<T5Config> ParseT5Config(const std::string& json_text);
+// The same checks on an already parsed object (what ParseT5Config does after parsing; the
+// config fuzzer parses an input once for every parser).
+absl::StatusOr<T5Config> T5ConfigFromJson(const nlohmann::json& j);
 // Reads and parses a config.json file (NOT_FOUND if it cannot be read).
 absl::StatusOr<T5Config> LoadT5Config(const std::string& path);
 

@@ -45,6 +45,11 @@ absl::StatusOr<AutoencoderKLConfig> ParseAutoencoderKLConfig(const std::string& 
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError("VAE config is not a JSON object");
   }
+  return AutoencoderKLConfigFromJson(j);
+}
+
+absl::StatusOr<AutoencoderKLConfig> AutoencoderKLConfigFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("VAE config is not a JSON object");
   AutoencoderKLConfig c;
   ASSIGN_OR_RETURN(c.in_channels, JsonField<int64_t>(j, "in_channels", c.in_channels));
   ASSIGN_OR_RETURN(c.latent_channels, JsonField<int64_t>(j, "latent_channels", c.latent_channels));

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "absl/status/statusor.h"
 
 namespace ditserve::vae {
@@ -62,6 +64,9 @@ struct AutoencoderKLConfig {
 // Parses config.json text; INVALID_ARGUMENT on malformed JSON, unsupported block types (up or
 // down) or activations, non-positive sizes, and channel counts not divisible by norm_num_groups.
 absl::StatusOr<AutoencoderKLConfig> ParseAutoencoderKLConfig(const std::string& json_text);
+// The same checks on an already parsed object (what ParseAutoencoderKLConfig does after
+// parsing; the config fuzzer parses an input once for every parser).
+absl::StatusOr<AutoencoderKLConfig> AutoencoderKLConfigFromJson(const nlohmann::json& j);
 // Reads and parses a config.json file (NOT_FOUND if it cannot be read).
 absl::StatusOr<AutoencoderKLConfig> LoadAutoencoderKLConfig(const std::string& path);
 

@@ -39,6 +39,12 @@ absl::Status FieldError(const char* key, const std::string& what) {
 absl::StatusOr<AutoencoderKLFlux2Config> ParseAutoencoderKLFlux2Config(
     const std::string& json_text) {
   ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(json_text));
+  return AutoencoderKLFlux2ConfigFromJson(j);
+}
+
+absl::StatusOr<AutoencoderKLFlux2Config> AutoencoderKLFlux2ConfigFromJson(const nlohmann::json& j) {
+  if (!j.is_object())
+    return absl::InvalidArgumentError("AutoencoderKLFlux2 config is not a JSON object");
   AutoencoderKLFlux2Config c;
 
   RETURN_IF_ERROR(ReadPositiveIntList(j, "block_out_channels", &c.block_out_channels, kContext));

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "absl/status/statusor.h"
 #include "models/vae/autoencoder_kl_config.h"
 
@@ -44,6 +46,9 @@ struct AutoencoderKLFlux2Config {
 // un-patchify is fixed at 2x2 --, a negative batch_norm_eps) or inconsistent channel counts.
 absl::StatusOr<AutoencoderKLFlux2Config> ParseAutoencoderKLFlux2Config(
     const std::string& json_text);
+// The same checks on an already parsed object (what ParseAutoencoderKLFlux2Config does after
+// parsing; the config fuzzer parses an input once for every parser).
+absl::StatusOr<AutoencoderKLFlux2Config> AutoencoderKLFlux2ConfigFromJson(const nlohmann::json& j);
 // Reads and parses a config.json file: NOT_FOUND if it cannot be read; errors start with the path.
 absl::StatusOr<AutoencoderKLFlux2Config> LoadAutoencoderKLFlux2Config(const std::string& path);
 

@@ -68,6 +68,13 @@ std::vector<int64_t> AutoencoderKLQwenImageConfig::encoder_dims() const {
 absl::StatusOr<AutoencoderKLQwenImageConfig> ParseAutoencoderKLQwenImageConfig(
     const std::string& json_text) {
   ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonObject(json_text));
+  return AutoencoderKLQwenImageConfigFromJson(j);
+}
+
+absl::StatusOr<AutoencoderKLQwenImageConfig> AutoencoderKLQwenImageConfigFromJson(
+    const nlohmann::json& j) {
+  if (!j.is_object())
+    return absl::InvalidArgumentError("AutoencoderKLQwenImage config is not a JSON object");
   AutoencoderKLQwenImageConfig c;
   RETURN_IF_ERROR(ReadPositiveInt(j, "base_dim", &c.base_dim, kContext));
   RETURN_IF_ERROR(ReadPositiveInt(j, "z_dim", &c.z_dim, kContext));

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "absl/status/statusor.h"
 
 namespace ditserve::vae {
@@ -63,6 +65,10 @@ struct AutoencoderKLQwenImageConfig {
 // numbers). dropout is not read (the identity at inference).
 absl::StatusOr<AutoencoderKLQwenImageConfig> ParseAutoencoderKLQwenImageConfig(
     const std::string& json_text);
+// The same checks on an already parsed object (what ParseAutoencoderKLQwenImageConfig does after
+// parsing; the config fuzzer parses an input once for every parser).
+absl::StatusOr<AutoencoderKLQwenImageConfig> AutoencoderKLQwenImageConfigFromJson(
+    const nlohmann::json& j);
 // Reads and parses a config.json file: NOT_FOUND if it cannot be read; errors start with the path.
 absl::StatusOr<AutoencoderKLQwenImageConfig> LoadAutoencoderKLQwenImageConfig(
     const std::string& path);

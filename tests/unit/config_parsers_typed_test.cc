@@ -20,6 +20,7 @@
 #include "models/qwenimage/qwenimage_config.h"
 #include "models/text/causal_lm_config.h"
 #include "models/text/clip_text_config.h"
+#include "models/text/qwen2_5_vl_vision_config.h"
 #include "models/text/t5_config.h"
 #include "models/tokenizers/bpe_model.h"
 #include "models/tokenizers/hf_tokenizer_json.h"
@@ -31,6 +32,7 @@
 #include "sharding/checkpoint.h"
 #include "sharding/pipeline_index.h"
 #include "sharding/tp_plan.h"
+#include "tests/support/fixtures.h"
 
 namespace ditserve {
 namespace {
@@ -157,6 +159,61 @@ TEST(VaeConfigTypedTest, EveryVaeParserNamesTheField) {
                 {"'temperal_downsample' must be a list of booleans, got a string in it"});
   ExpectInvalid(vae::ParseAutoencoderKLQwenImageConfig(R"({"z_dim": 16.5})"),
                 {"'z_dim' must be an integer, got a number with a fraction"});
+}
+
+// The *FromJson entry points (a parsed object; what the config fuzzer drives) are the text
+// parsers past their parse: the same verdict and message on the fixtures' real configs and on
+// wrong-typed fields, and a JSON value that is not an object is refused, not thrown on.
+TEST(ConfigFromJsonTest, ParsedObjectEntryPointsAgreeWithTheTextParsers) {
+  const std::string fx = testing::FixturesDir();
+  auto text_of = [](const std::string& path) { return ReadTextFile(path).value(); };
+  auto same = [](const auto& from_text, const auto& from_json, const std::string& what) {
+    ASSERT_EQ(from_text.ok(), from_json.ok())
+        << what << ": " << from_text.status() << " / " << from_json.status();
+    if (!from_text.ok()) EXPECT_EQ(from_text.status(), from_json.status()) << what;
+  };
+  auto check = [&](const std::string& text) {
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << text;
+    same(text::ParseClipTextConfig(text), text::ClipTextConfigFromJson(j), "clip " + text);
+    same(text::ParseT5Config(text), text::T5ConfigFromJson(j), "t5 " + text);
+    same(text::ParseCausalLmConfig(text, "c.json"), text::CausalLmConfigFromJson(j, "c.json"),
+         "causal lm " + text);
+    same(text::ParseQwen25VlVisionConfig(text, "c.json"),
+         text::Qwen25VlVisionConfigFromJson(j, "c.json"), "vision " + text);
+    same(vae::ParseAutoencoderKLConfig(text), vae::AutoencoderKLConfigFromJson(j), "kl " + text);
+    same(vae::ParseAutoencoderKLFlux2Config(text), vae::AutoencoderKLFlux2ConfigFromJson(j),
+         "flux2 vae " + text);
+    same(vae::ParseAutoencoderKLQwenImageConfig(text), vae::AutoencoderKLQwenImageConfigFromJson(j),
+         "qwen vae " + text);
+  };
+  for (const char* rel :
+       {"flux1-tiny/text_encoder/config.json", "flux1-tiny/text_encoder_2/config.json",
+        "flux1-tiny/vae/config.json", "flux2-tiny/text_encoder/config.json",
+        "flux2-tiny/vae/config.json", "qwenimage-tiny/text_encoder/config.json",
+        "qwenimage-tiny/vae/config.json"}) {
+    check(text_of(fx + "/" + rel));
+  }
+  EXPECT_TRUE(text::ClipTextConfigFromJson(
+                  nlohmann::json::parse(text_of(fx + "/flux1-tiny/text_encoder/config.json")))
+                  .ok());
+  for (const char* bad : {R"({"hidden_act": {"x": 1}})", R"({"d_model": "512"})",
+                          R"({"model_type": {"a": 1}})", R"({"block_out_channels": "128"})",
+                          R"({"patch_size": {"h": 2}})", R"({"z_dim": 16.5})", R"({})"}) {
+    check(bad);
+  }
+  for (const nlohmann::json& not_object :
+       {nlohmann::json::array(), nlohmann::json(3), nlohmann::json("config"), nlohmann::json()}) {
+    ExpectInvalid(text::ClipTextConfigFromJson(not_object), {"not a JSON object"});
+    ExpectInvalid(text::T5ConfigFromJson(not_object), {"not a JSON object"});
+    ExpectInvalid(text::CausalLmConfigFromJson(not_object, "c.json"),
+                  {"c.json", "not a JSON object"});
+    ExpectInvalid(text::Qwen25VlVisionConfigFromJson(not_object, "c.json"),
+                  {"c.json", "not a JSON object"});
+    ExpectInvalid(vae::AutoencoderKLConfigFromJson(not_object), {"not a JSON object"});
+    ExpectInvalid(vae::AutoencoderKLFlux2ConfigFromJson(not_object), {"not a JSON object"});
+    ExpectInvalid(vae::AutoencoderKLQwenImageConfigFromJson(not_object), {"not a JSON object"});
+  }
 }
 
 TEST(TransformerConfigTypedTest, TheThreeFamiliesNameTheField) {

@@ -84,7 +84,9 @@ TEST(EngineThread, TheDestructorRunsTheQueuedJobsThenJoins) {
 // a fresh heap block each time (an access by Close after that point is a heap-use-after-free under
 // ASan and a race with the free under TSan).
 TEST(EngineThread, AJobsProgressReachesItsHandlerWhichMayDropTheQueueOnceDrained) {
-  constexpr int kHandlers = 3, kCalls = 300, kSteps = 6;
+  constexpr int kHandlers = 3, kCalls = 300;
+  // static: g++ 13 refuses the inner lambda's use of an uncaptured local constexpr.
+  static constexpr int kSteps = 6;
   EngineThread engine;
   std::vector<std::thread> handlers;
   std::atomic<int> failures{0};

@@ -5,7 +5,9 @@
 // and the job's result does not change.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "comm/local_communicator.h"
 #include "pipeline/denoise_loop.h"
@@ -24,6 +26,22 @@ TEST(PreviewSteps, EvenlySpacedWithoutZeroOrRepeats) {
   EXPECT_EQ(PreviewSteps(2, 3), (std::vector<int>{1}));
   EXPECT_EQ(PreviewSteps(1, 3), (std::vector<int>{}));
   EXPECT_EQ(PreviewSteps(10, 0), (std::vector<int>{}));
+}
+
+// RunDenoiseLoop in a group of one, every step's event kept.
+absl::StatusOr<torch::Tensor> RunAlone(const FlowMatchEulerScheduler& scheduler,
+                                       const torch::Tensor& start, const VelocityFn& velocity,
+                                       const LoopPreviews& previews,
+                                       std::vector<StepEvent>* events) {
+  absl::StatusOr<torch::Tensor> out = absl::UnknownError("not run");
+  const absl::Status group = comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
+    out = RunDenoiseLoop(
+        scheduler, start, velocity, c, [&](const StepEvent& e) { events->push_back(e); }, nullptr,
+        0, &previews);
+    return out.status();
+  });
+  if (!group.ok()) return group;
+  return out;
 }
 
 TEST(LoopPreviews, ThePredictionAfterTheLastStepIsTheResult) {
@@ -45,13 +63,7 @@ TEST(LoopPreviews, ThePredictionAfterTheLastStepIsTheResult) {
     return std::vector<torch::Tensor>{x0.clone()};
   };
   std::vector<StepEvent> events;
-  absl::StatusOr<torch::Tensor> out;
-  ASSERT_TRUE(comm::RunLocalGroup(1, [&](comm::Communicator& c) -> absl::Status {
-                out = RunDenoiseLoop(
-                    scheduler, start, velocity, c, [&](const StepEvent& e) { events.push_back(e); },
-                    nullptr, 0, &previews);
-                return out.status();
-              }).ok());
+  const absl::StatusOr<torch::Tensor> out = RunAlone(scheduler, start, velocity, previews, &events);
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_LT(RelativeError(seen[1], *out), 1e-6);
@@ -61,6 +73,44 @@ TEST(LoopPreviews, ThePredictionAfterTheLastStepIsTheResult) {
     EXPECT_EQ(e.previews.size(), preview ? 1u : 0u) << e.step;
     EXPECT_EQ(e.preview_index, e.step == 2 ? 0 : e.step == 5 ? 1 : -1) << e.step;
   }
+}
+
+// The loop queues a step before it waits for the one before (RunDenoiseLoop's header): each step
+// is still reported once, in order, with its own time, and a preview's decode is in no step's time.
+TEST(LoopPreviews, EachStepReportsItsOwnTimeAndNotThePreviewsDecode) {
+  FlowMatchSchedulerConfig config;
+  FlowMatchEulerScheduler scheduler(config);
+  ASSERT_TRUE(scheduler.SetTimesteps(FluxSigmas(4), std::nullopt).ok());
+  const torch::Tensor start = torch::ones({1, 4, 8});
+  constexpr double kStepSleep[] = {0.01, 0.06, 0.01, 0.03};
+  auto velocity = [&](const torch::Tensor& x, int index) -> absl::StatusOr<torch::Tensor> {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kStepSleep[index]));
+    return x * 0.5;
+  };
+  LoopPreviews previews;
+  previews.after_steps = {2};
+  previews.decode = [&](const torch::Tensor& x0) -> absl::StatusOr<std::vector<torch::Tensor>> {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    return std::vector<torch::Tensor>{x0.clone()};
+  };
+  std::vector<StepEvent> events;
+  const auto begin = std::chrono::steady_clock::now();
+  const absl::StatusOr<torch::Tensor> out = RunAlone(scheduler, start, velocity, previews, &events);
+  const double loop =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(events.size(), 4u);
+  double sum = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].step, i + 1);
+    EXPECT_EQ(events[i].total, 4u);
+    EXPECT_GE(events[i].seconds, kStepSleep[i]) << "step " << i + 1;
+    EXPECT_LT(events[i].seconds, kStepSleep[i] + 0.1) << "step " << i + 1 << " took in the decode";
+    sum += events[i].seconds;
+  }
+  EXPECT_EQ(events[1].previews.size(), 1u);
+  EXPECT_LE(sum, loop);
+  EXPECT_GE(loop - sum, 0.15);  // the decode: in the loop, in no step
 }
 
 struct Outcome {
