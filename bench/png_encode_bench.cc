@@ -3,12 +3,10 @@
 //
 //   build/bench/ditserve-png-encode-bench [--image FILE | --noise WxH] [--runs N]
 //
-// "shipped": worker/png_encoder.h's EncodePng (adaptive filters, zlib's run-length strategy);
-// "libpng default": the same writer with libpng's defaults (adaptive filters, zlib level 6);
-// "level 1": zlib's fastest string matching. Results: bench/results/2026-12-05-png-encoder.txt.
-#include <png.h>
-#include <zlib.h>
-
+// All three through worker/png_encoder.h's EncodePng: "shipped" with its default PngCompression
+// (adaptive filters, zlib's run-length strategy); "libpng default" with libpng's own settings
+// (adaptive filters, zlib level 6); "level 1": zlib's fastest string matching. Results:
+// bench/results/2026-12-05-png-encoder.txt.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,30 +20,6 @@
 #include "worker/png_encoder.h"
 
 namespace {
-
-void Append(png_structp png, png_bytep data, png_size_t length) {
-  static_cast<std::string*>(png_get_io_ptr(png))->append(reinterpret_cast<char*>(data), length);
-}
-void NoFlush(png_structp) {}
-
-// libpng with its defaults, or zlib level `level` (-1: libpng's default); no error handling (a
-// benchmark on well-formed pixels).
-std::string LibpngEncode(const ditserve::imaging::RgbImage& img, int level) {
-  std::string out;
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
-  png_infop info = png_create_info_struct(png);
-  png_set_write_fn(png, &out, Append, NoFlush);
-  if (level >= 0) png_set_compression_level(png, level);
-  png_set_IHDR(png, info, img.width, img.height, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  png_write_info(png, info);
-  for (int y = 0; y < img.height; ++y) {
-    png_write_row(png, const_cast<png_bytep>(img.pixels.data() + img.Offset(0, y)));
-  }
-  png_write_end(png, nullptr);
-  png_destroy_write_struct(&png, &info);
-  return out;
-}
 
 void Time(const char* name, int runs, const std::function<std::string()>& encode) {
   double best = 1e30;
@@ -95,12 +69,15 @@ int main(int argc, char** argv) {
   }
   std::printf("%dx%d %s, best of %d\n", img.width, img.height,
               image_path.empty() ? "noise" : image_path.c_str(), runs);
-  Time("shipped", runs, [&] {
-    auto png = ditserve::worker::EncodePng(img.pixels.data(), static_cast<uint32_t>(img.height),
-                                           static_cast<uint32_t>(img.width), {});
-    return png.ok() ? *png : std::string();
-  });
-  Time("libpng default", runs, [&] { return LibpngEncode(img, -1); });
-  Time("level 1", runs, [&] { return LibpngEncode(img, 1); });
+  const auto encode = [&](const ditserve::worker::PngCompression& compression) {
+    return [&img, compression] {
+      auto png = ditserve::worker::EncodePng(img.pixels.data(), static_cast<uint32_t>(img.height),
+                                             static_cast<uint32_t>(img.width), {}, compression);
+      return png.ok() ? *png : std::string();
+    };
+  };
+  Time("shipped", runs, encode({}));
+  Time("libpng default", runs, encode({/*level=*/-1, /*strategy=*/-1}));
+  Time("level 1", runs, encode({/*level=*/1, /*strategy=*/-1}));
   return 0;
 }

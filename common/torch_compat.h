@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -14,8 +15,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/torch_guard.h"
-
-#include <optional>
 
 #ifdef DITSERVE_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>

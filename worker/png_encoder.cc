@@ -18,15 +18,15 @@ void NoFlush(png_structp) {}
 // The libpng calls, which report errors by longjmp: this frame holds only trivially destructible
 // values, so the jump skips no destructor (and -Wclobbered has nothing to warn about).
 bool WritePng(png_structp png, png_infop info, const uint8_t* rgb, uint32_t height, uint32_t width,
-              png_text* chunks, int num_chunks, std::string* out) {
+              png_text* chunks, int num_chunks, const PngCompression& compression,
+              std::string* out) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_set_write_fn(png, out, WriteToString, NoFlush);
-  // zlib's run-length strategy after libpng's adaptive row filters: on a 1100x1000 photograph 3x
-  // faster than the default (level 6 string matching: 97 against 293 ms on the 2-core machine) for
-  // the same size (1,973,733 against 1,973,517 bytes); the filtered rows are mostly small
-  // residuals, which the Huffman codes take without string matches. Measured in bench/results/
-  // 2026-12-05-png-encoder.txt.
-  png_set_compression_strategy(png, Z_RLE);
+  // The default's run-length strategy: the filtered rows are mostly small residuals, which the
+  // Huffman codes take without string matches (on a 1100x1000 photograph 3x faster than level 6's
+  // string matching for the same size, 1,973,733 against 1,973,517 bytes).
+  if (compression.level >= 0) png_set_compression_level(png, compression.level);
+  if (compression.strategy >= 0) png_set_compression_strategy(png, compression.strategy);
   png_set_IHDR(png, info, width, height, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   if (num_chunks > 0) png_set_text(png, info, chunks, num_chunks);
@@ -40,9 +40,11 @@ bool WritePng(png_structp png, png_infop info, const uint8_t* rgb, uint32_t heig
 
 }  // namespace
 
-absl::StatusOr<std::string> EncodePng(
-    const uint8_t* rgb, uint32_t height, uint32_t width,
-    const std::vector<std::pair<std::string, std::string>>& text) {
+static_assert(PngCompression{}.strategy == Z_RLE, "png_encoder.h's default strategy is Z_RLE");
+
+absl::StatusOr<std::string> EncodePng(const uint8_t* rgb, uint32_t height, uint32_t width,
+                                      const std::vector<std::pair<std::string, std::string>>& text,
+                                      const PngCompression& compression) {
   if (height == 0 || width == 0) return absl::InvalidArgumentError("PNG: empty image");
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
   if (png == nullptr) return absl::InternalError("PNG: png_create_write_struct failed");
@@ -60,7 +62,7 @@ absl::StatusOr<std::string> EncodePng(
     chunks[i].text_length = text[i].second.size();
   }
   const bool ok = WritePng(png, info, rgb, height, width, chunks.data(),
-                           static_cast<int>(chunks.size()), &out);
+                           static_cast<int>(chunks.size()), compression, &out);
   png_destroy_write_struct(&png, &info);
   if (!ok) return absl::InternalError("PNG: libpng failed while encoding");
   return out;

@@ -42,10 +42,8 @@ absl::StatusOr<AutoencoderKLConfig> ParseAutoencoderKLConfig(const std::string& 
         absl::StrCat("VAE config nests deeper than ", kMaxJsonDepth, " levels"));
   }
   nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError("VAE config is not a JSON object");
-  }
-  return AutoencoderKLConfigFromJson(j);
+  if (j.is_discarded()) return absl::InvalidArgumentError("VAE config is not a JSON object");
+  return AutoencoderKLConfigFromJson(j);  // refuses a value that is not an object, in those words
 }
 
 absl::StatusOr<AutoencoderKLConfig> AutoencoderKLConfigFromJson(const nlohmann::json& j) {
