@@ -12,7 +12,8 @@
 #       Every process's reports go to build-asan/sanitizer-reports/ (listed at the end).
 #       --bundle DIR builds against a GPU host's PyTorch and the scripts/gpu-bundle.sh folder
 #       instead (through scripts/gpu-build.sh --cpu, g++), to use that host's cores; --build-only /
-#       --test-only split the two halves (one call each).
+#       --test-only split the two halves (one call each). The GPU tests under ASan (the CUDA
+#       variant) are scripts/gpu-asan.sh's.
 #   scripts/sanitize.sh tsan [--jobs N]
 #       builds these targets with ThreadSanitizer into build-tsan (clang) and runs them: the
 #       worker's Engine around real tiny jobs (engine_test: its status, cancel and progress
