@@ -125,7 +125,7 @@ TEST_F(LoadFailureE2E, RefusedModelIsReportedOnceRetriedSlowlyAndFormsAfterSighu
   EXPECT_EQ(Count(log, kPermanent), 1u) << "the same error logged at ERROR again: " << log;
   EXPECT_EQ(server_->Health(), "NOT_SERVING");
   // Both permanent failures are counted for the operators' alerts.
-  ProcessResult scrape = RunProcess(
+  ProcessResult scrape = RunSystemProgram(
       {"/usr/bin/curl", "-s",
        "http://127.0.0.1:" + std::to_string(server_->metrics_port()) + "/metrics"});
   EXPECT_NE(scrape.out.find("\nditserve_worker_group_permanent_failures_total 2\n"),

@@ -89,9 +89,10 @@ TEST_P(LoraE2E, CliLoraChangesTheImageExactlyAsDiffusers) {
 
   // /metrics counts the dispatched requests per adapter.
   if (!ProgramExists("/usr/bin/curl")) return;
-  const ProcessResult page = RunProcess(
-      {"/usr/bin/curl", "-s", "http://127.0.0.1:" + std::to_string(server_->metrics_port()) + "/metrics"},
-      {}, 30);
+  const ProcessResult page =
+      RunSystemProgram({"/usr/bin/curl", "-s",
+                        "http://127.0.0.1:" + std::to_string(server_->metrics_port()) + "/metrics"},
+                       30);
   EXPECT_NE(page.out.find("ditserve_lora_requests_total{adapter=\"style\"} 2"), std::string::npos)
       << page.out;
   EXPECT_NE(page.out.find("ditserve_lora_requests_total{adapter=\"detail\"} 1"), std::string::npos);

@@ -41,11 +41,11 @@ class SecurityE2E : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!ProgramExists("openssl")) return;  // each test skips, saying why
     std::filesystem::create_directories(Dir());
-    const ProcessResult cert = RunProcess(
+    const ProcessResult cert = RunSystemProgram(
         {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
          "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout",
          Dir() + "/key.pem", "-out", Dir() + "/cert.pem"},
-        {}, 60);
+        60);
     ASSERT_EQ(cert.exit_code, 0) << cert.err;
     WriteFile(Dir() + "/token", std::string(kToken) + "\n");
     WriteFile(Dir() + "/wrong-token", "not-the-token\n");
@@ -142,10 +142,10 @@ TEST_F(SecurityE2E, AnUntrustedCertificateIsRefusedByTheClient) {
   // The client trusts another CA: the handshake fails, nothing is sent.
   const std::string other = Dir() + "/other";
   std::filesystem::create_directories(other);
-  ASSERT_EQ(RunProcess({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                        "-subj", "/CN=localhost", "-keyout", other + "/key.pem", "-out",
-                        other + "/cert.pem"},
-                       {}, 60)
+  ASSERT_EQ(RunSystemProgram(
+                {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                 "/CN=localhost", "-keyout", other + "/key.pem", "-out", other + "/cert.pem"},
+                60)
                 .exit_code,
             0);
   const ProcessResult r =
@@ -184,12 +184,12 @@ TEST_F(SecurityE2E, PythonClientSpeaksTlsWithTheToken) {
 TEST_F(SecurityE2E, MetricsAreServedOverHttps) {
   if (!ProgramExists("/usr/bin/curl")) GTEST_SKIP() << "curl is not installed";
   const std::string port = std::to_string(server_->metrics_port());
-  ProcessResult r = RunProcess({"/usr/bin/curl", "-sS", "--cacert", Dir() + "/cert.pem",
-                                "https://localhost:" + port + "/metrics"},
-                               {}, 30);
+  ProcessResult r = RunSystemProgram({"/usr/bin/curl", "-sS", "--cacert", Dir() + "/cert.pem",
+                                      "https://localhost:" + port + "/metrics"},
+                                     30);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("ditserve_worker_ready"), std::string::npos) << r.out.substr(0, 400);
-  r = RunProcess({"/usr/bin/curl", "-sS", "http://127.0.0.1:" + port + "/metrics"}, {}, 30);
+  r = RunSystemProgram({"/usr/bin/curl", "-sS", "http://127.0.0.1:" + port + "/metrics"}, 30);
   EXPECT_NE(r.exit_code, 0) << "plain HTTP was answered: " << r.out.substr(0, 200);
 }
 

@@ -77,9 +77,10 @@ class ServerE2E : public ::testing::Test {
 
   // The frontend's /metrics page, fetched with curl.
   static ProcessResult ScrapeMetrics() {
-    return RunProcess({"/usr/bin/curl", "-s",
-                       "http://127.0.0.1:" + std::to_string(server_->metrics_port()) + "/metrics"},
-                      {}, 30);
+    return RunSystemProgram(
+        {"/usr/bin/curl", "-s",
+         "http://127.0.0.1:" + std::to_string(server_->metrics_port()) + "/metrics"},
+        30);
   }
   // The value of one series of /metrics ("name" or "name{labels}" exactly as exposed), or "" when
   // absent.

@@ -59,6 +59,10 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
   return result;
 }
 
+ProcessResult RunSystemProgram(const std::vector<std::string>& argv, int timeout_seconds) {
+  return RunProcess(argv, {"LD_LIBRARY_PATH="}, timeout_seconds);
+}
+
 bool ProgramExists(const std::string& program) {
   if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
   const char* path = std::getenv("PATH");

@@ -21,6 +21,12 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
                          const std::vector<std::string>& extra_env = {},
                          int timeout_seconds = 60);
 
+// RunProcess for one of the system's own programs (/usr/bin/curl, openssl): LD_LIBRARY_PATH cleared
+// for the child, so that a test run with a library folder on that path (the GPU host's Debian
+// bundle, build-cuda/ditserve-env.sh) does not hand the system's binaries another build of their
+// libraries (the host's curl against the bundle's libcurl fails to start).
+ProcessResult RunSystemProgram(const std::vector<std::string>& argv, int timeout_seconds = 60);
+
 // True when `program` is found on PATH (or is an executable path).
 bool ProgramExists(const std::string& program);
 
