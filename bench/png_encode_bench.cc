@@ -4,9 +4,10 @@
 //   build/bench/ditserve-png-encode-bench [--image FILE | --noise WxH] [--runs N]
 //
 // All three through worker/png_encoder.h's EncodePng: "shipped" with its default PngCompression
-// (adaptive filters, zlib's run-length strategy); "libpng default" with libpng's own settings
-// (adaptive filters, zlib level 6); "level 1": zlib's fastest string matching. Results:
-// bench/results/2026-12-05-png-encoder.txt.
+// (adaptive filters, zlib's run-length strategy); "libpng default" with libpng's default settings
+// (adaptive filters, zlib level 6, Z_FILTERED); "level 1": zlib's fastest string matching. Results:
+// bench/results/2026-12-05-png-encoder.txt (libpng's own single-thread writer),
+// 2026-12-06-png-encoder-strips.txt (the strips on threads).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
