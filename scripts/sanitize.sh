@@ -96,11 +96,11 @@ case "$mode" in
     # engine_thread_test and progress_queue_test: the worker's engine thread and progress queue
     # (torch-free); frontend_failure_test and http_api_test: the worker group, its ranks' threads
     # and group jobs against in-process fake workers; image_inputs_frontend_test: the whole
-    # frontend in --workers mode.
+    # frontend in --workers mode; image_encoders_test: the PNG encoder's strip threads.
     targets=(common_test frontend_deadline_test frontend_failure_test host_port_test metrics_unit_test
              server_unit_test tokenizer_bpe_test metrics_http_test subprocess_test cli_clients_test
              http_api_test openai_images_test progress_queue_test engine_thread_test
-             image_inputs_frontend_test engine_test)
+             image_inputs_frontend_test engine_test image_encoders_test)
     # clang, as the normal CPU build; the LibTorch PCH off (engine_test's model code compiles
     # without it, once).
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
