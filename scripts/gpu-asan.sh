@@ -11,8 +11,9 @@
 #   scripts/gpu-asan.sh BUNDLE_ARCHIVE OUT_DIR      (the archive from scripts/gpu-bundle.sh)
 set -u
 cd "$(dirname "$0")/.."
-archive="$1" R="$2"
-mkdir -p "$R" /tmp/ditserve-deps
+archive="$1"
+mkdir -p "$2" /tmp/ditserve-deps
+R=$(cd "$2" && pwd)  # absolute: the tests run from build-cuda-asan
 T0=$(date +%s) LIMIT=${LIMIT:-570}
 log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$R/log.txt"; }
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
@@ -36,11 +37,11 @@ rc=$?
 log "build rc $rc"
 [ $rc = 0 ] || { grep -E "error|FAILED" -A3 "$R/build.log" | head -60; exit 1; }
 
-reports="$R/reports" supp="$(pwd)/tests/sanitizers"
+reports="$R/reports"
 mkdir -p "$reports"
-export ASAN_OPTIONS="detect_leaks=1:detect_container_overflow=0:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:protect_shadow_gap=0:log_path=$reports/report"
-export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp:log_path=$reports/report"
+# shellcheck source=tests/sanitizers/asan_env.sh
+. tests/sanitizers/asan_env.sh
+asan_env "$reports" cuda
 cd build-cuda-asan
 # shellcheck disable=SC1091
 [ -f ditserve-env.sh ] && . ./ditserve-env.sh

@@ -74,11 +74,10 @@ case "$mode" in
     # at the end.
     reports="$(pwd)/$dir/sanitizer-reports"
     rm -rf "$reports" && mkdir -p "$reports"
-    export ASAN_OPTIONS="detect_leaks=1:detect_container_overflow=0:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:log_path=$reports/report"
-    # A CUDA PyTorch (--bundle) initialises CUDA, which needs the shadow gap unprotected.
-    [ -n "$bundle" ] && ASAN_OPTIONS="$ASAN_OPTIONS:protect_shadow_gap=0"
-    export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
-    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp:log_path=$reports/report"
+    # shellcheck source=tests/sanitizers/asan_env.sh
+    . tests/sanitizers/asan_env.sh
+    # A CUDA PyTorch (--bundle) initialises CUDA.
+    asan_env "$reports" "$([ -n "$bundle" ] && echo cuda)"
     # Each test's TIMEOUT is already scaled for the sanitizer (DITSERVE_TEST_TIMEOUT_SCALE).
     (cd "$dir" && ctest -L 'unit|integration|e2e' --timeout 1800 -j "$jobs" --output-on-failure \
       "${ctest_args[@]}") 2>&1 | tee "$dir/sanitize.log"
