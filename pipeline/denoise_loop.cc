@@ -1,7 +1,6 @@
 #include "pipeline/denoise_loop.h"
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 #include <utility>
 
