@@ -1,5 +1,7 @@
 #include "models/common/attention_inputs.h"
 
+#include <vector>
+
 #include "models/common/fused_kernels.h"
 
 #ifdef DITSERVE_WITH_CUDA_KERNELS
@@ -71,9 +73,9 @@ bool KernelCanRun(const StreamPart& txt, const StreamPart& img, const RopeTables
     // A weight of another dtype than x (diffusers' RMSNorm with a float32 weight on bf16 q/k
     // promotes to float32) is not the kernel's rounding: the reference path.
     const torch::Tensor* w = NormWeight(*p);
-    if (w != nullptr && (!w->defined() || w->device() != x.device() ||
-                         w->scalar_type() != x.scalar_type() || w->numel() != hd ||
-                         !w->is_contiguous())) {
+    if (w != nullptr &&
+        (!w->defined() || w->device() != x.device() || w->scalar_type() != x.scalar_type() ||
+         w->numel() != hd || !w->is_contiguous())) {
       return false;
     }
   }
@@ -89,7 +91,9 @@ bool KernelCanRun(const StreamPart& txt, const StreamPart& img, const RopeTables
   return true;
 }
 
-void Launch(const StreamPart& p, const RopeTables* rope, int64_t offset, torch::Tensor& out) {
+// The kernel's arguments for one stream's part, written at token `offset` of `out`.
+cuda::QkNormRopeArgs PartArgs(const StreamPart& p, const RopeTables* rope, int64_t offset,
+                              torch::Tensor& out) {
   cuda::QkNormRopeArgs a;
   KernelElementType(p.x.scalar_type(), &a.type);
   a.x = p.x.data_ptr();
@@ -115,8 +119,29 @@ void Launch(const StreamPart& p, const RopeTables* rope, int64_t offset, torch::
   a.out = out.data_ptr();
   a.out_tokens = out.size(1);
   a.token_offset = offset;
-  LaunchOnDevice(p.x.device(), "qk_norm_rope",
-                 [&](void* stream) { return cuda::LaunchQkNormRope(a, stream); });
+  return a;
+}
+
+// The tokens-first (B, S_txt + S_img, H, D) buffer of one joint tensor: SDPA's fused kernels then
+// write their output in the same layout, so that (B, S, H·D) for the output projection is a view.
+torch::Tensor JointBuffer(const StreamPart& txt, const StreamPart& img) {
+  const int64_t s_txt = txt.x.defined() ? txt.x.size(1) : 0;
+  return torch::empty({img.x.size(0), s_txt + img.x.size(1), img.x.size(2), img.x.size(3)},
+                      img.x.options().memory_format(torch::MemoryFormat::Contiguous));
+}
+
+// Appends the arguments of txt's and img's parts of one joint tensor to `args`.
+void AppendParts(const StreamPart& txt, const StreamPart& img, const RopeTables* rope,
+                 torch::Tensor& out, std::vector<cuda::QkNormRopeArgs>* args) {
+  const int64_t s_txt = txt.x.defined() ? txt.x.size(1) : 0;
+  if (txt.x.defined()) args->push_back(PartArgs(txt, rope, 0, out));
+  args->push_back(PartArgs(img, rope, s_txt, out));
+}
+
+void LaunchParts(const torch::Device& device, const std::vector<cuda::QkNormRopeArgs>& args) {
+  LaunchOnDevice(device, "qk_norm_rope", [&](void* stream) {
+    return cuda::LaunchQkNormRopeParts(args.data(), static_cast<int>(args.size()), stream);
+  });
 }
 
 }  // namespace
@@ -136,17 +161,38 @@ torch::Tensor JointHeadsFirst(const StreamPart& txt, const StreamPart& img, cons
                               RopeOrder order) {
 #ifdef DITSERVE_WITH_CUDA_KERNELS
   if (JointHeadsFirstRunsKernel(txt, img, rope)) {
-    const int64_t s_txt = txt.x.defined() ? txt.x.size(1) : 0;
-    // Tokens first in memory, (B, S, H, D): SDPA's fused kernels then write their output in the
-    // same layout, so that (B, S, H·D) for the output projection is a view.
-    torch::Tensor out = torch::empty({img.x.size(0), s_txt + img.x.size(1), img.x.size(2), img.x.size(3)},
-                                     img.x.options().memory_format(torch::MemoryFormat::Contiguous));
-    if (txt.x.defined()) Launch(txt, rope, 0, out);
-    Launch(img, rope, s_txt, out);
+    torch::Tensor out = JointBuffer(txt, img);
+    std::vector<cuda::QkNormRopeArgs> args;
+    AppendParts(txt, img, rope, out, &args);
+    LaunchParts(img.x.device(), args);
     return out.permute({0, 2, 1, 3});
   }
 #endif
   return JointHeadsFirstReference(txt, img, rope, order);
+}
+
+JointQkv JointQkvHeadsFirst(const QkvParts& txt, const QkvParts& img, const RopeTables& rope,
+                            RopeOrder order) {
+  const StreamPart txt_v{txt.v.x}, img_v{img.v.x};  // v: no norm whatever the parts say
+#ifdef DITSERVE_WITH_CUDA_KERNELS
+  const bool same_kind =
+      img.k.x.defined() && img.v.x.defined() && img.k.x.scalar_type() == img.q.x.scalar_type() &&
+      img.v.x.scalar_type() == img.q.x.scalar_type() && txt.k.x.defined() == txt.q.x.defined() &&
+      txt.v.x.defined() == txt.q.x.defined();
+  if (same_kind && JointHeadsFirstRunsKernel(txt.q, img.q, &rope) &&
+      JointHeadsFirstRunsKernel(txt.k, img.k, &rope) &&
+      JointHeadsFirstRunsKernel(txt_v, img_v, nullptr)) {
+    JointQkv out{JointBuffer(txt.q, img.q), JointBuffer(txt.k, img.k), JointBuffer(txt_v, img_v)};
+    std::vector<cuda::QkNormRopeArgs> args;
+    AppendParts(txt.q, img.q, &rope, out.q, &args);
+    AppendParts(txt.k, img.k, &rope, out.k, &args);
+    AppendParts(txt_v, img_v, nullptr, out.v, &args);
+    LaunchParts(img.q.x.device(), args);
+    return {out.q.permute({0, 2, 1, 3}), out.k.permute({0, 2, 1, 3}), out.v.permute({0, 2, 1, 3})};
+  }
+#endif
+  return {JointHeadsFirst(txt.q, img.q, &rope, order), JointHeadsFirst(txt.k, img.k, &rope, order),
+          JointHeadsFirst(txt_v, img_v, nullptr, order)};
 }
 
 }  // namespace ditserve::models

@@ -49,13 +49,31 @@ torch::Tensor JointHeadsFirst(const StreamPart& txt, const StreamPart& img, cons
 
 // Whether JointHeadsFirst takes the fused kernel for these arguments (the CUDA build, kernels on,
 // and the kernel's contract met).
-bool JointHeadsFirstRunsKernel(const StreamPart& txt, const StreamPart& img, const RopeTables* rope);
+bool JointHeadsFirstRunsKernel(const StreamPart& txt, const StreamPart& img,
+                               const RopeTables* rope);
+
+// One stream's q, k and v (views of its fused q/k/v GEMM); q and k with their QK-norms, v with
+// none (its norm fields are ignored).
+struct QkvParts {
+  StreamPart q, k, v;
+};
+
+struct JointQkv {
+  torch::Tensor q, k, v;  // (B, heads, S_txt + S_img, hd) views, tokens first in memory
+};
+
+// q, k and v of one attention: JointHeadsFirst(txt.q, img.q, &rope), the same for k, and
+// JointHeadsFirst(txt.v, img.v, nullptr). Where the kernel runs for all three, one launch
+// (LaunchQkNormRopeParts) writes them all: 1 launch instead of 6 for a joint attention, 3 for a
+// single stream. Elsewhere, three JointHeadsFirst calls. `txt.q.x` undefined: the image stream
+// alone (then txt.k and txt.v must be undefined too).
+JointQkv JointQkvHeadsFirst(const QkvParts& txt, const QkvParts& img, const RopeTables& rope,
+                            RopeOrder order = RopeOrder::kJoined);
 
 // The reference op sequence (any device and dtype), as a (B, heads, S, hd) view. Each norm is the
 // module's own Forward, so the rounding is exactly the unfused model's.
 torch::Tensor JointHeadsFirstReference(const StreamPart& txt, const StreamPart& img,
                                        const RopeTables* rope,
                                        RopeOrder order = RopeOrder::kJoined);
-
 
 }  // namespace ditserve::models

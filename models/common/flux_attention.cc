@@ -23,11 +23,15 @@ absl::StatusOr<FluxAttention> FluxAttention::Load(const ModuleLoader& loader,
                                                   bool joint, double qk_norm_eps) {
   ASSIGN_OR_RETURN(JointProjections proj, JointProjections::Load(loader, prefix, head_dim, joint));
   FluxAttention a(std::move(proj));
-  ASSIGN_OR_RETURN(a.norm_q_, LoadQkNorm(loader, JoinPath(prefix, "norm_q"), head_dim, qk_norm_eps));
-  ASSIGN_OR_RETURN(a.norm_k_, LoadQkNorm(loader, JoinPath(prefix, "norm_k"), head_dim, qk_norm_eps));
+  ASSIGN_OR_RETURN(a.norm_q_,
+                   LoadQkNorm(loader, JoinPath(prefix, "norm_q"), head_dim, qk_norm_eps));
+  ASSIGN_OR_RETURN(a.norm_k_,
+                   LoadQkNorm(loader, JoinPath(prefix, "norm_k"), head_dim, qk_norm_eps));
   if (!joint) return a;
-  ASSIGN_OR_RETURN(a.norm_added_q_, LoadQkNorm(loader, JoinPath(prefix, "norm_added_q"), head_dim, qk_norm_eps));
-  ASSIGN_OR_RETURN(a.norm_added_k_, LoadQkNorm(loader, JoinPath(prefix, "norm_added_k"), head_dim, qk_norm_eps));
+  ASSIGN_OR_RETURN(a.norm_added_q_,
+                   LoadQkNorm(loader, JoinPath(prefix, "norm_added_q"), head_dim, qk_norm_eps));
+  ASSIGN_OR_RETURN(a.norm_added_k_,
+                   LoadQkNorm(loader, JoinPath(prefix, "norm_added_k"), head_dim, qk_norm_eps));
   return a;
 }
 
@@ -36,18 +40,17 @@ std::pair<torch::Tensor, torch::Tensor> FluxAttention::ForwardJoint(const torch:
                                                                     const RopeTables& rope) const {
   const QkvViews img = proj_.Image(x);
   const QkvViews txt = proj_.Text(context);
-  auto q = JointHeadsFirst({txt.q, norm_added_q_.get()}, {img.q, norm_q_.get()}, &rope);
-  auto k = JointHeadsFirst({txt.k, norm_added_k_.get()}, {img.k, norm_k_.get()}, &rope);
-  auto v = JointHeadsFirst({txt.v, nullptr}, {img.v, nullptr}, nullptr);
-  return proj_.Project(DotProductAttentionHeadsFirst(q, k, v), context.size(1));
+  const JointQkv qkv =
+      JointQkvHeadsFirst({{txt.q, norm_added_q_.get()}, {txt.k, norm_added_k_.get()}, {txt.v}},
+                         {{img.q, norm_q_.get()}, {img.k, norm_k_.get()}, {img.v}}, rope);
+  return proj_.Project(DotProductAttentionHeadsFirst(qkv.q, qkv.k, qkv.v), context.size(1));
 }
 
 torch::Tensor FluxAttention::ForwardSingle(const torch::Tensor& x, const RopeTables& rope) const {
-  const QkvViews qkv = proj_.Image(x);
-  auto q = JointHeadsFirst({}, {qkv.q, norm_q_.get()}, &rope);
-  auto k = JointHeadsFirst({}, {qkv.k, norm_k_.get()}, &rope);
-  auto v = JointHeadsFirst({}, {qkv.v, nullptr}, nullptr);
-  return DotProductAttentionHeadsFirst(q, k, v);
+  const QkvViews img = proj_.Image(x);
+  const JointQkv qkv =
+      JointQkvHeadsFirst({}, {{img.q, norm_q_.get()}, {img.k, norm_k_.get()}, {img.v}}, rope);
+  return DotProductAttentionHeadsFirst(qkv.q, qkv.k, qkv.v);
 }
 
 }  // namespace ditserve::models

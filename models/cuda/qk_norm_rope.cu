@@ -26,13 +26,14 @@ constexpr int kMaxPairsPerLane = 4;  // head_dim <= 2 * 32 * 4 = 256
 constexpr int kWarpsPerBlock = 8;
 
 // Offset of row (b, s, h)'s first element in the tokens-first (B, out_tokens, H, D) output.
-__device__ __forceinline__ int64_t OutRow(const QkNormRopeArgs& a, int64_t b, int64_t s, int64_t h) {
+__device__ __forceinline__ int64_t OutRow(const QkNormRopeArgs& a, int64_t b, int64_t s,
+                                          int64_t h) {
   return ((b * a.out_tokens + a.token_offset + s) * a.heads + h) * a.head_dim;
 }
 
 // One warp per (b, s, h) row; lane l holds the pairs l, l + 32, ... of the row in registers.
 template <typename T>
-__global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeKernel(QkNormRopeArgs a) {
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock) QkNormRopeKernel(QkNormRopeArgs a) {
   const int64_t rows = a.batch * a.tokens * a.heads;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   if (row >= rows) return;  // whole warps leave together, so the shuffles below stay full-warp
@@ -107,11 +108,11 @@ constexpr int kRowsPerWarp = 2;  // rows whose loads a warp has in flight togeth
 // elements [l·E, (l+1)·E) of a row (E even: its pairs are its own), read and written with one
 // vector access; each warp handles kRowsPerWarp rows and issues all their loads before any
 // arithmetic. The same per-element arithmetic as QkNormRopeKernel; only the order of the squares'
-// float32 sum differs.
+// float32 sum differs. `block` is the block's index within the launch's share of `a`'s rows.
 template <typename T, int E>
-__global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeVecKernel(QkNormRopeArgs a) {
+__device__ __forceinline__ void VecRows(const QkNormRopeArgs& a, int64_t block) {
   const int64_t rows = a.batch * a.tokens * a.heads;
-  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int64_t warp = block * kWarpsPerBlock + threadIdx.x / kWarp;
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   const int e0 = lane * E;  // this lane's first element of the row
   float v[kRowsPerWarp][E];
@@ -126,7 +127,8 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeVecKernel(Qk
     bsh[r][1] = s;
     bsh[r][2] = h;
     if (valid[r]) {
-      const T* x = static_cast<const T*>(a.x) + b * a.x_stride_b + s * a.x_stride_s + h * a.x_stride_h;
+      const T* x =
+          static_cast<const T*>(a.x) + b * a.x_stride_b + s * a.x_stride_s + h * a.x_stride_h;
       const Vec<T, E> c = *reinterpret_cast<const Vec<T, E>*>(x + e0);
 #pragma unroll
       for (int j = 0; j < E; ++j) v[r][j] = ToFloat(c.v[j]);
@@ -167,28 +169,106 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock) QkNormRopeVecKernel(Qk
   }
 }
 
-// The vectorised kernel when the shape and alignment allow it (E elements a lane), else false.
+template <typename T, int E>
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock) QkNormRopeVecKernel(QkNormRopeArgs a) {
+  VecRows<T, E>(a, blockIdx.x);
+}
+
+// Several parts in one launch: part i owns blocks [first_block[i], first_block[i + 1]). Passed as
+// a __grid_constant__ parameter, so indexing it by the block's part reads the parameter in place.
+struct PartsLaunch {
+  QkNormRopeArgs part[kMaxQkNormRopeParts];
+  int64_t first_block[kMaxQkNormRopeParts + 1];
+  int count;
+};
+
+template <typename T, int E>
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
+    QkNormRopeVecPartsKernel(const __grid_constant__ PartsLaunch parts) {
+  const int64_t block = blockIdx.x;
+  int i = 0;
+  while (i + 1 < parts.count && block >= parts.first_block[i + 1]) ++i;
+  VecRows<T, E>(parts.part[i], block - parts.first_block[i]);
+}
+
+// The vector width E of the vectorised kernel for these arguments (elements a lane), or 0 where
+// the shape or alignment does not allow it.
 template <typename T>
-bool LaunchVector(const QkNormRopeArgs& a, cudaStream_t stream) {
+int64_t VectorWidth(const QkNormRopeArgs& a) {
   const int64_t e = a.head_dim / kWarp;
-  if (a.head_dim % kWarp != 0 || (e != 2 && e != 4 && e != 8)) return false;
+  if (a.head_dim % kWarp != 0 || (e != 2 && e != 4 && e != 8)) return 0;
   if (e * static_cast<int64_t>(sizeof(T)) > 16 || e * static_cast<int64_t>(sizeof(float)) > 32) {
-    return false;
+    return 0;
   }
   const int64_t bytes = e * static_cast<int64_t>(sizeof(T));
   if (!AlignedTo(a.x, bytes) || !AlignedTo(a.out, bytes) || a.x_stride_b % e != 0 ||
       a.x_stride_s % e != 0 || a.x_stride_h % e != 0) {
-    return false;
+    return 0;
   }
-  if (a.cos != nullptr && (!AlignedTo(a.cos, e * 4) || !AlignedTo(a.sin, e * 4))) return false;
+  if (a.cos != nullptr && (!AlignedTo(a.cos, e * 4) || !AlignedTo(a.sin, e * 4))) return 0;
+  return e;
+}
+
+// Blocks of the vectorised kernel for a's rows.
+int64_t VectorBlocks(const QkNormRopeArgs& a) {
   const int64_t rows = a.batch * a.tokens * a.heads;
   const int64_t warps = (rows + kRowsPerWarp - 1) / kRowsPerWarp;
-  const dim3 grid(static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock));
+  return (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
+}
+
+// The vectorised kernel when the shape and alignment allow it (E elements a lane), else false.
+template <typename T>
+bool LaunchVector(const QkNormRopeArgs& a, cudaStream_t stream) {
+  const int64_t e = VectorWidth<T>(a);
+  if (e == 0) return false;
+  const dim3 grid(static_cast<unsigned>(VectorBlocks(a)));
   const dim3 block(kWarp * kWarpsPerBlock);
   switch (e) {
-    case 2: QkNormRopeVecKernel<T, 2><<<grid, block, 0, stream>>>(a); break;
-    case 4: QkNormRopeVecKernel<T, 4><<<grid, block, 0, stream>>>(a); break;
-    default: QkNormRopeVecKernel<T, 8><<<grid, block, 0, stream>>>(a); break;
+    case 2:
+      QkNormRopeVecKernel<T, 2><<<grid, block, 0, stream>>>(a);
+      break;
+    case 4:
+      QkNormRopeVecKernel<T, 4><<<grid, block, 0, stream>>>(a);
+      break;
+    default:
+      QkNormRopeVecKernel<T, 8><<<grid, block, 0, stream>>>(a);
+      break;
+  }
+  return true;
+}
+
+// All parts in one launch of the vectorised kernel when every part allows the same width, else
+// false (nothing launched).
+template <typename T>
+bool LaunchVectorParts(const QkNormRopeArgs* parts, int count, cudaStream_t stream) {
+  PartsLaunch p{};
+  p.count = 0;
+  int64_t e = 0, blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    const int64_t rows = parts[i].batch * parts[i].tokens * parts[i].heads;
+    if (rows == 0) continue;
+    const int64_t width = VectorWidth<T>(parts[i]);
+    if (width == 0 || (e != 0 && width != e)) return false;
+    e = width;
+    p.part[p.count] = parts[i];
+    p.first_block[p.count] = blocks;
+    blocks += VectorBlocks(parts[i]);
+    ++p.count;
+  }
+  if (p.count == 0) return true;
+  p.first_block[p.count] = blocks;
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const dim3 block(kWarp * kWarpsPerBlock);
+  switch (e) {
+    case 2:
+      QkNormRopeVecPartsKernel<T, 2><<<grid, block, 0, stream>>>(p);
+      break;
+    case 4:
+      QkNormRopeVecPartsKernel<T, 4><<<grid, block, 0, stream>>>(p);
+      break;
+    default:
+      QkNormRopeVecPartsKernel<T, 8><<<grid, block, 0, stream>>>(p);
+      break;
   }
   return true;
 }
@@ -202,21 +282,63 @@ void Launch(const QkNormRopeArgs& a, cudaStream_t stream) {
   QkNormRopeKernel<T><<<grid, block, 0, stream>>>(a);
 }
 
+// The contract of qk_norm_rope.h that a launch checks.
+bool ValidArgs(const QkNormRopeArgs& a) {
+  return a.head_dim > 0 && a.head_dim % 2 == 0 && a.head_dim <= 2 * kWarp * kMaxPairsPerLane &&
+         a.token_offset >= 0 && a.token_offset + a.tokens <= a.out_tokens &&
+         (a.cos == nullptr) == (a.sin == nullptr);
+}
+
 }  // namespace
 
 int LaunchQkNormRope(const QkNormRopeArgs& a, void* cuda_stream) {
-  if (a.head_dim <= 0 || a.head_dim % 2 != 0 || a.head_dim > 2 * kWarp * kMaxPairsPerLane ||
-      a.token_offset < 0 || a.token_offset + a.tokens > a.out_tokens || (a.cos == nullptr) != (a.sin == nullptr)) {
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
+  if (!ValidArgs(a)) return static_cast<int>(cudaErrorInvalidValue);
   if (a.batch * a.tokens * a.heads == 0) return static_cast<int>(cudaSuccess);
   auto stream = static_cast<cudaStream_t>(cuda_stream);
   switch (a.type) {
-    case ElementType::kFloat32: Launch<float>(a, stream); break;
-    case ElementType::kBFloat16: Launch<__nv_bfloat16>(a, stream); break;
-    case ElementType::kFloat16: Launch<__half>(a, stream); break;
+    case ElementType::kFloat32:
+      Launch<float>(a, stream);
+      break;
+    case ElementType::kBFloat16:
+      Launch<__nv_bfloat16>(a, stream);
+      break;
+    case ElementType::kFloat16:
+      Launch<__half>(a, stream);
+      break;
   }
   return static_cast<int>(cudaGetLastError());
+}
+
+int LaunchQkNormRopeParts(const QkNormRopeArgs* parts, int count, void* cuda_stream) {
+  if (count < 0 || count > kMaxQkNormRopeParts || (count > 0 && parts == nullptr)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  for (int i = 0; i < count; ++i) {
+    if (!ValidArgs(parts[i]) || parts[i].type != parts[0].type) {
+      return static_cast<int>(cudaErrorInvalidValue);
+    }
+  }
+  if (count == 0) return static_cast<int>(cudaSuccess);
+  auto stream = static_cast<cudaStream_t>(cuda_stream);
+  bool launched = false;
+  switch (parts[0].type) {
+    case ElementType::kFloat32:
+      launched = LaunchVectorParts<float>(parts, count, stream);
+      break;
+    case ElementType::kBFloat16:
+      launched = LaunchVectorParts<__nv_bfloat16>(parts, count, stream);
+      break;
+    case ElementType::kFloat16:
+      launched = LaunchVectorParts<__half>(parts, count, stream);
+      break;
+  }
+  if (launched) return static_cast<int>(cudaGetLastError());
+  // Parts of different widths, or one the vector path does not take: a launch each.
+  for (int i = 0; i < count; ++i) {
+    const int err = LaunchQkNormRope(parts[i], cuda_stream);
+    if (err != static_cast<int>(cudaSuccess)) return err;
+  }
+  return static_cast<int>(cudaSuccess);
 }
 
 }  // namespace ditserve::cuda

@@ -36,12 +36,21 @@ struct QkNormRopeArgs {
   const void* norm_weight = nullptr;  // (D), same type as x; null: no RMSNorm
   float norm_eps = 1e-6f;
   bool round_before_weight = false;  // see the norm's rounding above; ignored without norm_weight
-  const float* cos = nullptr;  // null: no rotary embedding
+  const float* cos = nullptr;        // null: no rotary embedding
   const float* sin = nullptr;
   void* out = nullptr;  // (B, out_tokens, H, D)
   int64_t out_tokens = 0, token_offset = 0;
 };
 
 int LaunchQkNormRope(const QkNormRopeArgs& args, void* cuda_stream);
+
+// Up to kMaxQkNormRopeParts argument sets (e.g. q, k and v of both streams of one attention) in
+// one kernel launch where every part takes the vector path with the same width, else a launch
+// each: the same results as LaunchQkNormRope per part, in fewer launches (each launch is a gap of
+// a few microseconds between kernels). All parts of one element type; each meets the contract
+// above; their outputs must not overlap. Returns the first error (cudaErrorInvalidValue for a
+// part outside the contract, or a count outside [0, kMaxQkNormRopeParts], nothing launched).
+constexpr int kMaxQkNormRopeParts = 6;
+int LaunchQkNormRopeParts(const QkNormRopeArgs* parts, int count, void* cuda_stream);
 
 }  // namespace ditserve::cuda

@@ -24,29 +24,30 @@ absl::StatusOr<std::shared_ptr<DiffusersRmsNorm>> LoadQkNorm(const ModuleLoader&
 absl::StatusOr<QwenImageAttention> QwenImageAttention::Load(const ModuleLoader& loader,
                                                             const std::string& prefix,
                                                             int64_t head_dim, double eps) {
-  ASSIGN_OR_RETURN(JointProjections proj, JointProjections::Load(loader, prefix, head_dim, /*joint=*/true));
+  ASSIGN_OR_RETURN(JointProjections proj,
+                   JointProjections::Load(loader, prefix, head_dim, /*joint=*/true));
   QwenImageAttention a(std::move(proj));
   ASSIGN_OR_RETURN(a.norm_q_, LoadQkNorm(loader, JoinPath(prefix, "norm_q"), head_dim, eps));
   ASSIGN_OR_RETURN(a.norm_k_, LoadQkNorm(loader, JoinPath(prefix, "norm_k"), head_dim, eps));
-  ASSIGN_OR_RETURN(a.norm_added_q_, LoadQkNorm(loader, JoinPath(prefix, "norm_added_q"), head_dim, eps));
-  ASSIGN_OR_RETURN(a.norm_added_k_, LoadQkNorm(loader, JoinPath(prefix, "norm_added_k"), head_dim, eps));
+  ASSIGN_OR_RETURN(a.norm_added_q_,
+                   LoadQkNorm(loader, JoinPath(prefix, "norm_added_q"), head_dim, eps));
+  ASSIGN_OR_RETURN(a.norm_added_k_,
+                   LoadQkNorm(loader, JoinPath(prefix, "norm_added_k"), head_dim, eps));
   return a;
 }
 
-std::pair<torch::Tensor, torch::Tensor> QwenImageAttention::Forward(const torch::Tensor& x,
-                                                                    const torch::Tensor& context,
-                                                                    const QwenRopeFreqs& rope,
-                                                                    const torch::Tensor& mask) const {
+std::pair<torch::Tensor, torch::Tensor> QwenImageAttention::Forward(
+    const torch::Tensor& x, const torch::Tensor& context, const QwenRopeFreqs& rope,
+    const torch::Tensor& mask) const {
   const QkvViews img = proj_.Image(x);
   const QkvViews txt = proj_.Text(context);
   // diffusers rotates each stream with its own table before the cat: the reference path's order.
   constexpr RopeOrder kOrder = RopeOrder::kPerStream;
-  auto q = JointHeadsFirst({txt.q, nullptr, norm_added_q_.get()}, {img.q, nullptr, norm_q_.get()},
-                           &rope.joint, kOrder);
-  auto k = JointHeadsFirst({txt.k, nullptr, norm_added_k_.get()}, {img.k, nullptr, norm_k_.get()},
-                           &rope.joint, kOrder);
-  auto v = JointHeadsFirst({txt.v}, {img.v}, nullptr);
-  return proj_.Project(DotProductAttentionHeadsFirst(q, k, v, mask), context.size(1));
+  const JointQkv qkv = JointQkvHeadsFirst(
+      {{txt.q, nullptr, norm_added_q_.get()}, {txt.k, nullptr, norm_added_k_.get()}, {txt.v}},
+      {{img.q, nullptr, norm_q_.get()}, {img.k, nullptr, norm_k_.get()}, {img.v}}, rope.joint,
+      kOrder);
+  return proj_.Project(DotProductAttentionHeadsFirst(qkv.q, qkv.k, qkv.v, mask), context.size(1));
 }
 
 }  // namespace ditserve::models::qwenimage

@@ -1,11 +1,11 @@
 // Qwen-Image double-stream attention (diffusers Attention + QwenDoubleStreamAttnProcessor2_0),
-// diffusers transformer_qwenimage.py: image q/k/v = to_q/k/v(x), text q/k/v = add_{q,k,v}_proj(context) (all with
-// biases), per-head diffusers RMSNorm (eps 1e-6; norm_q/k image, norm_added_q/k text), complex
-// RoPE applied separately (image tables to image q/k, text tables to text q/k), joint sequence
-// [text, image], SDPA with the optional boolean key mask, then the image part through to_out.0 and
-// the text part through to_add_out. The norm, RoPE and join go through JointHeadsFirst
-// (models/common/attention_inputs.h): one fused kernel per stream on CUDA, diffusers' op sequence
-// elsewhere.
+// diffusers transformer_qwenimage.py: image q/k/v = to_q/k/v(x), text q/k/v =
+// add_{q,k,v}_proj(context) (all with biases), per-head diffusers RMSNorm (eps 1e-6; norm_q/k
+// image, norm_added_q/k text), complex RoPE applied separately (image tables to image q/k, text
+// tables to text q/k), joint sequence [text, image], SDPA with the optional boolean key mask, then
+// the image part through to_out.0 and the text part through to_add_out. The norm, RoPE and join go
+// through JointQkvHeadsFirst (models/common/attention_inputs.h): one fused kernel launch for q, k
+// and v on CUDA, diffusers' op sequence elsewhere.
 //
 // Tensor parallelism: colwise q/k/v and rowwise outputs in Qwen-Image's plan; local heads = q
 // width / head_dim; 2 all-reduces per call. Thread-safety: one forward at a time.
@@ -27,12 +27,14 @@ namespace ditserve::models::qwenimage {
 
 class QwenImageAttention {
  public:
-  static absl::StatusOr<QwenImageAttention> Load(const ModuleLoader& loader, const std::string& prefix,
-                                                 int64_t head_dim, double eps);
+  static absl::StatusOr<QwenImageAttention> Load(const ModuleLoader& loader,
+                                                 const std::string& prefix, int64_t head_dim,
+                                                 double eps);
 
   // x: (B, N, D), context: (B, T, D) (both modulated); mask: empty or bool (B, 1, 1, T + N), true =
   // attend. Returns (image output, text output).
-  std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& x, const torch::Tensor& context,
+  std::pair<torch::Tensor, torch::Tensor> Forward(const torch::Tensor& x,
+                                                  const torch::Tensor& context,
                                                   const QwenRopeFreqs& rope,
                                                   const torch::Tensor& mask) const;
   int64_t local_heads() const { return proj_.local_heads(); }
