@@ -32,6 +32,11 @@
 
 namespace ditserve::compat {
 
+// torch.addcmul(x, t1, t2) (value 1) in float32 on CUDA: PyTorch 2.11 computes it as one fma
+// (std::fma(t1, t2, x), one rounding); earlier versions round t1·t2 to float32 before the sum. Our
+// gated-residual kernel (models/common/gated_residual.cc) reproduces the linked version's.
+inline constexpr bool kCudaAddcmulIsFma = DITSERVE_TORCH_AT_LEAST(2, 11);
+
 // A CPU generator seeded like torch.Generator("cpu").manual_seed(seed): the same ATen kernel, so
 // torch::randn with it reproduces PyTorch's noise bit for bit (same PyTorch version and dtype).
 inline at::Generator SeededCpuGenerator(uint64_t seed) {
@@ -130,9 +135,13 @@ inline torch::Tensor LinearGeluTanh(const torch::Tensor& x, const torch::Tensor&
 
 #if DITSERVE_HAS_FP8
 inline constexpr torch::ScalarType kFloat8E4m3 = torch::kFloat8_e4m3fn;
-inline bool IsFloat8(torch::ScalarType t) { return t == kFloat8E4m3; }
+inline bool IsFloat8(torch::ScalarType t) {
+  return t == kFloat8E4m3;
+}
 #else
-inline bool IsFloat8(torch::ScalarType) { return false; }
+inline bool IsFloat8(torch::ScalarType) {
+  return false;
+}
 #endif
 
 #if DITSERVE_HAS_FP8
@@ -171,11 +180,14 @@ inline torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight
 // c10::CachingDeviceAllocator in PyTorch 2.5.
 inline void CudaAllocatorBytes(int device, uint64_t* allocated, uint64_t* peak_allocated,
                                uint64_t* reserved) {
-  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  auto stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
 #if DITSERVE_TORCH_AT_LEAST(2, 5)
-  constexpr size_t kAggregate = static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
+  constexpr size_t kAggregate =
+      static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
 #else
-  constexpr size_t kAggregate = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+  constexpr size_t kAggregate =
+      static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
 #endif
   *allocated = static_cast<uint64_t>(stats.allocated_bytes[kAggregate].current);
   *peak_allocated = static_cast<uint64_t>(stats.allocated_bytes[kAggregate].peak);

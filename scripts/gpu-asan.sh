@@ -19,7 +19,7 @@ log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$R/log.txt"; }
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 [ -n "$(ls /tmp/ditserve-deps)" ] || tar xf "$archive" -C /tmp/ditserve-deps
 bundle=$(ls -d /tmp/ditserve-deps/*/ | head -1)
-tests="norm_modulate_test swiglu_test attention_inputs_test fp8_linear_test comm_nccl_test
+tests="norm_modulate_test gated_residual_test swiglu_test attention_inputs_test fp8_linear_test comm_nccl_test
        comm_nccl_torch_test cuda_engine_test cuda_lora_test step_cache_gpu_test
        image_inputs_gpu_test qwen_edit_gpu_test cuda_pipeline_test cuda_server_test"
 targets=(--target ditserve-frontend --target ditserve-worker)

@@ -1,10 +1,12 @@
 // Adaptive LayerNorms (diffusers normalization.py). Chunk orders differ and matter:
-//   AdaLayerNormZero        Linear_{D→6D}(SiLU(temb)) → shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
+//   AdaLayerNormZero        Linear_{D→6D}(SiLU(temb)) → shift_msa, scale_msa, gate_msa,
+//                                                       shift_mlp, scale_mlp, gate_mlp
 //   AdaLayerNormZeroSingle  Linear_{D→3D}(SiLU(temb)) → shift, scale, gate
 //   AdaLayerNormContinuous  Linear_{C→2D}(SiLU(cond).to(x.dtype)) → scale, shift   (scale first!)
 // Each normalises x with LayerNorm(eps, no affine) and modulates LN(x) * (1 + scale) + shift.
-// The modulation Linear ("<prefix>.linear") must give the full output on every rank: replicated (the
-// reference's plans) or rowwise_split_input (sharding::AddModulationSharding); Load refuses others.
+// The modulation Linear ("<prefix>.linear") must give the full output on every rank: replicated
+// (the reference's plans) or rowwise_split_input (sharding::AddModulationSharding); Load refuses
+// others.
 //
 // A model may compute every modulation of a step at once (models/tp/modulation_bank.h): it then
 // gives each AdaLN a ModulationSource, which returns the layer's output for SiLU(temb) from the
@@ -18,6 +20,7 @@
 #include <torch/torch.h>
 
 #include "absl/status/statusor.h"
+#include "models/common/gated_residual.h"  // GatedResidual, for the blocks that use both
 #include "models/common/module_loader.h"
 
 namespace ditserve::models {
@@ -37,8 +40,8 @@ class AdaLayerNormZero {
     torch::Tensor x;  // modulated LN(x) for the attention branch
     torch::Tensor gate_msa, shift_mlp, scale_mlp, gate_mlp;  // (B, D)
   };
-  static absl::StatusOr<AdaLayerNormZero> Load(const ModuleLoader& loader, const std::string& prefix,
-                                               double eps = 1e-6);
+  static absl::StatusOr<AdaLayerNormZero> Load(const ModuleLoader& loader,
+                                               const std::string& prefix, double eps = 1e-6);
   Output Forward(const torch::Tensor& x, const torch::Tensor& temb) const;
 
   const std::shared_ptr<LinearLayer>& linear() const { return linear_; }
@@ -96,12 +99,5 @@ class AdaLayerNormContinuous {
 // LN(x) * (1 + scale[:, None]) + shift[:, None] for (B, S, D) x and (B, D) scale/shift.
 torch::Tensor Modulate(const torch::Tensor& normed, const torch::Tensor& scale,
                        const torch::Tensor& shift);
-
-// x + gate·y with gate (B, D) broadcast over the sequence: the gated residual of every DiT block,
-// in one pass (addcmul).
-inline torch::Tensor GatedResidual(const torch::Tensor& x, const torch::Tensor& gate,
-                                   const torch::Tensor& y) {
-  return torch::addcmul(x, gate.unsqueeze(1), y);
-}
 
 }  // namespace ditserve::models

@@ -6,8 +6,10 @@
 // one write of the result, instead of the two kernels and the intermediate tensor of the
 // reference op sequence.
 //
-// Torch-free (raw pointers and strides), built into ditserve_cuda_kernels; the LibTorch glue is
-// models/common/ada_layer_norm.cc (NormModulate). Only built with -DDITSERVE_CUDA=ON.
+// The row body is norm_modulate_row.cuh, shared with the gated residual's fused kernel
+// (gated_residual.h). Torch-free (raw pointers and strides), built into ditserve_cuda_kernels; the
+// LibTorch glue is models/common/norm_modulate.cc (NormModulate). Only built with
+// -DDITSERVE_CUDA=ON.
 //
 // Contract: x and out are (batch, tokens, dim) contiguous; scale and shift are (batch, dim) with a
 // contiguous last dim and row strides scale_stride_b / shift_stride_b (elements; chunks of the

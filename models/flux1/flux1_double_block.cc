@@ -1,7 +1,7 @@
 #include "models/flux1/flux1_double_block.h"
 
-#include "models/common/norm_modulate.h"
 #include "common/status_macros.h"
+#include "models/common/gated_residual.h"
 
 namespace ditserve::models::flux1 {
 namespace {
@@ -30,12 +30,12 @@ std::pair<torch::Tensor, torch::Tensor> FluxDoubleBlock::Forward(const torch::Te
   auto nc = norm1_context_.Forward(context, temb);
   auto [attn_img, attn_txt] = attn_.ForwardJoint(n.x, nc.x, rope);
 
-  auto h = GatedResidual(hidden, n.gate_msa, attn_img);
-  auto ff_in = NormModulate(h, n.scale_mlp, n.shift_mlp, kNormEps);
+  auto [h, ff_in] =
+      GatedResidualNormModulate(hidden, n.gate_msa, attn_img, n.scale_mlp, n.shift_mlp, kNormEps);
   h = GatedResidual(h, n.gate_mlp, ff_.Forward(ff_in));
 
-  auto c = GatedResidual(context, nc.gate_msa, attn_txt);
-  auto ffc_in = NormModulate(c, nc.scale_mlp, nc.shift_mlp, kNormEps);
+  auto [c, ffc_in] = GatedResidualNormModulate(context, nc.gate_msa, attn_txt, nc.scale_mlp,
+                                               nc.shift_mlp, kNormEps);
   c = GatedResidual(c, nc.gate_mlp, ff_context_.Forward(ffc_in));
   if (c.scalar_type() == torch::kFloat16) c = c.clamp(-kFp16Max, kFp16Max);
   return {h, c};

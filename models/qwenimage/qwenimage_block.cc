@@ -1,9 +1,10 @@
 #include "models/qwenimage/qwenimage_block.h"
 
-#include "models/common/norm_modulate.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/common/ada_layer_norm.h"
+#include "models/common/gated_residual.h"
+#include "models/common/norm_modulate.h"
 
 namespace ditserve::models::qwenimage {
 namespace {
@@ -71,6 +72,17 @@ torch::Tensor GatedResidualSplit(const torch::Tensor& x, const Mod& step, const 
   return torch::cat({head, tail}, 1);
 }
 
+// The image stream's gated residual under (res, res_cond) and the modulated LN of its result
+// under (norm, norm_cond), the MLP's input: (residual, normed). One fused kernel where every token
+// is under the step's modulation (cond_from < 0); the split pair of ops otherwise.
+std::pair<torch::Tensor, torch::Tensor> GatedResidualModulateSplit(
+    const torch::Tensor& x, const Mod& res, const Mod& res_cond, const torch::Tensor& y,
+    const Mod& norm, const Mod& norm_cond, int64_t cond_from, double eps) {
+  if (cond_from < 0) return GatedResidualNormModulate(x, res.gate, y, norm.scale, norm.shift, eps);
+  torch::Tensor h = GatedResidualSplit(x, res, res_cond, y, cond_from);
+  return {h, ModulateSplit(h, norm, norm_cond, cond_from, eps)};
+}
+
 }  // namespace
 
 absl::StatusOr<QwenImageBlock> QwenImageBlock::Load(const ModuleLoader& loader,
@@ -78,7 +90,8 @@ absl::StatusOr<QwenImageBlock> QwenImageBlock::Load(const ModuleLoader& loader,
                                                     int64_t head_dim, double eps) {
   ASSIGN_OR_RETURN(auto img_mod, LoadModulation(loader, JoinPath(prefix, "img_mod.1"), inner_dim));
   ASSIGN_OR_RETURN(auto txt_mod, LoadModulation(loader, JoinPath(prefix, "txt_mod.1"), inner_dim));
-  ASSIGN_OR_RETURN(auto attn, QwenImageAttention::Load(loader, JoinPath(prefix, "attn"), head_dim, eps));
+  ASSIGN_OR_RETURN(auto attn,
+                   QwenImageAttention::Load(loader, JoinPath(prefix, "attn"), head_dim, eps));
   ASSIGN_OR_RETURN(auto img_mlp, FeedForward::Load(loader, JoinPath(prefix, "img_mlp")));
   ASSIGN_OR_RETURN(auto txt_mlp, FeedForward::Load(loader, JoinPath(prefix, "txt_mlp")));
   return QwenImageBlock(std::move(img_mod), std::move(txt_mod), std::move(attn), std::move(img_mlp),
@@ -104,13 +117,14 @@ std::pair<torch::Tensor, torch::Tensor> QwenImageBlock::Forward(
   auto nh = ModulateSplit(hidden, img1, cond1, cond_from, eps_);
   auto nc = NormModulate(context, txt1.scale, txt1.shift, eps_);
   auto [attn_img, attn_txt] = attn_.Forward(nh, nc, rope, mask);
-  auto h = GatedResidualSplit(hidden, img1, cond1, attn_img, cond_from);
-  auto c = GatedResidual(context, txt1.gate, attn_txt);
 
-  h = GatedResidualSplit(
-      h, img2, cond2, img_mlp_.Forward(ModulateSplit(h, img2, cond2, cond_from, eps_)), cond_from);
-  c = GatedResidual(c, txt2.gate,
-                    txt_mlp_.Forward(NormModulate(c, txt2.scale, txt2.shift, eps_)));
+  auto [h, h_in] =
+      GatedResidualModulateSplit(hidden, img1, cond1, attn_img, img2, cond2, cond_from, eps_);
+  h = GatedResidualSplit(h, img2, cond2, img_mlp_.Forward(h_in), cond_from);
+
+  auto [c, c_in] =
+      GatedResidualNormModulate(context, txt1.gate, attn_txt, txt2.scale, txt2.shift, eps_);
+  c = GatedResidual(c, txt2.gate, txt_mlp_.Forward(c_in));
   if (h.scalar_type() == torch::kFloat16) {
     h = h.clamp(-kFp16Max, kFp16Max);
     c = c.clamp(-kFp16Max, kFp16Max);

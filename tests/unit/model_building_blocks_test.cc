@@ -1,13 +1,16 @@
 // Speed-motivated rewrites of reference building blocks must compute the same numbers: fused
 // q/k/v GEMMs (and the weight re-pointing that keeps memory flat), the complex-product RoPE, the
-// single-pass modulation, the GEMM + GELU helper.
+// single-pass modulation, the GEMM + GELU helper, the gated residual fused with the next adaptive
+// LayerNorm.
 #include <gtest/gtest.h>
 
 #include "models/common/ada_layer_norm.h"
 #include "models/common/attention.h"
 #include "models/common/feed_forward.h"
 #include "models/common/fused_linear.h"
+#include "models/common/gated_residual.h"
 #include "models/common/linear.h"
+#include "models/common/norm_modulate.h"
 #include "models/common/rope.h"
 #include "models/common/swiglu_feed_forward.h"
 
@@ -26,9 +29,8 @@ std::shared_ptr<LinearLayer> RandomLinear(int64_t out, int64_t in, bool bias) {
 
 TEST(FusedLinear, EqualsTheSeparateProjectionsAndSharesTheirStorage) {
   torch::manual_seed(3);
-  std::vector<std::shared_ptr<LinearLayer>> parts = {RandomLinear(8, 16, true),
-                                                     RandomLinear(4, 16, true),
-                                                     RandomLinear(12, 16, true)};
+  std::vector<std::shared_ptr<LinearLayer>> parts = {
+      RandomLinear(8, 16, true), RandomLinear(4, 16, true), RandomLinear(12, 16, true)};
   const auto x = torch::randn({2, 5, 16});
   std::vector<torch::Tensor> expected;
   for (const auto& p : parts) expected.push_back(p->Forward(x));
@@ -61,9 +63,10 @@ TEST(FusedLinear, RefusesMismatchedParts) {
 
 TEST(Rope, ComplexProductEqualsTheReferenceOpSequence) {
   torch::manual_seed(5);
-  auto ids = torch::stack({torch::zeros({12}), torch::arange(12).floor_divide(4).to(torch::kFloat32),
-                           torch::arange(12).remainder(4).to(torch::kFloat32)},
-                          1);
+  auto ids =
+      torch::stack({torch::zeros({12}), torch::arange(12).floor_divide(4).to(torch::kFloat32),
+                    torch::arange(12).remainder(4).to(torch::kFloat32)},
+                   1);
   const RopeTables tables = FluxRopeTables(ids, {4, 6, 6}, 10000.0);
   ASSERT_TRUE(tables.freqs.defined());
   const RopeTables reference_only{tables.cos, tables.sin, {}};
@@ -121,7 +124,8 @@ TEST(ForwardJoined, EqualsForwardOfTheConcatenation) {
     // A view of a wider tensor (the attention's (B, S, H·hd) view) as a part.
     auto wide = torch::randn({2, 3, 7});
     EXPECT_LT(RelErr(layer.ForwardJoined({wide.narrow(2, 1, 5), b}),
-                     layer.Forward(torch::cat({wide.narrow(2, 1, 5), b}, -1))), 1e-6);
+                     layer.Forward(torch::cat({wide.narrow(2, 1, 5), b}, -1))),
+              1e-6);
     layer.SetLoraTerms({{torch::randn({2, 14}), torch::randn({6, 2})}});
     EXPECT_TRUE(torch::equal(layer.ForwardJoined({a, b}), layer.Forward(torch::cat({a, b}, -1))));
     layer.ClearLoraTerms();
@@ -135,6 +139,32 @@ TEST(Modulate, EqualsScaleThenShift) {
   EXPECT_LT(RelErr(Modulate(normed, scale, shift), ref), 1e-6);
 }
 
+// On the CPU the pair is exactly its reference sequence: addcmul, then NormModulate of the result
+// (the CUDA kernels' parity: tests/gpu/gated_residual_test.cc).
+TEST(GatedResidualNormModulate, EqualsGatedResidualThenNormModulate) {
+  torch::manual_seed(8);
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    auto x = torch::randn({2, 7, 16}).to(dtype), y = torch::randn({2, 7, 16}).to(dtype);
+    auto m = torch::randn({2, 6 * 16}).to(dtype).chunk(6, 1);  // strided (B, D) chunks
+    const torch::Tensor &gate = m[2], &shift = m[3], &scale = m[4];
+    EXPECT_FALSE(GatedResidualFused(x, gate, y));
+    EXPECT_FALSE(GatedResidualNormModulateFused(x, gate, y, scale, shift));
+    const torch::Tensor r_ref = torch::addcmul(x, gate.unsqueeze(1), y);
+    EXPECT_TRUE(torch::equal(GatedResidual(x, gate, y), r_ref));
+    EXPECT_TRUE(torch::equal(GatedResidualReference(x, gate, y), r_ref));
+    auto [residual, normed] = GatedResidualNormModulate(x, gate, y, scale, shift, 1e-6);
+    EXPECT_TRUE(torch::equal(residual, r_ref));
+    EXPECT_TRUE(torch::equal(normed, NormModulate(r_ref, scale, shift, 1e-6)));
+    // A non-contiguous y (a view) gives the same numbers.
+    const torch::Tensor y_t = y.transpose(1, 2).contiguous().transpose(1, 2);
+    ASSERT_FALSE(y_t.is_contiguous());
+    auto [residual_t, normed_t] = GatedResidualNormModulate(x, gate, y_t, scale, shift, 1e-6);
+    EXPECT_TRUE(torch::equal(residual_t, r_ref));
+    EXPECT_TRUE(torch::equal(normed_t, normed));
+  }
+}
+
 TEST(LinearThenGeluTanh, EqualsGeluOfTheLinear) {
   torch::manual_seed(7);
   auto layer = RandomLinear(24, 16, true);
@@ -146,7 +176,8 @@ TEST(LinearThenGeluTanh, EqualsGeluOfTheLinear) {
 // (a slice of the fused projection's output in): the same bytes as cat(attention, SwiGLU).
 TEST(AttentionJoin, AttentionAndSwiGluWrittenIntoOneBufferEqualTheCat) {
   torch::manual_seed(3);
-  auto q = torch::randn({2, 3, 5, 4}), k = torch::randn({2, 3, 5, 4}), v = torch::randn({2, 3, 5, 4});
+  auto q = torch::randn({2, 3, 5, 4}), k = torch::randn({2, 3, 5, 4}),
+       v = torch::randn({2, 3, 5, 4});
   torch::Tensor z = torch::randn({2, 5, 6 + 2 * 7});
   torch::Tensor mlp_in = z.narrow(2, 6, 2 * 7);
   torch::Tensor joined = torch::empty({2, 5, 12 + 7});
@@ -154,8 +185,8 @@ TEST(AttentionJoin, AttentionAndSwiGluWrittenIntoOneBufferEqualTheCat) {
   SwiGluInto(mlp_in, tail);
   DotProductAttentionHeadsFirstInto(q, k, v, joined);
   auto halves = mlp_in.chunk(2, -1);
-  torch::Tensor expected = torch::cat(
-      {DotProductAttentionHeadsFirst(q, k, v), torch::silu(halves[0]) * halves[1]}, -1);
+  torch::Tensor expected =
+      torch::cat({DotProductAttentionHeadsFirst(q, k, v), torch::silu(halves[0]) * halves[1]}, -1);
   EXPECT_TRUE(torch::equal(joined, expected));
   EXPECT_TRUE(torch::equal(SwiGlu(mlp_in), torch::silu(halves[0]) * halves[1]));
 }
