@@ -4,6 +4,7 @@
 // Elsewhere every fused op runs its reference op sequence.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include <torch/torch.h>
@@ -20,6 +21,11 @@ bool EnvironmentSwitchOn(const char* name);
 
 // The kernels' element type for a tensor dtype (float32, bfloat16, float16); false for others.
 bool KernelElementType(torch::ScalarType t, cuda::ElementType* out);
+
+// Whether t's first element is 16-byte aligned (a 16-byte vector access may start there).
+inline bool DataAligned16(const torch::Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
 
 #ifdef DITSERVE_WITH_CUDA_KERNELS
 // Launches one of our kernels for tensors on `device`: that device current (a CUDAGuard, so any

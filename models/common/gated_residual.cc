@@ -18,10 +18,6 @@ torch::Tensor GatedResidualReference(const torch::Tensor& x, const torch::Tensor
 #ifdef DITSERVE_WITH_CUDA_KERNELS
 namespace {
 
-bool Aligned16(const torch::Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
-}
-
 // The kernel's arguments for x + gate·y written into `out` (the contract checked by
 // GatedResidualFused).
 cuda::GatedResidualArgs ResidualArgs(const torch::Tensor& x, const torch::Tensor& gate,
@@ -52,19 +48,19 @@ bool GatedResidualFused(const torch::Tensor& x, const torch::Tensor& gate, const
 #ifdef DITSERVE_WITH_CUDA_KERNELS
   cuda::ElementType type;
   if (!FusedKernelsEnabled() || !x.is_cuda() || x.dim() != 3 || !x.is_contiguous() ||
-      !KernelElementType(x.scalar_type(), &type) || !Aligned16(x)) {
+      !KernelElementType(x.scalar_type(), &type) || !DataAligned16(x)) {
     return false;
   }
   const int64_t b = x.size(0), d = x.size(2);
   const int64_t width = x.scalar_type() == torch::kFloat32 ? 4 : 8;
   if (d == 0 || d % width != 0) return false;
   if (y.device() != x.device() || y.scalar_type() != x.scalar_type() || y.sizes() != x.sizes() ||
-      !y.is_contiguous() || !Aligned16(y)) {
+      !y.is_contiguous() || !DataAligned16(y)) {
     return false;
   }
   return gate.device() == x.device() && gate.scalar_type() == x.scalar_type() && gate.dim() == 2 &&
          gate.size(0) == b && gate.size(1) == d && gate.stride(1) == 1 &&
-         gate.stride(0) % width == 0 && Aligned16(gate);
+         gate.stride(0) % width == 0 && DataAligned16(gate);
 #else
   (void)x;
   (void)gate;

@@ -15,14 +15,6 @@ torch::Tensor NormModulateReference(const torch::Tensor& x, const torch::Tensor&
   return Modulate(LayerNormNoAffine(x, eps), scale, shift);
 }
 
-#ifdef DITSERVE_WITH_CUDA_KERNELS
-namespace {
-
-bool Aligned16(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
-
-}  // namespace
-#endif
-
 bool NormModulateFused(const torch::Tensor& x, const torch::Tensor& scale,
                        const torch::Tensor& shift) {
 #ifdef DITSERVE_WITH_CUDA_KERNELS
@@ -33,11 +25,11 @@ bool NormModulateFused(const torch::Tensor& x, const torch::Tensor& scale,
   }
   const int64_t b = x.size(0), d = x.size(2);
   const int64_t width = x.scalar_type() == torch::kFloat32 ? 4 : 8;
-  if (d % width != 0 || d > cuda::NormModulateMaxDim(type) || !Aligned16(x)) return false;
+  if (d % width != 0 || d > cuda::NormModulateMaxDim(type) || !DataAligned16(x)) return false;
   for (const torch::Tensor* t : {&scale, &shift}) {
     if (t->device() != x.device() || t->scalar_type() != x.scalar_type() || t->dim() != 2 ||
         t->size(0) != b || t->size(1) != d || t->stride(1) != 1 || t->stride(0) % width != 0 ||
-        !Aligned16(*t)) {
+        !DataAligned16(*t)) {
       return false;
     }
   }
@@ -54,7 +46,8 @@ torch::Tensor NormModulate(const torch::Tensor& x, const torch::Tensor& scale,
                            const torch::Tensor& shift, double eps) {
 #ifdef DITSERVE_WITH_CUDA_KERNELS
   if (NormModulateFused(x, scale, shift)) {
-    torch::Tensor out = torch::empty_like(x, x.options().memory_format(torch::MemoryFormat::Contiguous));
+    torch::Tensor out =
+        torch::empty_like(x, x.options().memory_format(torch::MemoryFormat::Contiguous));
     cuda::NormModulateArgs a;
     KernelElementType(x.scalar_type(), &a.type);
     a.x = x.data_ptr();
