@@ -169,13 +169,9 @@ __device__ __forceinline__ void VecRows(const QkNormRopeArgs& a, int64_t block) 
   }
 }
 
-template <typename T, int E>
-__global__ void __launch_bounds__(kWarp* kWarpsPerBlock) QkNormRopeVecKernel(QkNormRopeArgs a) {
-  VecRows<T, E>(a, blockIdx.x);
-}
-
-// Several parts in one launch: part i owns blocks [first_block[i], first_block[i + 1]). Passed as
-// a __grid_constant__ parameter, so indexing it by the block's part reads the parameter in place.
+// The vectorised kernel's launch, of one part or several: part i owns blocks [first_block[i],
+// first_block[i + 1]). Passed as a __grid_constant__ parameter, so indexing it by the block's part
+// reads the parameter in place.
 struct PartsLaunch {
   QkNormRopeArgs part[kMaxQkNormRopeParts];
   int64_t first_block[kMaxQkNormRopeParts + 1];
@@ -216,27 +212,6 @@ int64_t VectorBlocks(const QkNormRopeArgs& a) {
   return (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
 }
 
-// The vectorised kernel when the shape and alignment allow it (E elements a lane), else false.
-template <typename T>
-bool LaunchVector(const QkNormRopeArgs& a, cudaStream_t stream) {
-  const int64_t e = VectorWidth<T>(a);
-  if (e == 0) return false;
-  const dim3 grid(static_cast<unsigned>(VectorBlocks(a)));
-  const dim3 block(kWarp * kWarpsPerBlock);
-  switch (e) {
-    case 2:
-      QkNormRopeVecKernel<T, 2><<<grid, block, 0, stream>>>(a);
-      break;
-    case 4:
-      QkNormRopeVecKernel<T, 4><<<grid, block, 0, stream>>>(a);
-      break;
-    default:
-      QkNormRopeVecKernel<T, 8><<<grid, block, 0, stream>>>(a);
-      break;
-  }
-  return true;
-}
-
 // All parts in one launch of the vectorised kernel when every part allows the same width, else
 // false (nothing launched).
 template <typename T>
@@ -275,7 +250,7 @@ bool LaunchVectorParts(const QkNormRopeArgs* parts, int count, cudaStream_t stre
 
 template <typename T>
 void Launch(const QkNormRopeArgs& a, cudaStream_t stream) {
-  if (LaunchVector<T>(a, stream)) return;
+  if (LaunchVectorParts<T>(&a, 1, stream)) return;  // the vectorised kernel, one part
   const int64_t rows = a.batch * a.tokens * a.heads;
   const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
   const dim3 block(kWarp * kWarpsPerBlock);
