@@ -42,6 +42,21 @@ void LaunchOnDevice(const torch::Device& device, const char* kernel,
   TORCH_CHECK(err == 0, kernel, " kernel launch failed: ",
               cudaGetErrorString(static_cast<cudaError_t>(err)));
 }
+
+bool VectorRowsFit(const torch::Tensor& x, cuda::ElementType* type, int64_t* width) {
+  if (!FusedKernelsEnabled() || !x.is_cuda() || x.dim() != 3 || !x.is_contiguous() ||
+      !KernelElementType(x.scalar_type(), type) || !DataAligned16(x)) {
+    return false;
+  }
+  *width = x.scalar_type() == torch::kFloat32 ? 4 : 8;
+  return x.size(2) % *width == 0;
+}
+
+bool PerSampleVectorFits(const torch::Tensor& t, const torch::Tensor& x, int64_t width) {
+  return t.device() == x.device() && t.scalar_type() == x.scalar_type() && t.dim() == 2 &&
+         t.size(0) == x.size(0) && t.size(1) == x.size(2) && t.stride(1) == 1 &&
+         t.stride(0) % width == 0 && DataAligned16(t);
+}
 #endif
 
 }  // namespace ditserve::models

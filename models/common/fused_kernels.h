@@ -33,6 +33,16 @@ inline bool DataAligned16(const torch::Tensor& t) {
 // (c10::Error) naming `kernel` when the launch reports an error.
 void LaunchOnDevice(const torch::Device& device, const char* kernel,
                     const std::function<int(void* stream)>& launch);
+
+// The rows of x (B, S, D) as our row kernels read them in 16-byte vectors (NormModulate, the gated
+// residual): fused kernels on, x on CUDA, 3-D, contiguous, of a kernel dtype (*type), 16-byte
+// aligned, D a multiple of the vector's width in elements (*width: 8 for 16-bit types, 4 for
+// float32).
+bool VectorRowsFit(const torch::Tensor& x, cuda::ElementType* type, int64_t* width);
+
+// A per-sample (B, D) vector for those rows (scale, shift, gate: chunks of a modulation GEMM's
+// output are fine): x's device and dtype, a contiguous last dim, every row on a 16-byte boundary.
+bool PerSampleVectorFits(const torch::Tensor& t, const torch::Tensor& x, int64_t width);
 #endif
 
 }  // namespace ditserve::models

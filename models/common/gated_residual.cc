@@ -47,20 +47,13 @@ torch::Tensor EmptyContiguousLike(const torch::Tensor& x) {
 bool GatedResidualFused(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& y) {
 #ifdef DITSERVE_WITH_CUDA_KERNELS
   cuda::ElementType type;
-  if (!FusedKernelsEnabled() || !x.is_cuda() || x.dim() != 3 || !x.is_contiguous() ||
-      !KernelElementType(x.scalar_type(), &type) || !DataAligned16(x)) {
-    return false;
-  }
-  const int64_t b = x.size(0), d = x.size(2);
-  const int64_t width = x.scalar_type() == torch::kFloat32 ? 4 : 8;
-  if (d == 0 || d % width != 0) return false;
+  int64_t width = 0;
+  if (!VectorRowsFit(x, &type, &width) || x.size(2) == 0) return false;
   if (y.device() != x.device() || y.scalar_type() != x.scalar_type() || y.sizes() != x.sizes() ||
       !y.is_contiguous() || !DataAligned16(y)) {
     return false;
   }
-  return gate.device() == x.device() && gate.scalar_type() == x.scalar_type() && gate.dim() == 2 &&
-         gate.size(0) == b && gate.size(1) == d && gate.stride(1) == 1 &&
-         gate.stride(0) % width == 0 && DataAligned16(gate);
+  return PerSampleVectorFits(gate, x, width);
 #else
   (void)x;
   (void)gate;

@@ -19,21 +19,9 @@ bool NormModulateFused(const torch::Tensor& x, const torch::Tensor& scale,
                        const torch::Tensor& shift) {
 #ifdef DITSERVE_WITH_CUDA_KERNELS
   cuda::ElementType type;
-  if (!FusedKernelsEnabled() || !x.is_cuda() || x.dim() != 3 || !x.is_contiguous() ||
-      !KernelElementType(x.scalar_type(), &type)) {
-    return false;
-  }
-  const int64_t b = x.size(0), d = x.size(2);
-  const int64_t width = x.scalar_type() == torch::kFloat32 ? 4 : 8;
-  if (d % width != 0 || d > cuda::NormModulateMaxDim(type) || !DataAligned16(x)) return false;
-  for (const torch::Tensor* t : {&scale, &shift}) {
-    if (t->device() != x.device() || t->scalar_type() != x.scalar_type() || t->dim() != 2 ||
-        t->size(0) != b || t->size(1) != d || t->stride(1) != 1 || t->stride(0) % width != 0 ||
-        !DataAligned16(*t)) {
-      return false;
-    }
-  }
-  return true;
+  int64_t width = 0;
+  if (!VectorRowsFit(x, &type, &width) || x.size(2) > cuda::NormModulateMaxDim(type)) return false;
+  return PerSampleVectorFits(scale, x, width) && PerSampleVectorFits(shift, x, width);
 #else
   (void)x;
   (void)scale;
